@@ -1,0 +1,1 @@
+"""contextwarden's HTTP side: config, the ASGI app, forwarding and overflow recovery."""

@@ -1,0 +1,83 @@
+"""The ASGI application: routes, lifespan, and the one place errors become responses."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from proxy.chat import handle_chat
+from proxy.config import Settings
+from proxy.errors import ProxyError, error_body, error_response
+from proxy.passthrough import handle_models, handle_passthrough
+from proxy.runtime import Runtime
+from proxy.upstream import new_client
+
+log = logging.getLogger("contextwarden")
+MAX_CONNECTIONS = 1024
+
+
+def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> Starlette:
+    """Build the proxy. ``client`` lets tests inject a transport; by default one is pooled."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        own = client or new_client(MAX_CONNECTIONS)
+        app.state.runtime = Runtime.build(settings, own)
+        try:
+            yield
+        finally:
+            if client is None:
+                await own.aclose()
+
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
+    ]
+    handlers = {ProxyError: _proxy_error, Exception: _unexpected}
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+
+
+_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def chat(request: Request) -> Response:
+    return await handle_chat(request, _runtime(request))
+
+
+async def models(request: Request) -> Response:
+    return await handle_models(request, _runtime(request))
+
+
+async def passthrough(request: Request) -> Response:
+    return await handle_passthrough(request, _runtime(request), request.path_params["subpath"])
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def _proxy_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProxyError)
+    return error_response(exc)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    body = error_body("internal proxy error; see the proxy's log", "server_error", "internal_error")
+    return Response(body, 500, media_type="application/json")

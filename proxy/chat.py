@@ -1,0 +1,148 @@
+"""``POST /v1/chat/completions``, in layers (one concern each):
+
+    handle_chat               read and validate the body, resolve the model, plan the first try
+     └─ send_with_overflow_retry   on an upstream overflow: shrink the budget, re-fit, try again
+         └─ send_once              pick the transport (OpenAI-compatible HTTP or litellm)
+
+The client gets the upstream's own status, headers and bytes, plus ``x-contextwarden-*`` headers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from proxy import litellm_upstream
+from proxy.errors import ContextTooLarge
+from proxy.models import ModelSpec
+from proxy.overflow import Overflow, is_context_overflow
+from proxy.plan import Plan, first_plan, fitted_plan, shrunk_budget
+from proxy.runtime import Runtime
+from proxy.upstream import Reply, decoded, join_url, send, upstream_headers
+from proxy.validation import parse_chat, read_body
+from strategies.tokens import count_prompt
+
+
+async def handle_chat(request: Request, rt: Runtime) -> Response:
+    body = await read_body(request, rt.settings.limits.max_body_bytes)
+    payload = parse_chat(body)
+    spec = rt.models.resolve(payload["model"])
+    trimming = rt.settings.trimming
+    plan = first_plan(
+        body,
+        payload,
+        spec,
+        rt.models.window(spec),
+        trimming.reserve_output_tokens,
+        trimming.safety_margin_tokens,
+    )
+    reply, plan, retries = await send_with_overflow_retry(request, rt, spec, body, payload, plan)
+    return respond(reply, cw_headers(plan, retries))
+
+
+async def send_with_overflow_retry(
+    request: Request,
+    rt: Runtime,
+    spec: ModelSpec,
+    body: bytes,
+    payload: dict[str, Any],
+    plan: Plan,
+) -> tuple[Reply, Plan, int]:
+    trimming = rt.settings.trimming
+    retries = 0
+    while True:
+        reply = await send_once(request, rt, spec, payload, plan)
+        overflow = await overflow_of(reply)
+        if overflow is None or plan.budget is None or retries >= trimming.max_overflow_retries:
+            return reply, plan, retries
+        if plan.counted == "bound":  # the shrink must start from the real count, not a bound
+            plan.tokens_after = count_prompt(spec.pricing.counter, payload["messages"])
+        budget, learned = shrunk_budget(plan, overflow, trimming.overflow_shrink)
+        if learned is not None:
+            rt.models.learned.learn(spec.name, learned)
+        try:
+            retry = fitted_plan(body, payload, spec, budget)
+        except ContextTooLarge:
+            return reply, plan, retries  # cannot shrink further: the upstream's own error stands
+        await reply.aclose()
+        retries += 1
+        retry.actions = sorted({*retry.actions, "overflow-retry"})
+        plan = retry
+
+
+async def send_once(
+    request: Request, rt: Runtime, spec: ModelSpec, payload: dict[str, Any], plan: Plan
+) -> Reply:
+    upstream = rt.settings.upstreams[spec.upstream]
+    key = rt.api_key(spec.upstream)
+    headers = upstream_headers(_headers(request), upstream, key)
+    if upstream.provider == "litellm":
+        return await litellm_upstream.complete(upstream, key, headers, plan.body)
+    assert upstream.base_url is not None
+    url = join_url(upstream.base_url, "chat/completions", request.url.query)
+    return await send(rt.client, upstream, "POST", url, headers, plan.body)
+
+
+async def overflow_of(reply: Reply) -> Overflow | None:
+    """Whether the reply is a context overflow; peeks at a 200 stream's first event (SGLang)."""
+    if reply.overflow is not None:
+        return reply.overflow
+    if reply.body is not None:
+        if reply.status < 400:
+            return None
+        return is_context_overflow(reply.status, decoded(reply.body, reply.headers))
+    if reply.stream is None or not _is_plain_event_stream(reply.headers):
+        return None
+    first = await anext(reply.stream, b"")
+    reply.stream = _prepend(first, reply.stream)
+    if b'"error"' in first:
+        return is_context_overflow(200, first)
+    return None
+
+
+def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
+    headers = reply.headers + extra
+    response: Response
+    if reply.body is not None:
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("content-length", str(len(reply.body))))
+        response = Response(reply.body, reply.status)
+    else:
+        assert reply.stream is not None
+        response = StreamingResponse(reply.stream, reply.status)
+    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    return response
+
+
+def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
+    def num(value: int | None) -> str:
+        return "unknown" if value is None else str(value)
+
+    return [
+        ("x-contextwarden-tokens-before", num(plan.tokens_before)),
+        ("x-contextwarden-tokens-after", num(plan.tokens_after)),
+        ("x-contextwarden-budget", num(plan.budget.messages if plan.budget else None)),
+        ("x-contextwarden-actions", ",".join(plan.actions) or "none"),
+        ("x-contextwarden-retries", str(retries)),
+        ("x-contextwarden-count", plan.counted),
+    ]
+
+
+def _headers(request: Request) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+
+
+def _is_plain_event_stream(headers: list[tuple[str, str]]) -> bool:
+    kinds = {k.lower(): v.lower() for k, v in headers}
+    return "text/event-stream" in kinds.get("content-type", "") and not kinds.get(
+        "content-encoding"
+    )
+
+
+async def _prepend(first: bytes, rest: Any) -> Any:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk

@@ -1,0 +1,61 @@
+"""``contextwarden serve | check-config | demo``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from proxy.config import ConfigError, load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="contextwarden", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", help="YAML config (default: the embedded default config)")
+    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default 8080)")
+    check = sub.add_parser("check-config", help="validate a config file and exit")
+    check.add_argument("path")
+    demo = sub.add_parser("demo", help="a local upstream, the proxy, and a growing conversation")
+    demo.add_argument("--turns", type=int, default=12)
+    demo.add_argument("--window", type=int, default=1024)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        if args.command == "check-config":
+            settings = load_settings(args.path)
+            counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
+            print(f"{args.path}: ok ({counts})")
+            return 0
+        from proxy.demo import run_demo
+
+        return run_demo(args.turns, args.window)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from proxy.app import create_app
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        loop="auto",
+        http="auto",
+        server_header=False,
+        date_header=False,
+        log_level="info",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

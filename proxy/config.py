@@ -1,0 +1,153 @@
+"""Configuration: one YAML file, overridden by ``CONTEXTWARDEN_*`` environment variables.
+
+Precedence lives in one place, :meth:`Settings.settings_customise_sources`: environment over the
+YAML file over defaults. Every model forbids unknown keys, so a typo fails at start-up with the
+file and the key named. Secrets are never written in the file: an upstream names the environment
+variable that holds its key (``api_key_env``), read once when the config is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Upstream(Strict):
+    provider: Literal["openai", "litellm"] = "openai"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    model: str | None = Field(None, description="litellm model string, for provider: litellm")
+    timeout: float = Field(600.0, gt=0)
+    connect_timeout: float = Field(10.0, gt=0)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _needs(self) -> Upstream:
+        if self.provider == "openai" and not self.base_url:
+            raise ValueError("an OpenAI-compatible upstream needs base_url")
+        if self.provider == "litellm" and not self.model:
+            raise ValueError("a litellm upstream needs model (e.g. anthropic/claude-sonnet-4-5)")
+        return self
+
+
+class ModelEntry(Strict):
+    upstream: str | None = None
+    context_window: int | None = Field(None, gt=0)
+    max_output_tokens: int | None = Field(None, gt=0)
+    tokenizer: str | None = Field(
+        None, description="tiktoken encoding (o200k_base, cl100k_base), 'estimate' or 'bytes'"
+    )
+
+
+class Trimming(Strict):
+    reserve_output_tokens: int = Field(4096, ge=0)
+    safety_margin_tokens: int = Field(16, ge=0)
+    estimate_ratio: float = Field(1.2, ge=1.0)
+    max_overflow_retries: int = Field(2, ge=0, le=10)
+    overflow_shrink: float = Field(0.15, gt=0, lt=1)
+
+
+class Limits(Strict):
+    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CONTEXTWARDEN_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    default_upstream: str = "openai"
+    upstreams: dict[str, Upstream] = Field(default_factory=dict)
+    models: dict[str, ModelEntry] = Field(default_factory=dict)
+    trimming: Trimming = Trimming()
+    limits: Limits = Limits()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _references(self) -> Settings:
+        if not self.upstreams:
+            raise ValueError("no upstreams configured: add one under `upstreams:`")
+        if self.default_upstream not in self.upstreams:
+            raise ValueError(f"default_upstream {self.default_upstream!r} is not in upstreams")
+        for name, entry in self.models.items():
+            if entry.upstream is not None and entry.upstream not in self.upstreams:
+                raise ValueError(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
+        return self
+
+    def api_key(self, upstream: str) -> str | None:
+        """The upstream's key from its environment variable (None: pass the client's through)."""
+        env = self.upstreams[upstream].api_key_env
+        return os.environ.get(env) or None if env else None
+
+
+def default_config() -> dict[str, Any]:
+    """The embedded config: one OpenAI-compatible upstream from the usual OpenAI variables."""
+    return {
+        "upstreams": {
+            "openai": {
+                "base_url": os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL,
+                "api_key_env": "OPENAI_API_KEY",
+            }
+        }
+    }
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load ``path`` (or the embedded default), apply the environment, validate."""
+    source = str(path) if path else "embedded default config"
+    data = _read_yaml(Path(path)) if path else default_config()
+    data.update(overrides)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(format_errors(source, exc)) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    return loaded
+
+
+def format_errors(source: str, exc: ValidationError) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {key}: {err['msg']}")
+    return "\n".join(lines)

@@ -1,0 +1,80 @@
+"""Resolving a requested model name to its upstream, window and token pricing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.config import Settings
+from proxy.modeltable import ModelTable
+from proxy.tokenizers import Pricing, Tokenizers
+
+MAX_CACHED_NAMES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    name: str
+    upstream: str
+    window: int | None
+    max_output: int | None
+    pricing: Pricing
+
+
+class LearnedWindows:
+    """Windows learned from upstream overflow errors, in the proxy's own token counts."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, int] = {}
+
+    def get(self, model: str) -> int | None:
+        return self._windows.get(model)
+
+    def learn(self, model: str, window: int) -> None:
+        current = self._windows.get(model)
+        if window > 0 and (current is None or window < current):
+            self._windows[model] = window
+
+    def items(self) -> dict[str, int]:
+        return dict(self._windows)
+
+
+class Models:
+    def __init__(self, settings: Settings, table: ModelTable, tokenizers: Tokenizers) -> None:
+        self._settings = settings
+        self._table = table
+        self._tokenizers = tokenizers
+        self._cache: dict[str, ModelSpec] = {}
+        self.learned = LearnedWindows()
+
+    def resolve(self, name: str) -> ModelSpec:
+        spec = self._cache.get(name)
+        if spec is None:
+            spec = self._build(name)
+            if len(self._cache) < MAX_CACHED_NAMES:
+                self._cache[name] = spec
+        return spec
+
+    def window(self, spec: ModelSpec) -> int | None:
+        """The configured (or table) window, lowered by what overflow errors taught us."""
+        learned = self.learned.get(spec.name)
+        if spec.window is None:
+            return learned
+        return min(spec.window, learned) if learned else spec.window
+
+    def _build(self, name: str) -> ModelSpec:
+        entry = self._settings.models.get(name)
+        upstream = (entry.upstream if entry else None) or self._settings.default_upstream
+        table = self._table.lookup(self._table_name(name, upstream))
+        window = (entry.context_window if entry else None) or (table.window if table else None)
+        max_output = (entry.max_output_tokens if entry else None) or (
+            table.max_output if table else None
+        )
+        pricing = self._tokenizers.for_model(name, entry.tokenizer if entry else None)
+        return ModelSpec(name, upstream, window, max_output, pricing)
+
+    def _table_name(self, name: str, upstream: str) -> str:
+        # A litellm upstream serves the model its own `model:` string names.
+        config = self._settings.upstreams.get(upstream)
+        if config is not None and config.provider == "litellm" and config.model:
+            return config.model
+        return name

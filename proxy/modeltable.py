@@ -1,0 +1,52 @@
+"""Context windows from litellm's bundled model table, read without importing litellm.
+
+Importing litellm takes seconds; its table is a JSON file inside the package, so we read that
+file directly (the same data ``litellm.model_cost`` holds with LITELLM_LOCAL_MODEL_COST_MAP=True).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+TABLE_FILE = "model_prices_and_context_window_backup.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    window: int
+    max_output: int | None
+
+
+def litellm_dir() -> Path | None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class ModelTable:
+    def __init__(self, entries: dict[str, Any]) -> None:
+        self._entries = entries
+
+    @classmethod
+    def bundled(cls) -> ModelTable:
+        base = litellm_dir()
+        path = base / TABLE_FILE if base else None
+        if path is None or not path.exists():
+            return cls({})
+        return cls(orjson.loads(path.read_bytes()))
+
+    def lookup(self, model: str) -> TableEntry | None:
+        for key in (model, model.split("/", 1)[-1]):
+            entry = self._entries.get(key)
+            if isinstance(entry, dict):
+                window = entry.get("max_input_tokens") or entry.get("max_tokens")
+                if isinstance(window, int) and window > 0:
+                    out = entry.get("max_output_tokens")
+                    return TableEntry(window, out if isinstance(out, int) else None)
+        return None

@@ -1,0 +1,150 @@
+"""Is an upstream answer a context-window overflow? One pure function, tested by a table.
+
+Providers word the same failure a dozen ways (see SEMANTICS.md); we match each wording and pull
+out the real limit and the counts the message gives, so the retry can shrink by the right amount.
+Rate limits (429) and OpenAI's ``string_above_max_length`` (one field too long) are not overflows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+NOT_OVERFLOW_STATUSES = frozenset({401, 402, 403, 404, 405, 408, 409, 429})
+NOT_OVERFLOW_CODES = frozenset({"string_above_max_length", "rate_limit_exceeded"})
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """What the upstream told us: its limit and how many tokens it counted, when it said so."""
+
+    limit: int | None = None
+    prompt: int | None = None
+    completion: int | None = None
+
+
+def _n(text: str | None) -> int | None:
+    return int(text.replace(",", "")) if text else None
+
+
+_NUM = r"([\d,]+)"
+# Each pattern names the groups it captures: limit, prompt, total (prompt + completion), completion.
+_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE | re.DOTALL)
+    for p in (
+        rf"maximum context length is {_NUM} tokens.*?requested (?:about )?(?P<total>{_NUM}) tokens"
+        rf"(?: \((?P<prompt>{_NUM}) in the messages, (?P<completion>{_NUM}) in the completion\))?",
+        rf"maximum context length is (?P<limit>{_NUM}) tokens"
+        rf".*?resulted in (?P<prompt>{_NUM}) tokens",
+        rf"maximum context length is (?P<limit>{_NUM}) tokens",
+        rf"prompt is too long: (?P<prompt>{_NUM}) tokens > (?P<limit>{_NUM}) maximum",
+        rf"input length and `?max_tokens`? exceed context limit"
+        rf"(?:: (?P<prompt>{_NUM}) \+ (?P<completion>{_NUM}) > (?P<limit>{_NUM}))?",
+        rf"the input \((?P<prompt>{_NUM}) tokens\) is longer than the model's context length "
+        rf"\((?P<limit>{_NUM}) tokens\)",
+        rf"input token count \((?P<prompt>{_NUM})\) exceeds the maximum number of tokens allowed "
+        rf"\((?P<limit>{_NUM})\)",
+        rf"prompt contains (?P<prompt>{_NUM}) tokens.*?too large for model with (?P<limit>{_NUM}) "
+        r"maximum context length",
+        rf"prompt tokens \((?P<prompt>{_NUM})\) exceeds? model maximum \((?P<limit>{_NUM})\)",
+        rf"current length is (?P<prompt>{_NUM}) while limit is (?P<limit>{_NUM})",
+        r"input exceeds the context window",
+        r"reduce the length of the messages",
+        r"input is too long for requested model",
+        r"too many input tokens",
+        r"exceeds the available context size",
+        r"context[ _]length[ _]exceeded",
+        r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context (?:length|window)",
+    )
+)
+# The first pattern captures the limit positionally (group 1) because "total" follows it.
+_FIRST = _PATTERNS[0]
+
+
+def is_context_overflow(status: int, body: bytes | str | dict[str, Any] | None) -> Overflow | None:
+    """Return what the overflow said, or None when the answer is not a context overflow."""
+    if status in NOT_OVERFLOW_STATUSES or (status < 400 and status != 200):
+        return None
+    if status == 200 and not _mentions_error(body):
+        return None
+    message, code, extra = _message(body)
+    if code in NOT_OVERFLOW_CODES:
+        return None
+    found = _match(message)
+    if found is None and code == "context_length_exceeded":
+        found = Overflow()
+    if found is None and extra.get("n_ctx") is not None and "context" in message.lower():
+        found = Overflow()
+    if found is None:
+        return None
+    if found.limit is None and isinstance(extra.get("n_ctx"), int):
+        prompt = extra.get("n_prompt_tokens")
+        found = Overflow(extra["n_ctx"], prompt if isinstance(prompt, int) else None)
+    return found
+
+
+def _match(message: str) -> Overflow | None:
+    if not message:
+        return None
+    for pattern in _PATTERNS:
+        m = pattern.search(message)
+        if m is None:
+            continue
+        groups = m.groupdict()
+        limit = _n(m.group(1)) if pattern is _FIRST else _n(groups.get("limit"))
+        prompt = _n(groups.get("prompt"))
+        completion = _n(groups.get("completion"))
+        total = _n(groups.get("total"))
+        if prompt is None and total is not None:
+            prompt = total
+        return Overflow(limit, prompt, completion)
+    return None
+
+
+def _message(body: bytes | str | dict[str, Any] | None) -> tuple[str, str | None, dict[str, Any]]:
+    """The error's text, its code and the error object, from any provider's error shape."""
+    data: Any = body
+    if isinstance(body, bytes | str):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return _sse_or_text(text)
+    if not isinstance(data, dict):
+        return (str(data) if data is not None else "", None, {})
+    err = data.get("error", data)
+    if isinstance(err, str):
+        return err, _str(data.get("code")), data
+    if not isinstance(err, dict):
+        return "", None, {}
+    message = err.get("message") or err.get("detail") or data.get("message") or ""
+    code = _str(err.get("code")) or _str(err.get("type"))
+    return (message if isinstance(message, str) else str(message)), code, err
+
+
+def _sse_or_text(text: str) -> tuple[str, str | None, dict[str, Any]]:
+    # An error event inside a 200 stream (SGLang): `data: {"error": {...}}`.
+    for line in text.splitlines():
+        if line.startswith("data:"):
+            payload = line[5:].strip()
+            if payload.startswith("{"):
+                try:
+                    return _message(orjson.loads(payload))
+                except orjson.JSONDecodeError:
+                    continue
+    return text, None, {}
+
+
+def _mentions_error(body: bytes | str | dict[str, Any] | None) -> bool:
+    if isinstance(body, dict):
+        return "error" in body
+    if isinstance(body, bytes):
+        return b'"error"' in body
+    return isinstance(body, str) and '"error"' in body
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

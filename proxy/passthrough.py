@@ -1,0 +1,58 @@
+"""Every other ``/v1/*`` path (embeddings, responses, files...) forwarded untouched."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.errors import BadRequest, ProxyError
+from proxy.runtime import Runtime
+from proxy.upstream import join_url, send, upstream_headers
+
+NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
+async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
+    from proxy.chat import respond  # one response builder for every relayed answer
+
+    name = rt.settings.default_upstream
+    upstream = rt.settings.upstreams[name]
+    if upstream.base_url is None or upstream.provider != "openai":
+        raise BadRequest(f"/v1/{subpath} is only forwarded to an OpenAI-compatible upstream")
+    headers = upstream_headers(_raw_headers(request), upstream, rt.api_key(name))
+    url = join_url(upstream.base_url, subpath, request.url.query)
+    content = None if request.method in NO_BODY else request.stream()
+    reply = await send(rt.client, upstream, request.method, url, headers, content)
+    return respond(reply, [])
+
+
+async def handle_models(request: Request, rt: Runtime) -> Response:
+    """The default upstream's model list when it answers, with the configured models added."""
+    listed: list[dict[str, object]] = []
+    name = rt.settings.default_upstream
+    upstream = rt.settings.upstreams[name]
+    if upstream.base_url is not None and upstream.provider == "openai":
+        headers = upstream_headers(_raw_headers(request), upstream, rt.api_key(name))
+        url = join_url(upstream.base_url, "models")
+        try:
+            reply = await send(rt.client, upstream, "GET", url, headers, None)
+            raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
+            data = orjson.loads(raw or b"{}") if reply.status == 200 else {}
+            listed = [m for m in data.get("data", []) if isinstance(m, dict)]
+        except (ProxyError, orjson.JSONDecodeError, AttributeError):
+            listed = []
+    known = {m.get("id") for m in listed}
+    now = int(time.time())
+    for model in rt.settings.models:
+        if model not in known:
+            listed.append(
+                {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
+            )
+    return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")
+
+
+def _raw_headers(request: Request) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]

@@ -1,0 +1,57 @@
+"""Running an ASGI app on a loopback port in a background thread (demo and tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+
+class BackgroundServer:
+    """``with BackgroundServer(app) as server:`` serves ``app`` at ``server.url`` until exit."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            server_header=False,
+            date_header=False,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.host = host
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve())
+
+    def __enter__(self) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+        sockets = self._server.servers[0].sockets
+        self.port = sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

@@ -1,0 +1,76 @@
+"""Builds token counters; tiktoken's files come from litellm's bundled copy, never the network."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import tiktoken
+
+from proxy.modeltable import litellm_dir
+from strategies.encodings import encoding_for_model, image_costs_for_model
+from strategies.images import ImageCosts
+from strategies.tokens import ChatCounter, Counter, ScaledCounter
+
+ESTIMATE_BASE = "cl100k_base"
+_INEXACT = frozenset({"estimate", "bytes"})
+
+
+def use_bundled_tiktoken_files() -> None:
+    """Point tiktoken at litellm's bundled encodings unless the operator chose a folder."""
+    base = litellm_dir()
+    if base is not None:
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(base / "litellm_core_utils" / "tokenizers"))
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """A model's counter, whether it is exact, and the most tokens one byte of JSON can cost."""
+
+    counter: Counter
+    tokenizer: str
+    exact: bool
+    tokens_per_byte: float
+    worst_image: int
+
+
+class Tokenizers:
+    """One counter per (tokenizer, image costs), shared by every model that uses it."""
+
+    def __init__(self, estimate_ratio: float) -> None:
+        self._estimate_ratio = estimate_ratio
+        self._pricings: dict[tuple[str, ImageCosts], Pricing] = {}
+
+    def for_model(self, model: str, override: str | None = None) -> Pricing:
+        name = override or encoding_for_model(model) or "estimate"
+        images = image_costs_for_model(model)
+        key = (name, images)
+        pricing = self._pricings.get(key)
+        if pricing is None:
+            ratio = self._estimate_ratio if name == "estimate" else 1.0
+            worst = math.ceil(images.worst * ratio)
+            pricing = Pricing(self._build(name, images), name, name not in _INEXACT, ratio, worst)
+            self._pricings[key] = pricing
+        return pricing
+
+    def _build(self, name: str, images: ImageCosts) -> Counter:
+        if name == "bytes":
+            # A byte-level BPE token is at least one byte: the strictest safe bound.
+            return ChatCounter(lambda text: len(text.encode()), images)
+        if name == "estimate":
+            base = ChatCounter(token_len(ESTIMATE_BASE), images)
+            return ScaledCounter(base, self._estimate_ratio)
+        return ChatCounter(token_len(name), images)
+
+
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken encoding loaded from the bundled files."""
+    use_bundled_tiktoken_files()
+    return tiktoken.get_encoding(name)
+
+
+def token_len(encoding_name: str) -> Callable[[str], int]:
+    encode = get_encoding(encoding_name).encode_ordinary
+    return lambda text: len(encode(text))

@@ -1,0 +1,154 @@
+"""Talking to an OpenAI-compatible upstream over one pooled httpx client.
+
+The client's headers go upstream minus hop-by-hop ones (and ``Authorization`` when the proxy
+holds the upstream's key); the upstream's status, headers and raw body bytes come back untouched
+and are relayed chunk by chunk. Bodies are only read whole for errors, which the overflow detector
+must inspect.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+from proxy.config import Upstream
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.overflow import Overflow
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+# Never forwarded upstream: httpx sets Host and Content-Length for the body it actually sends.
+REQUEST_DROP = HOP_BY_HOP | {"host", "content-length"}
+MAX_ERROR_BODY = 1024 * 1024
+
+
+def new_client(max_connections: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    client = httpx.AsyncClient(limits=limits, timeout=None, follow_redirects=False)
+    client.headers.clear()  # forward the client's own headers only, no httpx defaults
+    return client
+
+
+def upstream_headers(
+    incoming: Iterable[tuple[str, str]], upstream: Upstream, api_key: str | None
+) -> list[tuple[str, str]]:
+    drop = REQUEST_DROP | _connection_tokens(incoming)
+    if api_key:
+        drop = drop | {"authorization", "api-key"}
+    out = [(k, v) for k, v in incoming if k.lower() not in drop]
+    if api_key:
+        out.append(("authorization", f"Bearer {api_key}"))
+    out.extend(upstream.headers.items())
+    return out
+
+
+def response_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
+    drop = HOP_BY_HOP | _connection_tokens(headers.multi_items())
+    return [(k, v) for k, v in headers.multi_items() if k.lower() not in drop]
+
+
+def _connection_tokens(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
+    # Headers named in `Connection` are hop-by-hop too (RFC 9110 section 7.6.1).
+    names = [v for k, v in headers if k.lower() == "connection"]
+    return frozenset(t.strip().lower() for v in names for t in v.split(",") if t.strip())
+
+
+def join_url(base_url: str, subpath: str, query: str = "") -> str:
+    url = base_url.rstrip("/") + "/" + subpath.lstrip("/")
+    return f"{url}?{query}" if query else url
+
+
+@dataclass(slots=True)
+class Reply:
+    """An upstream answer: either a stream to relay or a body already read whole."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None
+    overflow: Overflow | None = None
+    response: httpx.Response | None = field(default=None, repr=False)
+
+    async def aclose(self) -> None:
+        if self.response is not None:
+            await self.response.aclose()
+
+
+async def send(
+    client: httpx.AsyncClient,
+    upstream: Upstream,
+    method: str,
+    url: str,
+    headers: list[tuple[str, str]],
+    content: bytes | AsyncIterator[bytes] | None,
+) -> Reply:
+    """Send one request; an error status is read whole, anything else is left streaming."""
+    timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
+    request = client.build_request(method, url, headers=headers, content=content, timeout=timeout)
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.TimeoutException as exc:
+        raise UpstreamTimeout(
+            f"the upstream did not answer in time ({type(exc).__name__})"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+    reply = Reply(response.status_code, response_headers(response.headers), response=response)
+    if response.status_code >= 400:
+        reply.body = await read_raw(response)
+    else:
+        reply.stream = relay_raw(response)
+    return reply
+
+
+async def read_raw(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_raw():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                break
+    except httpx.HTTPError:
+        pass  # whatever arrived is what the client gets
+    finally:
+        await response.aclose()
+    return b"".join(chunks)
+
+
+async def relay_raw(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in response.aiter_raw():
+            yield chunk
+    finally:
+        await response.aclose()
+
+
+def decoded(body: bytes, headers: Mapping[str, str] | list[tuple[str, str]]) -> bytes:
+    """The body with gzip/deflate undone, for inspection only (the client gets the raw bytes)."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    encoding = next((v.lower() for k, v in items if k.lower() == "content-encoding"), "")
+    if encoding in ("gzip", "deflate"):
+        try:
+            return zlib.decompress(body, zlib.MAX_WBITS | 32)
+        except zlib.error:
+            return body
+    return body

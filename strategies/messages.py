@@ -1,0 +1,94 @@
+"""Views over OpenAI chat message dicts.
+
+Messages stay plain ``dict`` objects exactly as the client sent them: the engine never copies or
+re-serializes a message it does not change, so unknown fields survive untouched.
+
+A *unit* is the smallest run of messages that may be removed on its own: an assistant message
+with ``tool_calls`` together with every ``tool`` message answering it, or any other single
+message. A *turn* starts at a user message and runs to the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Message = dict[str, Any]
+
+LEADING_ROLES = frozenset({"system", "developer"})
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Half-open index range ``[start, end)`` of messages that stand or fall together."""
+
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+def role(message: Message) -> str:
+    value = message.get("role")
+    return value if isinstance(value, str) else ""
+
+
+def tool_call_ids(message: Message) -> list[str]:
+    """Ids of the tool calls an assistant message makes (empty for any other message)."""
+    calls = message.get("tool_calls")
+    if role(message) != "assistant" or not isinstance(calls, list):
+        return []
+    return [str(c.get("id")) for c in calls if isinstance(c, dict)]
+
+
+def iter_text(message: Message) -> Iterator[str]:
+    """Every text fragment of a message's content (string content or text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                yield part["text"]
+
+
+def leading_count(messages: Sequence[Message]) -> int:
+    """How many system/developer messages open the conversation."""
+    n = 0
+    while n < len(messages) and role(messages[n]) in LEADING_ROLES:
+        n += 1
+    return n
+
+
+def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -> list[Unit]:
+    """Split ``messages[start:end]`` into atomic units.
+
+    An assistant message with tool calls absorbs the ``tool`` messages that follow it (in any
+    order, possibly interleaved with nothing else). A ``tool`` message not preceded by its call
+    is a unit of its own; removing it can never orphan anything.
+    """
+    stop = len(messages) if end is None else end
+    out: list[Unit] = []
+    i = start
+    while i < stop:
+        j = i + 1
+        if tool_call_ids(messages[i]):
+            while j < stop and role(messages[j]) == "tool":
+                j += 1
+        out.append(Unit(i, j))
+        i = j
+    return out
+
+
+def last_user_index(messages: Sequence[Message]) -> int:
+    """Index of the last user message, or -1."""
+    for i in range(len(messages) - 1, -1, -1):
+        if role(messages[i]) == "user":
+            return i
+    return -1
+
+
+def is_turn_start(message: Message) -> bool:
+    return role(message) == "user"

@@ -1,0 +1,229 @@
+"""Token counters.
+
+A :class:`Counter` prices one message at a time plus a fixed per-request overhead, so that counts
+can be cached per message and summed per block. :class:`ChatCounter` implements OpenAI's chat
+accounting exactly where OpenAI documents it (3 tokens a message, +1 for ``name``, +3 priming the
+reply) and errs on the side of more tokens where it does not (tool calls, unknown content parts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+from strategies.images import ImageCosts, image_tokens
+from strategies.messages import Message
+from strategies.tooldefs import tools_tokens
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+# Not published by OpenAI; generous so that an assistant tool call is never under-counted.
+TOKENS_PER_TOOL_CALL = 12
+
+
+class Counter(Protocol):
+    """Prices messages in tokens. Implementations must be deterministic."""
+
+    @property
+    def priming(self) -> int:
+        """Tokens added once per request (the reply priming)."""
+        ...
+
+    def message(self, message: Message) -> int:
+        """Tokens of one message, including its per-message overhead."""
+        ...
+
+    def tools(self, tools: object, functions: object) -> int:
+        """Tokens of the request's tool definitions."""
+        ...
+
+
+def count_messages(counter: Counter, messages: Sequence[Message]) -> int:
+    """Tokens of ``messages`` alone, without the per-request priming."""
+    return sum(counter.message(m) for m in messages)
+
+
+def count_prompt(counter: Counter, messages: Sequence[Message]) -> int:
+    """Tokens the messages of a request occupy, priming included."""
+    return count_messages(counter, messages) + counter.priming
+
+
+class ChatCounter:
+    """OpenAI chat accounting over a text-length function, with a per-message LRU cache.
+
+    ``token_len`` is normally ``len(encoding.encode_ordinary(text))`` for a tiktoken encoding.
+    """
+
+    def __init__(
+        self,
+        token_len: Callable[[str], int],
+        images: ImageCosts | None = None,
+        cache_size: int = 65536,
+    ) -> None:
+        self._token_len = token_len
+        self._images = images or ImageCosts()
+        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        self._cache_size = cache_size
+        self.priming = REPLY_PRIMING
+
+    def text(self, text: str) -> int:
+        return self._token_len(text) if text else 0
+
+    def message(self, message: Message) -> int:
+        key = _digest(message)
+        if key is None:
+            return self._price(message)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        value = self._price(message)
+        self._cache[key] = value
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return value
+
+    def tools(self, tools: object, functions: object) -> int:
+        return tools_tokens(tools, functions, self.text)
+
+    def _price(self, message: Message) -> int:
+        n = TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if value is None:
+                continue
+            if key == "content":
+                n += self._content(value)
+            elif key == "tool_calls":
+                n += self._tool_calls(value)
+            elif key == "function_call" and isinstance(value, dict):
+                n += self._call(value)
+            elif key == "name":
+                n += self._value(value) + TOKENS_PER_NAME
+            else:
+                n += self._value(value)
+        return n
+
+    def _value(self, value: Any) -> int:
+        if isinstance(value, str):
+            return self.text(value)
+        return self.text(orjson.dumps(value).decode())
+
+    def _content(self, content: Any) -> int:
+        if isinstance(content, str):
+            return self.text(content)
+        if not isinstance(content, list):
+            return self._value(content)
+        n = 0
+        for part in content:
+            n += self._part(part)
+        return n
+
+    def _part(self, part: Any) -> int:
+        if not isinstance(part, dict):
+            return self._value(part)
+        kind = part.get("type")
+        if kind == "text" or (kind is None and isinstance(part.get("text"), str)):
+            return self.text(str(part.get("text", "")))
+        if kind == "image_url":
+            image = part.get("image_url")
+            if isinstance(image, dict):
+                return image_tokens(image.get("url"), image.get("detail"), self._images)
+            return image_tokens(image, None, self._images)
+        # Audio, files and unknown parts: charged by their JSON text, which over-counts.
+        return self._value(part)
+
+    def _tool_calls(self, calls: Any) -> int:
+        if not isinstance(calls, list):
+            return self._value(calls)
+        return sum(self._call(c.get("function", c)) if isinstance(c, dict) else 0 for c in calls)
+
+    def _call(self, fn: Any) -> int:
+        if not isinstance(fn, dict):
+            return self._value(fn) + TOKENS_PER_TOOL_CALL
+        name = fn.get("name", "")
+        args = fn.get("arguments", "")
+        return self._value(name) + self._value(args) + TOKENS_PER_TOOL_CALL
+
+
+class ScaledCounter:
+    """A conservative estimate for models whose tokenizer we do not have.
+
+    Prices with another counter and multiplies by ``ratio`` (rounded up), plus ``per_message``
+    extra tokens for chat-template markers.
+    """
+
+    def __init__(self, inner: Counter, ratio: float, per_message: int = 2) -> None:
+        self._inner = inner
+        self._ratio = ratio
+        self._per_message = per_message
+        self.priming = math.ceil(inner.priming * ratio)
+
+    def message(self, message: Message) -> int:
+        return math.ceil(self._inner.message(message) * self._ratio) + self._per_message
+
+    def tools(self, tools: object, functions: object) -> int:
+        return math.ceil(self._inner.tools(tools, functions) * self._ratio)
+
+
+class FixedCounter:
+    """Charges a fixed number of tokens per message (the reference libraries' test counter)."""
+
+    def __init__(self, per_message: int, priming: int = 0) -> None:
+        self._per_message = per_message
+        self.priming = priming
+
+    def message(self, message: Message) -> int:
+        return self._per_message
+
+    def tools(self, tools: object, functions: object) -> int:
+        return 0
+
+
+class CharCounter:
+    """contexty's CharFallbackCounter, per message: ``ceil(chars / chars_per_token)``.
+
+    Non-text parts count ``tokens_per_non_text_part`` tokens; tool calls count their name and
+    arguments plus 20 tokens each.
+    """
+
+    def __init__(self, chars_per_token: float = 4.0, tokens_per_non_text_part: int = 85) -> None:
+        self._cpt = chars_per_token
+        self._non_text = tokens_per_non_text_part
+        self.priming = 0
+
+    def message(self, message: Message) -> int:
+        chars = len(message["name"]) if isinstance(message.get("name"), str) else 0
+        extra = 0
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    chars += len(part["text"])
+                else:
+                    extra += self._non_text
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            chars += len(str(fn.get("name", ""))) + len(str(fn.get("arguments", "")))
+            extra += 20
+        return math.ceil(chars / self._cpt) + extra
+
+    def tools(self, tools: object, functions: object) -> int:
+        if not tools and not functions:
+            return 0
+        return math.ceil(len(orjson.dumps([tools, functions])) / self._cpt)
+
+
+def _digest(message: Message) -> bytes | None:
+    try:
+        raw = orjson.dumps(message)
+    except TypeError:
+        return None
+    return hashlib.blake2b(raw, digest_size=16).digest()

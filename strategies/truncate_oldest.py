@@ -1,0 +1,88 @@
+"""``truncate_oldest``: remove the oldest messages until the block fits.
+
+contexty's TruncateOldest, turn-atomic as at its later releases: the oldest removable *group* goes
+first, and a group never splits an assistant ``tool_calls`` message from its results. ``unit``
+chooses the group: ``message`` (one atomic unit), ``pair`` (a user message with the assistant
+answer after it; contexty's KeepUserAssistantPairs) or ``turn`` (a user message and everything up
+to the next user message). Groups containing a role from ``protect_roles`` are never removed. A
+result shorter than ``min_messages`` drops the block instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from strategies.messages import Message, Unit, role, units
+from strategies.tokens import Counter
+
+GroupUnit = Literal["message", "pair", "turn"]
+
+
+class TruncateOldest:
+    name = "truncate_oldest"
+    label = "truncated"
+
+    def __init__(
+        self,
+        unit: GroupUnit = "message",
+        min_messages: int = 0,
+        protect_roles: Sequence[str] = (),
+    ) -> None:
+        self.unit: GroupUnit = unit
+        self.min_messages = min_messages
+        self.protect_roles = frozenset(protect_roles)
+
+    def apply(
+        self, messages: Sequence[Message], original_tokens: int, limit: int, counter: Counter
+    ) -> list[Message]:
+        costs = [counter.message(m) for m in messages]
+        total = sum(costs)
+        removed = [False] * len(messages)
+        for group in removal_groups(messages, self.unit):
+            if total <= limit:
+                break
+            if any(role(messages[i]) in self.protect_roles for i in range(group.start, group.end)):
+                continue
+            for i in range(group.start, group.end):
+                removed[i] = True
+                total -= costs[i]
+        kept = [m for m, gone in zip(messages, removed, strict=True) if not gone]
+        if not kept or len(kept) < self.min_messages:
+            return []
+        return kept
+
+
+def removal_groups(messages: Sequence[Message], unit: GroupUnit) -> list[Unit]:
+    """The groups ``truncate_oldest`` removes, oldest first."""
+    atoms = units(messages)
+    if unit == "message":
+        return atoms
+    if unit == "pair":
+        return _pairs(messages, atoms)
+    return _turns(messages, atoms)
+
+
+def _pairs(messages: Sequence[Message], atoms: list[Unit]) -> list[Unit]:
+    out: list[Unit] = []
+    i = 0
+    while i < len(atoms):
+        a = atoms[i]
+        nxt = atoms[i + 1] if i + 1 < len(atoms) else None
+        if role(messages[a.start]) == "user" and nxt and role(messages[nxt.start]) == "assistant":
+            out.append(Unit(a.start, nxt.end))
+            i += 2
+        else:
+            out.append(a)
+            i += 1
+    return out
+
+
+def _turns(messages: Sequence[Message], atoms: list[Unit]) -> list[Unit]:
+    out: list[Unit] = []
+    for a in atoms:
+        if out and role(messages[a.start]) != "user":
+            out[-1] = Unit(out[-1].start, a.end)
+        else:
+            out.append(a)
+    return out
