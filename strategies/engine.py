@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from strategies.blocks import Block, Report, Tier, compile_blocks
+from strategies.errors import BudgetExceeded
 from strategies.messages import Message, last_user_index, leading_count, units
 from strategies.strict import Strict
 from strategies.tokens import Counter, count_prompt
@@ -41,6 +42,13 @@ def fit(messages: list[Message], budget: int, counter: Counter) -> Fit:
     before = count_prompt(counter, messages)
     if before <= budget:
         return Fit(messages, before, before, budget)
+    if budget <= counter.priming:
+        raise BudgetExceeded(
+            f"a budget of {budget} tokens leaves nothing for messages",
+            block_id="request",
+            tokens=before,
+            limit=budget,
+        )
     blocks = default_blocks(messages)
     outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
     kept = [m for out in outputs for m in out]

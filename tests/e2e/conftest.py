@@ -1,0 +1,74 @@
+"""A real demo upstream and a real proxy, each on a loopback port, for the openai SDK to drive."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+from starlette.applications import Starlette
+
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.demo_upstream import WindowCounter, create_upstream
+from proxy.servers import BackgroundServer
+
+WINDOW = 1024
+MODEL = "demo-model"
+
+
+@dataclass
+class Stack:
+    upstream_app: Starlette
+    proxy_url: str
+    client: openai.OpenAI
+    window: int
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        return self.upstream_app.state.received  # type: ignore[no-any-return]
+
+    @property
+    def raw(self) -> list[bytes]:
+        return self.upstream_app.state.raw  # type: ignore[no-any-return]
+
+    def upstream_count(self, payload: dict[str, Any]) -> int:
+        return WindowCounter("o200k_base", 1.0).prompt(payload)
+
+
+StackFactory = Callable[..., Stack]
+
+
+@pytest.fixture
+def make_stack() -> Iterator[StackFactory]:
+    with ExitStack() as stack:
+
+        def build(
+            window: int = WINDOW,
+            count_scale: float = 1.0,
+            proxy_window: int | None = None,
+            models: dict[str, Any] | None = None,
+            **settings: Any,
+        ) -> Stack:
+            app = create_upstream(window=window, count_scale=count_scale)
+            upstream = stack.enter_context(BackgroundServer(app))
+            config: dict[str, Any] = {
+                "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+                "default_upstream": "demo",
+                "models": models
+                or {MODEL: {"context_window": proxy_window or window, "tokenizer": "o200k_base"}},
+                **settings,
+            }
+            proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
+            return Stack(app, proxy.url, client, window)
+
+        yield build
+
+
+@pytest.fixture
+def stack(make_stack: StackFactory) -> Stack:
+    return make_stack()

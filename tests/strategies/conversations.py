@@ -1,0 +1,58 @@
+"""Hypothesis strategies for generated OpenAI conversations (tool loops, parts, CJK, emoji)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+TEXT = st.one_of(
+    st.text(max_size=40),
+    st.text(alphabet="你好世界日本語のテキスト🙂🚀é", max_size=30),
+    st.just(""),
+    st.text(alphabet="abc ", min_size=300, max_size=900),
+)
+
+
+@st.composite
+def content(draw: st.DrawFn) -> Any:
+    if draw(st.booleans()):
+        return draw(TEXT)
+    parts: list[dict[str, Any]] = [{"type": "text", "text": draw(TEXT)}]
+    if draw(st.booleans()):
+        parts.append(
+            {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
+        )
+    return parts
+
+
+@st.composite
+def turn(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": draw(content())}]
+    if draw(st.booleans()):
+        msgs[0]["name"] = "alice"
+    for loop in range(draw(st.integers(0, 2))):
+        n_calls = draw(st.integers(1, 3))
+        ids = [f"call_{index}_{loop}_{k}" for k in range(n_calls)]
+        calls = [
+            {"id": i, "type": "function", "function": {"name": "lookup", "arguments": draw(TEXT)}}
+            for i in ids
+        ]
+        msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
+        msgs += [{"role": "tool", "tool_call_id": i, "content": draw(TEXT)} for i in ids]
+    msgs.append({"role": "assistant", "content": draw(TEXT), "x_unknown": {"kept": index}})
+    return msgs
+
+
+@st.composite
+def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": draw(TEXT)})
+    for i in range(draw(st.integers(1, 8))):
+        msgs += draw(turn(i))
+    if draw(st.booleans()):
+        msgs.pop()  # the conversation may end on a tool result or a user message
+    if msgs[-1]["role"] == "assistant" and draw(st.booleans()):
+        msgs.append({"role": "user", "content": draw(TEXT)})
+    return msgs

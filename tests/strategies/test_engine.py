@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies.budget import byte_bound
+from strategies.engine import fit
+from strategies.errors import BudgetExceeded
+from strategies.tokens import ChatCounter, ScaledCounter, count_prompt
+from tests.conftest import O200K
+from tests.strategies.conversations import conversation
+from tests.strategies.invariants import assert_subsequence_of_same_objects, assert_tool_pairs_intact
+
+COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
+
+
+def test_fitting_conversation_is_returned_as_is() -> None:
+    msgs = [{"role": "user", "content": "hi"}]
+    result = fit(msgs, 1000, COUNTER)
+    assert result.messages is msgs
+    assert not result.changed
+    assert result.tokens_before == result.tokens_after == count_prompt(COUNTER, msgs)
+
+
+def test_keeps_system_and_current_turn_and_drops_oldest_turns() -> None:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for i in range(30):
+        msgs += [
+            {"role": "user", "content": f"question {i} " * 20},
+            {"role": "assistant", "content": f"answer {i} " * 20},
+        ]
+    msgs.append({"role": "user", "content": "last question"})
+    result = fit(msgs, 400, COUNTER)
+    assert result.messages[0] is msgs[0]
+    assert result.messages[-1] is msgs[-1]
+    assert result.messages[1]["role"] == "user"  # whole turns go, so history starts at a user
+    assert result.tokens_after <= 400
+    assert result.actions == ["truncate_oldest"]
+    assert result.report is not None
+    assert result.report.evictions == {"history": "truncated"}
+
+
+def test_system_prompt_too_big_raises_with_numbers() -> None:
+    msgs = [{"role": "system", "content": "rule " * 500}, {"role": "user", "content": "hi"}]
+    with pytest.raises(BudgetExceeded) as err:
+        fit(msgs, 100, COUNTER)
+    assert err.value.block_id == "system"
+    assert err.value.tokens > err.value.limit
+
+
+@settings(max_examples=400, deadline=None)
+@given(conversation(), st.integers(20, 3000))
+def test_fit_invariants(msgs: list[dict[str, Any]], budget: int) -> None:
+    try:
+        result = fit(msgs, budget, COUNTER)
+    except BudgetExceeded:
+        return  # only when system + current turn alone are over budget
+    assert count_prompt(COUNTER, result.messages) <= budget
+    assert_tool_pairs_intact(result.messages)
+    assert_subsequence_of_same_objects(result.messages, msgs)
+    last_user = [m for m in msgs if m["role"] == "user"][-1:]
+    if last_user:
+        assert any(m is last_user[0] for m in result.messages)
+    if msgs[0]["role"] == "system":
+        assert result.messages[0] is msgs[0]
+    assert fit(msgs, budget, COUNTER).messages == result.messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversation(), st.sampled_from([1.0, 1.2, 1.5]))
+def test_byte_bound_is_never_below_the_count(msgs: list[dict[str, Any]], ratio: float) -> None:
+    counter = COUNTER if ratio == 1.0 else ScaledCounter(COUNTER, ratio)
+    body = orjson.dumps({"model": "gpt-4o", "messages": msgs})
+    worst = int((85 + 8 * 170) * ratio) + 1
+    bound = byte_bound(len(body), msgs, ratio, worst, counter.priming)
+    assert bound >= count_prompt(counter, msgs)
