@@ -18,6 +18,7 @@ from proxy.servers import BackgroundServer
 
 WINDOW = 1024
 MODEL = "demo-model"
+LITELLM_MODEL = "via-litellm"
 
 
 @dataclass
@@ -55,11 +56,23 @@ def make_stack() -> Iterator[StackFactory]:
         ) -> Stack:
             app = create_upstream(window=window, count_scale=count_scale)
             upstream = stack.enter_context(BackgroundServer(app))
+            base_url = f"{upstream.url}/v1"
             config: dict[str, Any] = {
-                "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+                "upstreams": {
+                    "demo": {"base_url": base_url},
+                    # The same upstream reached through litellm's OpenAI provider.
+                    "lm": {"provider": "litellm", "model": f"openai/{MODEL}", "base_url": base_url},
+                },
                 "default_upstream": "demo",
                 "models": models
-                or {MODEL: {"context_window": proxy_window or window, "tokenizer": "o200k_base"}},
+                or {
+                    MODEL: {"context_window": proxy_window or window, "tokenizer": "o200k_base"},
+                    LITELLM_MODEL: {
+                        "upstream": "lm",
+                        "context_window": window,
+                        "tokenizer": "o200k_base",
+                    },
+                },
                 **settings,
             }
             proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))

@@ -1,0 +1,64 @@
+"""The README's commands: `contextwarden serve` on the embedded default, and the demo."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from proxy.demo import run_demo
+from proxy.demo_upstream import create_upstream
+from proxy.servers import BackgroundServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url() -> None:
+    upstream_app = create_upstream(window=4096)
+    with BackgroundServer(upstream_app) as upstream:
+        port = free_port()
+        env = {**os.environ, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-x"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"serve did not start: {proc.stderr.read() if proc.stderr else ''!r}"
+                    )
+                time.sleep(0.1)
+            body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+            response = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body)
+            assert response.status_code == 200
+            assert int(response.headers["x-contextwarden-budget"]) > 100_000  # litellm's table
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            if proc.stderr:
+                proc.stderr.close()
+
+
+def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_demo(turns=12, window=1024) == 0
+    out = capsys.readouterr().out
+    assert "truncate_oldest" in out
+    assert out.count("\n") > 12

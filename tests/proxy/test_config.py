@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+from proxy.config import ConfigError, load_settings
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cw.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_example_config_is_valid() -> None:
+    settings = load_settings(Path(__file__).parents[2] / "config.example.yaml")
+    assert settings.models["gpt-4o"].context_window == 128000
+    assert settings.upstreams["claude"].provider == "litellm"
+
+
+def test_typo_names_the_file_and_the_key(tmp_path: Path) -> None:
+    path = write(tmp_path, "upstreams:\n  openai:\n    base_url: http://x\n    api_key_evn: K\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert str(path) in str(err.value)
+    assert "upstreams.openai.api_key_evn" in str(err.value)
+
+
+def test_dangling_references_fail(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "upstreams:\n  a: {base_url: http://x}\ndefault_upstream: a\nmodels:\n  m: {upstream: b}\n",
+    )
+    with pytest.raises(ConfigError, match=r"models\.m\.upstream 'b'"):
+        load_settings(path)
+
+
+def test_litellm_upstream_needs_a_model(tmp_path: Path) -> None:
+    path = write(tmp_path, "upstreams:\n  openai: {provider: litellm}\n")
+    with pytest.raises(ConfigError, match="needs model"):
+        load_settings(path)
+
+
+def test_invalid_yaml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_settings(write(tmp_path, "upstreams: [unclosed\n"))
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+
+
+def test_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(
+        tmp_path,
+        "port: 7000\nupstreams:\n  openai: {base_url: http://x}\ntrimming:\n  max_overflow_retries: 1\n",
+    )
+    monkeypatch.setenv("CONTEXTWARDEN_PORT", "9001")
+    monkeypatch.setenv("CONTEXTWARDEN_TRIMMING__MAX_OVERFLOW_RETRIES", "4")
+    settings = load_settings(path)
+    assert settings.port == 9001
+    assert settings.trimming.max_overflow_retries == 4
+
+
+def test_embedded_default_follows_the_openai_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    settings = load_settings()
+    assert settings.upstreams["openai"].base_url == "http://127.0.0.1:1234/v1"
+    assert settings.api_key("openai") == "sk-from-env"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert settings.api_key("openai") is None
+
+
+def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path, "upstreams:\n  openai: {base_url: http://x}\n")
+    assert main(["check-config", str(good)]) == 0
+    assert "ok" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("portt: 1\nupstreams:\n  openai: {base_url: http://x}\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert "portt" in capsys.readouterr().err
