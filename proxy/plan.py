@@ -13,7 +13,7 @@ from proxy.models import ModelSpec
 from proxy.overflow import Overflow
 from strategies.budget import Budget, byte_bound, reply_reserve
 from strategies.engine import fit
-from strategies.errors import BudgetExceeded
+from strategies.errors import DoesNotFit
 
 
 @dataclass(slots=True)
@@ -62,7 +62,7 @@ def fitted_plan(body: bytes, payload: dict[str, Any], spec: ModelSpec, budget: B
     counted = "exact" if spec.pricing.exact else "estimate"
     try:
         result = fit(payload["messages"], budget.messages, spec.pricing.counter)
-    except BudgetExceeded as exc:
+    except DoesNotFit as exc:
         raise ContextTooLarge(
             f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} are left "
             f"for them ({budget.explain()}); shorten them or use a model with a larger window",

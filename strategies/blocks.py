@@ -95,11 +95,12 @@ def _allocate(
     tokens = _count(counter, block.messages, block.id)
     report.original_tokens += tokens
     limit = block.max_tokens if 0 < block.max_tokens < remaining else remaining
-    entry = BlockReport(block.id, block.tier, block.strategy.name, tokens, tokens)
+    name = getattr(block.strategy, "name", type(block.strategy).__name__)
+    entry = BlockReport(block.id, block.tier, name, tokens, tokens)
     report.blocks.append(entry)
     if tokens <= limit:
         return block.messages, tokens
-    entry.label = block.strategy.label
+    entry.label = getattr(block.strategy, "label", None) or "evicted"
     try:
         out = block.strategy.apply(block.messages, tokens, limit, counter)
     except BudgetExceeded as exc:
@@ -113,8 +114,11 @@ def _allocate(
     entry.tokens_after = used
     if used > remaining:
         raise StrategyExceededBudget(
-            f"strategy {block.strategy.name!r} left block {block.id!r} at {used} tokens, "
-            f"over the {remaining} remaining"
+            f"strategy {name!r} left block {block.id!r} at {used} tokens, "
+            f"over the {remaining} remaining",
+            block.id,
+            used,
+            remaining,
         )
     return out, used
 

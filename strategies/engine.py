@@ -1,22 +1,67 @@
-"""The engine's entry point: make a request's messages fit a token budget.
+"""The engine: make a request's messages fit a token budget, under a policy.
 
-``fit`` splits the conversation into blocks (leading system/developer messages, history, the
-current turn), allocates the budget across them and reassembles the survivors in their original
-order. The budget covers the messages and the reply priming; tool definitions and the reply
-reserve are taken off by the caller.
+    fit(messages, budget, counter, policy)
+      1. tool-call repair              (opt-in; runs even when the request fits)
+      2. fits already?                 -> returned untouched
+      3. compaction passes, in order,  each only while still over budget, each reporting savings
+      4. rules -> blocks -> allocation (tier order; each block's strategy only if it does not fit)
+      5. reassembly in conversation order; formatted blocks merged into the system message
+
+The budget covers the messages and the reply priming; tool definitions and the reply reserve are
+taken off by the caller. Messages nobody rewrote are returned as the same objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from strategies.blocks import Block, Report, Tier, compile_blocks
+from strategies import registry
+from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
-from strategies.messages import Message, last_user_index, leading_count, units
-from strategies.strict import Strict
+from strategies.formatter import facts_of, inject_into_system
+from strategies.light_trim import LightTrim
+from strategies.messages import LEADING_ROLES, Message, last_user_index, leading_count, role
+from strategies.microcompact import ToolResultMicrocompact
+from strategies.repair import repair_tool_calls
+from strategies.rules import DEFAULT_RULES, TIERS, Assignment, Match, Rule, assign
+from strategies.summarize import Summarizer
 from strategies.tokens import Counter, count_prompt
-from strategies.truncate_oldest import TruncateOldest
+
+
+class Pass(Protocol):
+    """A compaction pass: rewrites messages (never drops them) to save tokens."""
+
+    name: str
+
+    def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    rules: tuple[Rule, ...] = DEFAULT_RULES
+    history_strategy: str = "truncate_oldest"
+    history_options: Mapping[str, Any] = field(default_factory=lambda: {"unit": "turn"})
+    passes: tuple[Pass, ...] = (ToolResultMicrocompact(), LightTrim())
+    repair_tool_calls: bool = False
+    cache_cut_share: float = 0.3
+
+    def history_rule(self, budget: int) -> Rule:
+        options = dict(self.history_options)
+        if self.history_strategy == "truncate_oldest" and self.cache_cut_share > 0:
+            options.setdefault("grid_tokens", max(1, int(budget * self.cache_cut_share)))
+        return Rule("history", Match(), TIERS["history"], self.history_strategy, options)
+
+
+DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    applied: bool
+    tokens_saved: int
 
 
 @dataclass(slots=True)
@@ -26,51 +71,157 @@ class Fit:
     tokens_after: int
     budget: int
     actions: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     report: Report | None = None
+    cache_stable: bool = True
 
     @property
     def changed(self) -> bool:
         return bool(self.actions)
 
 
-def fit(messages: list[Message], budget: int, counter: Counter) -> Fit:
-    """Return ``messages`` unchanged when they fit ``budget``, else the trimmed conversation.
+def fit(
+    messages: list[Message],
+    budget: int,
+    counter: Counter,
+    policy: Policy = DEFAULT_POLICY,
+    summarizer: Summarizer | None = None,
+) -> Fit:
+    """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
-    Raises :class:`strategies.errors.BudgetExceeded` when even the blocks that must be kept whole
-    (system prompt, current turn) do not fit.
+    Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
+    user's current message) cannot fit.
     """
     before = count_prompt(counter, messages)
-    if before <= budget:
-        return Fit(messages, before, before, budget)
+    current, actions, steps = messages, [], []
+    if policy.repair_tool_calls:
+        current, repaired = repair_tool_calls(messages)
+        if repaired:
+            actions.append("repair_tool_calls")
+            steps.append(Step("repair_tool_calls", True, before - count_prompt(counter, current)))
+    tokens = count_prompt(counter, current) if actions else before
+    if tokens <= budget:
+        return Fit(current, before, tokens, budget, actions, steps)
     if budget <= counter.priming:
         raise BudgetExceeded(
-            f"a budget of {budget} tokens leaves nothing for messages",
-            block_id="request",
-            tokens=before,
-            limit=budget,
+            f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
-    blocks = default_blocks(messages)
-    outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
-    kept = [m for out in outputs for m in out]
-    actions = sorted({b.strategy for b in report.blocks if b.label is not None})
-    return Fit(kept, before, report.total_tokens_used + counter.priming, budget, actions, report)
+    current, tokens = _run_passes(current, tokens, budget, counter, policy.passes, steps, actions)
+    if tokens <= budget:
+        return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
+    return _allocate(current, before, budget, counter, policy, summarizer, actions, steps)
 
 
-def default_blocks(messages: Sequence[Message]) -> list[Block]:
-    """System prefix (strict), history (oldest turns dropped first), current turn (strict)."""
+def _run_passes(
+    messages: list[Message],
+    tokens: int,
+    budget: int,
+    counter: Counter,
+    passes: Sequence[Pass],
+    steps: list[Step],
+    actions: list[str],
+) -> tuple[list[Message], int]:
+    # The system prompt and the user's current message are never rewritten by a pass.
     lead = leading_count(messages)
-    current = current_turn_start(messages, lead)
-    return [
-        Block("system", list(messages[:lead]), Tier.SYSTEM, Strict()),
-        Block("history", list(messages[lead:current]), Tier.HISTORY, TruncateOldest(unit="turn")),
-        Block("current", list(messages[current:]), Tier.CORE, Strict()),
-    ]
-
-
-def current_turn_start(messages: Sequence[Message], lead: int) -> int:
-    """Index where the current turn starts: the last user message, else the last unit."""
     last_user = last_user_index(messages)
-    if last_user >= lead:
-        return last_user
-    tail = units(messages, lead)
-    return tail[-1].start if tail else len(messages)
+    for compaction in passes:
+        if tokens <= budget:
+            steps.append(Step(compaction.name, False, 0))
+            continue
+        rewritten = messages[:lead] + compaction.apply(messages[lead:], counter)
+        if last_user >= lead:
+            rewritten[last_user] = messages[last_user]
+        after = count_prompt(counter, rewritten)
+        applied = any(a is not b for a, b in zip(rewritten, messages, strict=True))
+        steps.append(Step(compaction.name, applied, tokens - after))
+        if applied:
+            actions.append(compaction.name)
+            messages, tokens = rewritten, after
+    return messages, tokens
+
+
+def _allocate(
+    messages: list[Message],
+    before: int,
+    budget: int,
+    counter: Counter,
+    policy: Policy,
+    summarizer: Summarizer | None,
+    actions: list[str],
+    steps: list[Step],
+) -> Fit:
+    assignments = assign(messages, policy.rules, policy.history_rule(budget))
+    blocks = [_block(a, messages, summarizer) for a in assignments]
+    outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
+    kept = _reassemble(messages, assignments, outputs)
+    after = count_prompt(counter, kept)
+    for entry in report.blocks:
+        if entry.label is not None and entry.strategy not in actions:
+            actions.append(entry.strategy)
+    stable = not any(s.applied for s in steps) and all(
+        b.label is None or b.id == "history" for b in report.blocks
+    )
+    return Fit(kept, before, after, budget, actions, steps, report, stable)
+
+
+def _block(a: Assignment, messages: Sequence[Message], summarizer: Summarizer | None) -> Block:
+    rule = a.rule
+    injected = {"summarizer": summarizer} if summarizer is not None else {}
+    strategy = registry.build(rule.strategy, rule.options, **injected)
+    picked = [messages[i] for i in a.indices]
+    return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
+
+
+def _reassemble(
+    messages: Sequence[Message], assignments: Sequence[Assignment], outputs: Sequence[list[Message]]
+) -> list[Message]:
+    """Kept messages back in conversation order; formatted blocks merged into the system message.
+
+    A strategy may return new messages (a summary): they take the place of the first message of
+    the block they replace.
+    """
+    placed: list[tuple[int, int, Message]] = []
+    facts: list[str] = []
+    for a, out in zip(assignments, outputs, strict=True):
+        if a.rule.inject_into_system:
+            facts += facts_of(out)
+            continue
+        originals = {id(messages[i]): i for i in a.indices}
+        anchor = a.indices[0] if a.indices else len(messages)
+        for k, m in enumerate(out):
+            placed.append((originals.get(id(m), anchor), k, m))
+    placed.sort(key=lambda t: (t[0], t[1]))
+    kept = [m for _, _, m in placed]
+    kind = next((a.rule.inject_into_system for a in assignments if a.rule.inject_into_system), None)
+    if facts and kind:
+        if kept and role(kept[0]) in LEADING_ROLES:
+            kept[0] = inject_into_system(kept[0], facts, kind)
+        else:
+            kept.insert(0, inject_into_system({"role": "system", "content": ""}, facts, kind))
+    return _drop_broken_pairs(kept)
+
+
+def _drop_broken_pairs(messages: list[Message]) -> list[Message]:
+    """Safety net for rules that split a tool loop across blocks: an assistant ``tool_calls``
+    message missing any result goes with its remaining results, and results whose call is gone go
+    too. Removing only ever lowers the count, so the budget still holds."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if role(m) == "tool":
+            i += 1
+            continue  # a result not directly after its call
+        calls = [c.get("id") for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        if role(m) != "assistant" or not calls:
+            out.append(m)
+            i += 1
+            continue
+        j = i + 1
+        while j < len(messages) and role(messages[j]) == "tool":
+            j += 1
+        answered = {messages[k].get("tool_call_id") for k in range(i + 1, j)}
+        if set(calls) <= answered:
+            out.extend(messages[i:j])
+        i = j
+    return out

@@ -4,8 +4,9 @@
      ├── InvalidConfig            the budget or the counter is unusable
      ├── NilStrategy              a block that holds messages has no strategy
      ├── TokenCountFailed         a counter failed or contradicted itself
-     ├── BudgetExceeded           a block that must be kept whole does not fit (strict)
-     └── StrategyExceededBudget   a strategy returned more than the budget it was given
+     └── DoesNotFit               a block ended over budget (block_id, tokens, limit)
+          ├── BudgetExceeded          a block that must be kept whole does not fit (strict)
+          └── StrategyExceededBudget  a strategy returned more than the budget it was given
 
 They mirror contexty's ErrInvalidConfig, ErrNilStrategy, ErrTokenCountFailed, ErrBudgetExceeded
 and ErrStrategyExceededBudget.
@@ -30,8 +31,8 @@ class TokenCountFailed(ContextError):
     pass
 
 
-class BudgetExceeded(ContextError):
-    """A block could not be made to fit. ``block_id``, ``tokens`` and ``limit`` say which."""
+class DoesNotFit(ContextError):
+    """A block ended over its budget. ``block_id``, ``tokens`` and ``limit`` say which."""
 
     def __init__(self, message: str, block_id: str = "", tokens: int = 0, limit: int = 0) -> None:
         super().__init__(message)
@@ -40,5 +41,9 @@ class BudgetExceeded(ContextError):
         self.limit = limit
 
 
-class StrategyExceededBudget(ContextError):
+class BudgetExceeded(DoesNotFit):
+    pass
+
+
+class StrategyExceededBudget(DoesNotFit):
     pass

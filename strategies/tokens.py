@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -55,7 +54,7 @@ def count_prompt(counter: Counter, messages: Sequence[Message]) -> int:
 
 
 class ChatCounter:
-    """OpenAI chat accounting over a text-length function, with a per-message LRU cache.
+    """OpenAI chat accounting over a text-length function, with a per-message count cache.
 
     ``token_len`` is normally ``len(encoding.encode_ordinary(text))`` for a tiktoken encoding.
     """
@@ -68,7 +67,9 @@ class ChatCounter:
     ) -> None:
         self._token_len = token_len
         self._images = images or ImageCosts()
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
+        # A plain dict, emptied when full: every operation on it is atomic under the GIL, so
+        # counters can be shared by the worker threads that fit large requests.
+        self._cache: dict[bytes, int] = {}
         self._cache_size = cache_size
         self.priming = REPLY_PRIMING
 
@@ -81,12 +82,11 @@ class ChatCounter:
             return self._price(message)
         cached = self._cache.get(key)
         if cached is not None:
-            self._cache.move_to_end(key)
             return cached
         value = self._price(message)
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
         self._cache[key] = value
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
         return value
 
     def tools(self, tools: object, functions: object) -> int:

@@ -6,6 +6,12 @@ chooses the group: ``message`` (one atomic unit), ``pair`` (a user message with 
 answer after it; contexty's KeepUserAssistantPairs) or ``turn`` (a user message and everything up
 to the next user message). Groups containing a role from ``protect_roles`` are never removed. A
 result shorter than ``min_messages`` drops the block instead.
+
+With ``grid_tokens`` set, the cut is made cache-friendly: instead of removing just enough, it
+removes up to the next multiple of ``grid_tokens`` counted from the start of the block. The cut
+then depends only on the messages, not on the request, so the following requests of a growing
+conversation cut at the same place (and forward the same prompt prefix, which providers bill at a
+discount) until the conversation has grown by another grid step.
 """
 
 from __future__ import annotations
@@ -28,25 +34,31 @@ class TruncateOldest:
         unit: GroupUnit = "message",
         min_messages: int = 0,
         protect_roles: Sequence[str] = (),
+        grid_tokens: int = 0,
     ) -> None:
         self.unit: GroupUnit = unit
         self.min_messages = min_messages
         self.protect_roles = frozenset(protect_roles)
+        self.grid_tokens = grid_tokens
 
     def apply(
         self, messages: Sequence[Message], original_tokens: int, limit: int, counter: Counter
     ) -> list[Message]:
         costs = [counter.message(m) for m in messages]
         total = sum(costs)
+        target = total - limit
+        if self.grid_tokens > 0 and target > 0:
+            target = -(-target // self.grid_tokens) * self.grid_tokens
         removed = [False] * len(messages)
+        freed = 0
         for group in removal_groups(messages, self.unit):
-            if total <= limit:
+            if freed >= target:
                 break
             if any(role(messages[i]) in self.protect_roles for i in range(group.start, group.end)):
                 continue
             for i in range(group.start, group.end):
                 removed[i] = True
-                total -= costs[i]
+                freed += costs[i]
         kept = [m for m, gone in zip(messages, removed, strict=True) if not gone]
         if not kept or len(kept) < self.min_messages:
             return []

@@ -24,3 +24,21 @@ def assert_subsequence_of_same_objects(out: list[Any], original: list[Any]) -> N
     positions = {id(m): i for i, m in enumerate(original)}
     indexes = [positions[id(m)] for m in out]
     assert indexes == sorted(indexes)
+
+
+def assert_kept_in_order(out: list[dict[str, Any]], original: list[dict[str, Any]]) -> None:
+    """Every output message is an original (the same object) or a rewrite of one that changed
+    only its content; either way in the original order, with every other key kept."""
+    j = 0
+    for m in out:
+        while j < len(original) and not _same_or_rewrite(m, original[j]):
+            j += 1
+        assert j < len(original), f"message not from the input, or out of order: {m!r}"
+        j += 1
+
+
+def _same_or_rewrite(m: dict[str, Any], o: dict[str, Any]) -> bool:
+    if m is o:
+        return True
+    rest = {k: v for k, v in m.items() if k != "content"}
+    return list(m) == list(o) and rest == {k: v for k, v in o.items() if k != "content"}

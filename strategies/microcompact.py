@@ -1,0 +1,71 @@
+"""``tool_result_microcompact``: clear old tool results (agentcore's ToolResultMicrocompact).
+
+Candidates are ``tool`` messages answering an earlier assistant call, optionally only for some
+tool names and above a size. Walking newest first, the results of the ``keep_recent`` most recent
+distinct calls (same name and arguments) are kept; every other candidate, older duplicates of a
+kept call included, has its content replaced by a placeholder. Clearing is idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strategies.messages import Message, role
+from strategies.tokens import Counter
+
+PLACEHOLDER = "[Tool result cleared to save context.]"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultMicrocompact:
+    keep_recent: int = 5
+    include_tools: tuple[str, ...] = ()
+    exclude_tools: tuple[str, ...] = ()
+    min_result_tokens: int = 0
+    placeholder: str = PLACEHOLDER
+
+    name = "tool_result_microcompact"
+
+    def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
+        calls = _calls_by_id(messages)
+        kept_keys: set[str] = set()
+        clear: set[int] = set()
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            call = calls.get(str(m.get("tool_call_id"))) if role(m) == "tool" else None
+            if call is None or call[1] >= i or not self._eligible(call[0], m, counter):
+                continue
+            key = f"{call[0]}\0{call[2]}"
+            if key not in kept_keys and len(kept_keys) < self.keep_recent:
+                kept_keys.add(key)
+            elif m.get("content") != self.placeholder:
+                clear.add(i)
+        return [
+            {**m, "content": self.placeholder} if i in clear else m for i, m in enumerate(messages)
+        ]
+
+    def _eligible(self, tool: str, message: Message, counter: Counter) -> bool:
+        if self.include_tools and tool not in self.include_tools:
+            return False
+        if tool in self.exclude_tools:
+            return False
+        return not self.min_result_tokens or counter.message(message) >= self.min_result_tokens
+
+
+def _calls_by_id(messages: Sequence[Message]) -> dict[str, tuple[str, int, str]]:
+    """tool_call_id -> (tool name, index of the calling message, raw arguments)."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for i, m in enumerate(messages):
+        if role(m) != "assistant" or not isinstance(m.get("tool_calls"), list):
+            continue
+        for call in m["tool_calls"]:
+            if isinstance(call, dict):
+                fn = call.get("function")
+                fn = fn if isinstance(fn, dict) else {}
+                out[str(call.get("id"))] = (
+                    str(fn.get("name", "")),
+                    i,
+                    str(fn.get("arguments", "")),
+                )
+    return out

@@ -1,0 +1,59 @@
+"""Strategies by name. Built-ins are registered exactly as a user's own would be: a name maps to
+a ``module:Class`` import string, and any such string in YAML works as a name too. Options are
+passed to the class as keyword arguments and checked against its signature, so a typo fails.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from strategies.base import Strategy
+from strategies.errors import InvalidConfig
+
+BUILTIN: dict[str, str] = {
+    "strict": "strategies.strict:Strict",
+    "drop": "strategies.drop:Drop",
+    "truncate_oldest": "strategies.truncate_oldest:TruncateOldest",
+    "middle_out": "strategies.middle_out:MiddleOut",
+    "summarize": "strategies.summarize:Summarize",
+}
+
+
+def load_class(ref: str) -> type[Any]:
+    target = BUILTIN.get(ref, ref)
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise InvalidConfig(
+            f"unknown strategy {ref!r}: use one of {sorted(BUILTIN)} or module:Class"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidConfig(f"cannot load strategy {ref!r}: {exc}") from None
+    if not isinstance(cls, type):
+        raise InvalidConfig(f"strategy {ref!r} is not a class")
+    return cls
+
+
+def check_options(ref: str, options: Mapping[str, Any]) -> None:
+    """Fail early (at config load) when ``options`` do not fit the strategy's constructor."""
+    cls = load_class(ref)
+    params = inspect.signature(cls).parameters
+    unknown = [k for k in options if k not in params]
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise InvalidConfig(f"strategy {ref!r} has no option(s) {', '.join(sorted(unknown))}")
+
+
+def build(ref: str, options: Mapping[str, Any], **injected: Any) -> Strategy:
+    """An instance of strategy ``ref``; ``injected`` supplies collaborators it asks for by name."""
+    cls = load_class(ref)
+    params = inspect.signature(cls).parameters
+    extra = {k: v for k, v in injected.items() if k in params}
+    try:
+        instance: Strategy = cls(**options, **extra)
+    except TypeError as exc:
+        raise InvalidConfig(f"strategy {ref!r}: {exc}") from None
+    return instance

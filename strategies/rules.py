@@ -1,0 +1,108 @@
+"""From one request's messages to blocks, by policy rules.
+
+A rule matches messages by role, ``name``, position (the leading system/developer run, the current
+turn, the rest) or the last N messages, and a content regex, and says which block they go to: its
+tier, strategy and options, token cap and formatter. Matching is done per *unit* (an assistant
+``tool_calls`` message with its results is matched by the assistant message and placed whole),
+first rule wins, and whatever no rule takes goes to the policy's history block.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from strategies.formatter import FormatterName
+from strategies.messages import Message, Unit, leading_count, role, units
+from strategies.messages import iter_text as _texts
+
+Position = Literal["any", "leading", "current", "history"]
+TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    roles: tuple[str, ...] = ()
+    name: str | None = None
+    position: Position = "any"
+    last: int = 0
+    content_regex: str | None = None
+
+    def accepts(self, message: Message, where: Position, from_end: int) -> bool:
+        if self.roles and role(message) not in self.roles:
+            return False
+        if self.name is not None and message.get("name") != self.name:
+            return False
+        if self.position != "any" and self.position != where:
+            return False
+        if self.last and from_end > self.last:
+            return False
+        if self.content_regex is not None:
+            pattern = re.compile(self.content_regex)
+            return any(pattern.search(t) for t in _texts(message))
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    match: Match
+    tier: int
+    strategy: str = "strict"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    max_tokens: int = 0
+    inject_into_system: FormatterName | None = None
+
+
+SYSTEM_RULE = Rule("system", Match(position="leading"), TIERS["system"], "strict")
+CURRENT_RULE = Rule(
+    "current",
+    Match(position="current"),
+    TIERS["core"],
+    "truncate_oldest",
+    {"unit": "message", "protect_roles": ["user"]},
+)
+DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, CURRENT_RULE)
+
+
+@dataclass(slots=True)
+class Assignment:
+    """Which rule took which message indices (in conversation order)."""
+
+    rule: Rule
+    indices: list[int] = field(default_factory=list)
+
+
+def assign(messages: Sequence[Message], rules: Sequence[Rule], history: Rule) -> list[Assignment]:
+    """One assignment per rule (in rule order) plus the history rule last."""
+    lead = leading_count(messages)
+    current = current_turn_start(messages, lead)
+    out = [Assignment(r) for r in (*rules, history)]
+    for unit in units(messages):
+        where = _position(unit, lead, current)
+        from_end = len(messages) - unit.start
+        target = next(
+            (a for a in out[:-1] if a.rule.match.accepts(messages[unit.start], where, from_end)),
+            out[-1],
+        )
+        target.indices.extend(range(unit.start, unit.end))
+    return out
+
+
+def _position(unit: Unit, lead: int, current: int) -> Position:
+    if unit.start < lead:
+        return "leading"
+    if unit.start >= current:
+        return "current"
+    return "history"
+
+
+def current_turn_start(messages: Sequence[Message], lead: int) -> int:
+    """Index where the current turn starts: the last user message, else the last unit."""
+    for i in range(len(messages) - 1, lead - 1, -1):
+        if role(messages[i]) == "user":
+            return i
+    tail = units(messages, lead)
+    return tail[-1].start if tail else len(messages)
