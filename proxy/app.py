@@ -16,6 +16,7 @@ from proxy.chat import handle_chat
 from proxy.config import Settings
 from proxy.errors import ProxyError, error_body, error_response
 from proxy.passthrough import handle_models, handle_passthrough
+from proxy.preview import handle_preview
 from proxy.runtime import Runtime
 from proxy.upstream import new_client
 
@@ -42,6 +43,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> S
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/v1/contextwarden/preview", preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
     handlers = {ProxyError: _proxy_error, Exception: _unexpected}
@@ -66,6 +68,11 @@ async def models(request: Request) -> Response:
 
 async def passthrough(request: Request) -> Response:
     return await handle_passthrough(request, _runtime(request), request.path_params["subpath"])
+
+
+async def preview(request: Request) -> Response:
+    rt = _runtime(request)
+    return await handle_preview(request, rt.settings, rt.models)
 
 
 async def health(request: Request) -> Response:

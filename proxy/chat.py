@@ -30,7 +30,7 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
     payload = parse_chat(body)
     spec = rt.models.resolve(payload["model"])
     trimming = rt.settings.trimming
-    plan = first_plan(
+    plan = await first_plan(
         body,
         payload,
         spec,
@@ -63,7 +63,7 @@ async def send_with_overflow_retry(
         if learned is not None:
             rt.models.learned.learn(spec.name, learned)
         try:
-            retry = fitted_plan(body, payload, spec, budget)
+            retry = await fitted_plan(body, payload, spec, budget)
         except ContextTooLarge:
             return reply, plan, retries  # cannot shrink further: the upstream's own error stands
         await reply.aclose()

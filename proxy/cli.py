@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from proxy.config import ConfigError, load_settings
 
@@ -20,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="a local upstream, the proxy, and a growing conversation")
     demo.add_argument("--turns", type=int, default=12)
     demo.add_argument("--window", type=int, default=1024)
+    prev = sub.add_parser("preview", help="show what the proxy would forward for a request body")
+    prev.add_argument("file", help="a chat-completion request body (JSON)")
+    prev.add_argument("--model", help="model to plan for (default: the body's own model)")
+    prev.add_argument("--config", help="YAML config (default: the embedded default config)")
+    prev.add_argument("--json", action="store_true", help="print the report object as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
@@ -29,12 +35,56 @@ def main(argv: list[str] | None = None) -> int:
             counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
             print(f"{args.path}: ok ({counts})")
             return 0
+        if args.command == "preview":
+            return _preview(args)
         from proxy.demo import run_demo
 
         return run_demo(args.turns, args.window)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _preview(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import orjson
+
+    from proxy.errors import ProxyError
+    from proxy.preview import preview, render_table
+    from proxy.runtime import build_models
+
+    settings = load_settings(args.config)
+    try:
+        body = Path(args.file).read_bytes()
+    except OSError as exc:
+        print(f"{args.file}: cannot read: {exc.strerror}", file=sys.stderr)
+        return 2
+    if args.model:
+        body = _with_model(body, args.model)
+    try:
+        result = asyncio.run(preview(body, settings, build_models(settings)))
+    except ProxyError as exc:
+        print(f"{args.file}: {exc.message}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(render_table(result))
+    return 0
+
+
+def _with_model(body: bytes, model: str) -> bytes:
+    import orjson
+
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body  # the preview reports the JSON error
+    if isinstance(payload, dict):
+        payload["model"] = model
+        return orjson.dumps(payload)
+    return body
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -16,6 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from proxy.policy_config import PolicyConfig, resolve_extends
+
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
@@ -47,6 +49,7 @@ class Upstream(Strict):
 
 class ModelEntry(Strict):
     upstream: str | None = None
+    policy: str | None = None
     context_window: int | None = Field(None, gt=0)
     max_output_tokens: int | None = Field(None, gt=0)
     tokenizer: str | None = Field(
@@ -76,6 +79,8 @@ class Settings(BaseSettings):
     default_upstream: str = "openai"
     upstreams: dict[str, Upstream] = Field(default_factory=dict)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
+    default_policy: str = "default"
+    policies: dict[str, PolicyConfig] = Field(default_factory=lambda: {"default": PolicyConfig()})
     trimming: Trimming = Trimming()
     limits: Limits = Limits()
 
@@ -91,8 +96,18 @@ class Settings(BaseSettings):
         # The YAML file arrives as init kwargs; the environment overrides it.
         return (env_settings, init_settings)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _extends(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("policies"), dict):
+            data = {**data, "policies": resolve_extends(data["policies"])}
+        return data
+
     @model_validator(mode="after")
     def _references(self) -> Settings:
+        self.policies.setdefault("default", PolicyConfig())
+        if self.default_policy not in self.policies:
+            raise ValueError(f"default_policy {self.default_policy!r} is not in policies")
         if not self.upstreams:
             raise ValueError("no upstreams configured: add one under `upstreams:`")
         if self.default_upstream not in self.upstreams:
@@ -100,6 +115,8 @@ class Settings(BaseSettings):
         for name, entry in self.models.items():
             if entry.upstream is not None and entry.upstream not in self.upstreams:
                 raise ValueError(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
+            if entry.policy is not None and entry.policy not in self.policies:
+                raise ValueError(f"models.{name}.policy {entry.policy!r} is not in policies")
         return self
 
     def api_key(self, upstream: str) -> str | None:

@@ -73,6 +73,9 @@ def create_upstream(
         payload = orjson.loads(raw)
         request.app.state.received.append(payload)
         request.app.state.raw.append(raw)
+        broken = tool_sequence_error(payload["messages"])
+        if broken:
+            return _invalid(broken)
         prompt = counter.prompt(payload)
         completion = payload.get("max_completion_tokens") or payload.get("max_tokens")
         if prompt + (completion or 0) > window:
@@ -107,6 +110,35 @@ def create_upstream(
     app.state.received = []
     app.state.raw = []
     return app
+
+
+def tool_sequence_error(messages: list[dict[str, Any]]) -> str | None:
+    """OpenAI's check: tool results directly follow the call they answer, and every call has one."""
+    pending: list[str] = []
+    for m in messages:
+        if m.get("role") == "tool":
+            if m.get("tool_call_id") not in pending:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            pending.remove(m["tool_call_id"])
+            continue
+        if pending:
+            break
+        pending = [c["id"] for c in m.get("tool_calls") or []]
+    if pending:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            f"to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(pending)}"
+        )
+    return None
+
+
+def _invalid(message: str) -> Response:
+    error = {"message": message, "type": "invalid_request_error", "param": "messages", "code": None}
+    return Response(orjson.dumps({"error": error}), 400, media_type="application/json")
 
 
 def _overflow(window: int, prompt: int, completion: int | None) -> Response:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from proxy.config import Settings
 from proxy.modeltable import ModelTable
 from proxy.tokenizers import Pricing, Tokenizers
+from strategies.engine import Policy
 
 MAX_CACHED_NAMES = 4096
 
@@ -18,6 +19,7 @@ class ModelSpec:
     window: int | None
     max_output: int | None
     pricing: Pricing
+    policy: Policy
 
 
 class LearnedWindows:
@@ -44,6 +46,7 @@ class Models:
         self._table = table
         self._tokenizers = tokenizers
         self._cache: dict[str, ModelSpec] = {}
+        self._policies = {name: p.to_policy() for name, p in settings.policies.items()}
         self.learned = LearnedWindows()
 
     def resolve(self, name: str) -> ModelSpec:
@@ -70,7 +73,8 @@ class Models:
             table.max_output if table else None
         )
         pricing = self._tokenizers.for_model(name, entry.tokenizer if entry else None)
-        return ModelSpec(name, upstream, window, max_output, pricing)
+        policy_name = (entry.policy if entry else None) or self._settings.default_policy
+        return ModelSpec(name, upstream, window, max_output, pricing, self._policies[policy_name])
 
     def _table_name(self, name: str, upstream: str) -> str:
         # A litellm upstream serves the model its own `model:` string names.

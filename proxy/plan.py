@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ from proxy.errors import ContextTooLarge
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow
 from strategies.budget import Budget, byte_bound, reply_reserve
-from strategies.engine import fit
+from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 
 
@@ -26,17 +27,21 @@ class Plan:
     tokens_after: int | None = None
     actions: list[str] = field(default_factory=list)
     counted: str = "exact"
+    fit: Fit | None = None
 
 
-def first_plan(
+async def first_plan(
     body: bytes,
     payload: dict[str, Any],
     spec: ModelSpec,
     window: int | None,
     default_reserve: int,
     margin: int,
+    exact: bool = False,
 ) -> Plan:
-    """Plan the first attempt; raises ContextTooLarge when nothing can make it fit."""
+    """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
+
+    ``exact`` skips the byte-bound fast path (the preview always counts)."""
     if window is None:
         return Plan(body, None, actions=["unknown-window"], counted="none")
     pricing = spec.pricing
@@ -53,15 +58,21 @@ def first_plan(
     bound = byte_bound(
         len(body), messages, pricing.tokens_per_byte, pricing.worst_image, counter.priming
     )
-    if bound <= budget.messages:
+    if bound <= budget.messages and not spec.policy.repair_tool_calls and not exact:
         return Plan(body, budget, bound, bound, counted="bound")
-    return fitted_plan(body, payload, spec, budget)
+    return await fitted_plan(body, payload, spec, budget)
 
 
-def fitted_plan(body: bytes, payload: dict[str, Any], spec: ModelSpec, budget: Budget) -> Plan:
+async def fitted_plan(
+    body: bytes, payload: dict[str, Any], spec: ModelSpec, budget: Budget
+) -> Plan:
+    """Count and, if needed, trim; in a worker thread, since tokenizing a long conversation is
+    CPU work that would stall every other request on the event loop (tiktoken drops the GIL)."""
     counted = "exact" if spec.pricing.exact else "estimate"
     try:
-        result = fit(payload["messages"], budget.messages, spec.pricing.counter)
+        result = await asyncio.to_thread(
+            fit, payload["messages"], budget.messages, spec.pricing.counter, spec.policy
+        )
     except DoesNotFit as exc:
         raise ContextTooLarge(
             f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} are left "
@@ -69,9 +80,11 @@ def fitted_plan(body: bytes, payload: dict[str, Any], spec: ModelSpec, budget: B
             param="messages",
         ) from None
     if not result.changed:
-        return Plan(body, budget, result.tokens_before, result.tokens_after, counted=counted)
+        return Plan(body, budget, result.tokens_before, result.tokens_after, [], counted, result)
     trimmed = orjson.dumps({**payload, "messages": result.messages})
-    return Plan(trimmed, budget, result.tokens_before, result.tokens_after, result.actions, counted)
+    return Plan(
+        trimmed, budget, result.tokens_before, result.tokens_after, result.actions, counted, result
+    )
 
 
 def shrunk_budget(plan: Plan, overflow: Overflow, shrink: float) -> tuple[Budget, int | None]:

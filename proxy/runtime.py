@@ -20,10 +20,12 @@ class Runtime:
 
     @classmethod
     def build(cls, settings: Settings, client: httpx.AsyncClient) -> Runtime:
-        use_bundled_tiktoken_files()
-        tokenizers = Tokenizers(settings.trimming.estimate_ratio)
-        models = Models(settings, ModelTable.bundled(), tokenizers)
-        return cls(settings, client, models)
+        return cls(settings, client, build_models(settings))
 
     def api_key(self, upstream: str) -> str | None:
         return self.settings.api_key(upstream)
+
+
+def build_models(settings: Settings) -> Models:
+    use_bundled_tiktoken_files()
+    return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))

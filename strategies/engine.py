@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from strategies import registry
-from strategies.blocks import Block, Report, compile_blocks
+from strategies.blocks import Block, BlockReport, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.formatter import facts_of, inject_into_system
 from strategies.light_trim import LightTrim
@@ -224,4 +224,17 @@ def _drop_broken_pairs(messages: list[Message]) -> list[Message]:
         if set(calls) <= answered:
             out.extend(messages[i:j])
         i = j
+    return out
+
+
+def breakdown(
+    messages: Sequence[Message], budget: int, counter: Counter, policy: Policy = DEFAULT_POLICY
+) -> list[BlockReport]:
+    """How a conversation splits into the policy's blocks, with counts (nothing evicted)."""
+    out: list[BlockReport] = []
+    for a in assign(messages, policy.rules, policy.history_rule(budget)):
+        if a.indices:
+            tokens = sum(counter.message(messages[i]) for i in a.indices)
+            out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))
+    out.sort(key=lambda b: b.tier)
     return out

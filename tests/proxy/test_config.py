@@ -80,3 +80,63 @@ def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     bad.write_text("portt: 1\nupstreams:\n  openai: {base_url: http://x}\n")
     assert main(["check-config", str(bad)]) == 2
     assert "portt" in capsys.readouterr().err
+
+
+POLICIES = """
+upstreams:
+  openai: {base_url: "http://x"}
+policies:
+  default:
+    light_trim: {text_threshold: 2000}
+  rag:
+    extends: default
+    cache_cut_share: 0.5
+    rules:
+      - id: docs
+        match: {role: system, content_regex: "^<doc"}
+        tier: rag
+        strategy: drop
+        inject_into_system: markdown
+  strict-rag:
+    extends: rag
+    light_trim: {keep_recent: 8}
+models:
+  gpt-4o: {policy: strict-rag}
+"""
+
+
+def test_policies_extend_and_rules_come_before_the_defaults(tmp_path: Path) -> None:
+    settings = load_settings(write(tmp_path, POLICIES))
+    policy = settings.policies["strict-rag"].to_policy()
+    assert policy.cache_cut_share == 0.5
+    trim = next(p for p in policy.passes if p.name == "light_trim")
+    assert (trim.keep_recent, trim.text_threshold) == (8, 2000)  # type: ignore[attr-defined]
+    assert [r.id for r in policy.rules] == ["docs", "system", "current"]
+    assert policy.rules[0].inject_into_system == "markdown"
+    assert policy.rules[0].tier == 2
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ("policies:\n  a: {extends: b}\n", "no policy named 'b'"),
+        ("policies:\n  a: {extends: b}\n  b: {extends: a}\n", "extends cycle"),
+        (
+            "policies:\n  default: {history: {strategy: truncate_oldest, options: {keep_pairz: true}}}\n",
+            "keep_pairz",
+        ),
+        ("policies:\n  default: {history: {strategy: nope}}\n", "unknown strategy"),
+        ("policies:\n  default: {pipeline: [light_trim, squash]}\n", "pipeline"),
+        (
+            "policies:\n  default: {rules: [{id: r, match: {content_regex: '('}}]}\n",
+            "invalid regex",
+        ),
+        ("default_policy: missing\n", "default_policy 'missing'"),
+        ("models:\n  m: {policy: missing}\n", "models.m.policy 'missing'"),
+    ],
+)
+def test_policy_mistakes_fail_at_load(tmp_path: Path, snippet: str, message: str) -> None:
+    path = write(tmp_path, "upstreams:\n  openai: {base_url: 'http://x'}\n" + snippet)
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert message in str(err.value)

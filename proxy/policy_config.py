@@ -1,0 +1,175 @@
+"""Policies in YAML: how a request is made to fit, and its translation into the engine's Policy.
+
+A policy may ``extends:`` another; the chain is merged (mappings deeply, anything else replaced)
+before validation, so common settings are written once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from strategies import registry
+from strategies.engine import Pass, Policy
+from strategies.errors import InvalidConfig
+from strategies.light_trim import LightTrim
+from strategies.microcompact import PLACEHOLDER, ToolResultMicrocompact
+from strategies.rules import TIERS, Match, Rule
+
+PassName = Literal["tool_result_microcompact", "light_trim"]
+DEFAULT_PIPELINE: list[PassName] = ["tool_result_microcompact", "light_trim"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MicrocompactConfig(_Strict):
+    keep_recent: int = Field(5, ge=0)
+    include_tools: list[str] = Field(default_factory=list)
+    exclude_tools: list[str] = Field(default_factory=list)
+    min_result_tokens: int = Field(0, ge=0)
+    placeholder: str = PLACEHOLDER
+
+
+class LightTrimConfig(_Strict):
+    keep_recent: int = Field(4, ge=0)
+    text_threshold: int = Field(4000, gt=0)
+    preserve_head: int = Field(1200, ge=0)
+    preserve_tail: int = Field(800, ge=0)
+
+
+class StrategyRef(_Strict):
+    strategy: str = "truncate_oldest"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known(self) -> StrategyRef:
+        try:
+            registry.check_options(self.strategy, self.options)
+        except InvalidConfig as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+class MatchConfig(_Strict):
+    role: str | list[str] | None = None
+    name: str | None = None
+    position: Literal["any", "leading", "current", "history"] = "any"
+    last: int = Field(0, ge=0)
+    content_regex: str | None = None
+
+    @field_validator("content_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"invalid regex: {exc}") from None
+        return value
+
+
+class RuleConfig(StrategyRef):
+    id: str
+    match: MatchConfig = Field(default_factory=MatchConfig)
+    tier: int | Literal["system", "core", "rag", "history", "scratchpad"] = "history"
+    strategy: str = "strict"
+    max_tokens: int = Field(0, ge=0)
+    inject_into_system: bool | Literal["xml", "markdown"] = False
+
+
+class PolicyConfig(_Strict):
+    extends: str | None = None
+    pipeline: list[PassName] = Field(default_factory=lambda: list(DEFAULT_PIPELINE))
+    tool_result_microcompact: MicrocompactConfig = Field(default_factory=MicrocompactConfig)
+    light_trim: LightTrimConfig = Field(default_factory=LightTrimConfig)
+    history: StrategyRef = Field(
+        default_factory=lambda: StrategyRef(strategy="truncate_oldest", options={"unit": "turn"})
+    )
+    cache_cut_share: float = Field(0.3, ge=0, lt=1)
+    repair_tool_calls: bool = False
+    rules: list[RuleConfig] | None = None
+
+    def to_policy(self) -> Policy:
+        passes: list[Pass] = []
+        for name in self.pipeline:
+            if name == "tool_result_microcompact":
+                mc = self.tool_result_microcompact
+                passes.append(
+                    ToolResultMicrocompact(
+                        mc.keep_recent,
+                        tuple(mc.include_tools),
+                        tuple(mc.exclude_tools),
+                        mc.min_result_tokens,
+                        mc.placeholder,
+                    )
+                )
+            else:
+                passes.append(LightTrim(**self.light_trim.model_dump()))
+        rules = self._rules()
+        return Policy(
+            rules=rules,
+            history_strategy=self.history.strategy,
+            history_options=dict(self.history.options),
+            passes=tuple(passes),
+            repair_tool_calls=self.repair_tool_calls,
+            cache_cut_share=self.cache_cut_share,
+        )
+
+    def _rules(self) -> tuple[Rule, ...]:
+        """The policy's own rules first, then the defaults (system, current) it did not redefine."""
+        own = tuple(_rule(r) for r in self.rules or [])
+        ids = {r.id for r in own}
+        return own + tuple(r for r in Policy().rules if r.id not in ids)
+
+    @model_validator(mode="after")
+    def _summarizer_available(self) -> PolicyConfig:
+        refs = [self.history.strategy] + [r.strategy for r in self.rules or []]
+        if "summarize" in refs:
+            raise ValueError("the summarize strategy needs a summarizer, which this build lacks")
+        return self
+
+
+def _rule(r: RuleConfig) -> Rule:
+    roles = (r.match.role,) if isinstance(r.match.role, str) else tuple(r.match.role or ())
+    match = Match(roles, r.match.name, r.match.position, r.match.last, r.match.content_regex)
+    tier = TIERS[r.tier] if isinstance(r.tier, str) else r.tier
+    fmt = ("xml" if r.inject_into_system is True else r.inject_into_system) or None
+    return Rule(r.id, match, tier, r.strategy, dict(r.options), r.max_tokens, fmt)
+
+
+def resolve_extends(policies: dict[str, Any]) -> dict[str, Any]:
+    """Raw policy mappings with every ``extends:`` chain merged in (parents first)."""
+    out: dict[str, Any] = {}
+
+    def resolve(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
+        if name in seen:
+            raise ValueError(f"policies: extends cycle {' -> '.join((*seen, name))}")
+        if name not in policies:
+            raise ValueError(f"policies.{seen[-1]}.extends: no policy named {name!r}")
+        raw = policies[name] or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"policies.{name} must be a mapping")
+        parent = raw.get("extends")
+        base = resolve(parent, (*seen, name)) if isinstance(parent, str) else {}
+        return _merge(base, raw)
+
+    for name in policies:
+        out[name] = resolve(name, ())
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    # A different strategy brings its own options: nothing of the parent's strategy is inherited.
+    if "strategy" in over and over.get("strategy") != base.get("strategy"):
+        return dict(over)
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

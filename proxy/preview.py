@@ -1,0 +1,106 @@
+"""What the proxy would forward, without forwarding: ``POST /v1/contextwarden/preview`` and
+``contextwarden preview``. Both produce the same report object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.config import Settings
+from proxy.models import Models, ModelSpec
+from proxy.plan import Plan, first_plan
+from proxy.validation import parse_chat, read_body
+from strategies.engine import breakdown
+
+
+async def preview(body: bytes, settings: Settings, models: Models) -> dict[str, Any]:
+    payload = parse_chat(body)
+    spec = models.resolve(payload["model"])
+    window = models.window(spec)
+    trimming = settings.trimming
+    plan = await first_plan(
+        body,
+        payload,
+        spec,
+        window,
+        trimming.reserve_output_tokens,
+        trimming.safety_margin_tokens,
+        exact=True,
+    )
+    messages = orjson.loads(plan.body)["messages"] if plan.actions else payload["messages"]
+    return {"messages": messages, "report": report(plan, spec, window, payload["messages"])}
+
+
+def report(plan: Plan, spec: ModelSpec, window: int | None, original: list[Any]) -> dict[str, Any]:
+    fit = plan.fit
+    budget = plan.budget
+    if fit is not None and fit.report is not None:
+        blocks = fit.report.blocks
+    elif budget is not None:
+        blocks = breakdown(original, budget.messages, spec.pricing.counter, spec.policy)
+    else:
+        blocks = []
+    return {
+        "model": spec.name,
+        "upstream": spec.upstream,
+        "window": window,
+        "budget": budget.messages if budget else None,
+        "reserve": budget.reserve if budget else None,
+        "tools_tokens": budget.tools if budget else None,
+        "tokens_before": plan.tokens_before,
+        "tokens_after": plan.tokens_after,
+        "count": plan.counted,
+        "actions": plan.actions or ["none"],
+        "cache_stable": fit.cache_stable if fit else True,
+        "steps": [
+            {"name": s.name, "applied": s.applied, "tokens_saved": s.tokens_saved}
+            for s in (fit.steps if fit else [])
+        ],
+        "blocks": [
+            {
+                "id": b.id,
+                "tier": int(b.tier),
+                "strategy": b.strategy,
+                "tokens_before": b.tokens_before,
+                "tokens_after": b.tokens_after,
+                "label": b.label,
+            }
+            for b in blocks
+        ],
+    }
+
+
+async def handle_preview(request: Request, settings: Settings, models: Models) -> Response:
+    body = await read_body(request, settings.limits.max_body_bytes)
+    result = await preview(body, settings, models)
+    return Response(orjson.dumps(result), media_type="application/json")
+
+
+def render_table(result: dict[str, Any]) -> str:
+    """The report as a table for people tuning a policy."""
+    r = result["report"]
+    lines = [
+        f"model {r['model']} -> upstream {r['upstream']}: window {r['window']}, budget for "
+        f"messages {r['budget']} (reply reserve {r['reserve']}, tools {r['tools_tokens']})",
+        f"tokens {r['tokens_before']} -> {r['tokens_after']} ({r['count']}); "
+        f"actions: {', '.join(r['actions'])}; prompt prefix cache-stable: {r['cache_stable']}",
+        "",
+        f"{'block':<16} {'tier':>4}  {'strategy':<18} {'tokens':>15}  label",
+    ]
+    for b in r["blocks"]:
+        tokens = f"{b['tokens_before']} -> {b['tokens_after']}"
+        lines.append(
+            f"{b['id']:<16} {b['tier']:>4}  {b['strategy']:<18} {tokens:>15}  {b['label'] or '-'}"
+        )
+    if r["steps"]:
+        lines += ["", "passes:"]
+        lines += [
+            f"  {s['name']:<26} {'applied' if s['applied'] else 'skipped':<8} "
+            f"saved {s['tokens_saved']}"
+            for s in r["steps"]
+        ]
+    lines += ["", f"{len(result['messages'])} messages would be forwarded"]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from typing import Any
+
+from strategies.microcompact import PLACEHOLDER, ToolResultMicrocompact
+from strategies.tokens import FixedCounter
+
+C = FixedCounter(10)
+
+
+def loop(
+    i: int, name: str = "read", args: str | None = None, result: str = "big result"
+) -> list[dict[str, Any]]:
+    call = {
+        "id": f"c{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": args or f'{{"n": {i}}}'},
+    }
+    return [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{i}", "content": result, "x": i},
+    ]
+
+
+def contents(msgs: list[dict[str, Any]]) -> list[Any]:
+    return [m["content"] for m in msgs if m["role"] == "tool"]
+
+
+def test_keeps_the_most_recent_distinct_calls() -> None:
+    msgs = [m for i in range(8) for m in loop(i)]
+    out = ToolResultMicrocompact(keep_recent=5).apply(msgs, C)
+    assert contents(out) == [PLACEHOLDER] * 3 + ["big result"] * 5
+    assert out[1]["x"] == 0  # other fields kept
+    assert out[-1] is msgs[-1]
+
+
+def test_older_duplicates_of_a_kept_call_are_cleared() -> None:
+    msgs = [m for i in range(3) for m in loop(i, args="{}")]
+    out = ToolResultMicrocompact(keep_recent=5).apply(msgs, C)
+    assert contents(out) == [PLACEHOLDER, PLACEHOLDER, "big result"]
+
+
+def test_include_exclude_and_min_size() -> None:
+    msgs = loop(0, "read") + loop(1, "bash") + loop(2, "read", result="") + loop(3, "read")
+    only_bash = ToolResultMicrocompact(keep_recent=0, include_tools=("bash",)).apply(msgs, C)
+    assert contents(only_bash) == ["big result", PLACEHOLDER, "", "big result"]
+    not_bash = ToolResultMicrocompact(keep_recent=0, exclude_tools=("bash",)).apply(msgs, C)
+    assert contents(not_bash) == [PLACEHOLDER, "big result", PLACEHOLDER, PLACEHOLDER]
+
+
+def test_is_idempotent_and_leaves_unanswered_results_alone() -> None:
+    msgs = [m for i in range(7) for m in loop(i)]
+    mc = ToolResultMicrocompact(keep_recent=2)
+    once = mc.apply(msgs, C)
+    twice = mc.apply(once, C)
+    assert all(a is b for a, b in zip(once, twice, strict=True))
+    orphan = [{"role": "tool", "tool_call_id": "nope", "content": "x"}]
+    assert mc.apply(orphan, C)[0] is orphan[0]
