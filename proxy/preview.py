@@ -98,7 +98,7 @@ def render_table(result: dict[str, Any]) -> str:
     if r["steps"]:
         lines += ["", "passes:"]
         lines += [
-            f"  {s['name']:<26} {'applied' if s['applied'] else 'skipped':<8} "
+            f"  {s['name']:<26} {'applied' if s['applied'] else 'no change':<9} "
             f"saved {s['tokens_saved']}"
             for s in r["steps"]
         ]
