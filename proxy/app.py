@@ -30,10 +30,12 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> S
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         own = client or new_client(MAX_CONNECTIONS)
-        app.state.runtime = Runtime.build(settings, own)
+        runtime = await Runtime.start(settings, own)
+        app.state.runtime = runtime
         try:
             yield
         finally:
+            await runtime.stop()
             if client is None:
                 await own.aclose()
 
@@ -72,7 +74,7 @@ async def passthrough(request: Request) -> Response:
 
 async def preview(request: Request) -> Response:
     rt = _runtime(request)
-    return await handle_preview(request, rt.settings, rt.models)
+    return await handle_preview(request, rt.settings, rt.models, rt.planner)
 
 
 async def health(request: Request) -> Response:

@@ -15,10 +15,12 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from proxy import litellm_upstream
+from proxy.controls import take_controls
 from proxy.errors import ContextTooLarge
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow, is_context_overflow
-from proxy.plan import Plan, first_plan, fitted_plan, shrunk_budget
+from proxy.plan import Plan, shrunk_budget
+from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, decoded, join_url, send, upstream_headers
 from proxy.validation import parse_chat, read_body
@@ -26,55 +28,56 @@ from strategies.tokens import count_prompt
 
 
 async def handle_chat(request: Request, rt: Runtime) -> Response:
+    req = await read_chat(request, rt)
+    plan = await rt.planner.plan_first(req)
+    reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan)
+    return respond(reply, cw_headers(plan, retries))
+
+
+async def read_chat(request: Request, rt: Runtime) -> PlanRequest:
+    """The validated request, its controls taken out, its model resolved."""
     body = await read_body(request, rt.settings.limits.max_body_bytes)
     payload = parse_chat(body)
+    body, payload, controls = take_controls(body, payload, request.headers)
     spec = rt.models.resolve(payload["model"])
-    trimming = rt.settings.trimming
-    plan = await first_plan(
+    bearer = _bearer(request.headers.get("authorization"))
+    return PlanRequest(
         body,
         payload,
         spec,
         rt.models.window(spec),
-        trimming.reserve_output_tokens,
-        trimming.safety_margin_tokens,
+        bearer=bearer,
+        session_memory=controls.session_memory,
     )
-    reply, plan, retries = await send_with_overflow_retry(request, rt, spec, body, payload, plan)
-    return respond(reply, cw_headers(plan, retries))
 
 
 async def send_with_overflow_retry(
-    request: Request,
-    rt: Runtime,
-    spec: ModelSpec,
-    body: bytes,
-    payload: dict[str, Any],
-    plan: Plan,
+    request: Request, rt: Runtime, req: PlanRequest, plan: Plan
 ) -> tuple[Reply, Plan, int]:
     trimming = rt.settings.trimming
+    counter = req.spec.pricing.counter
     retries = 0
     while True:
-        reply = await send_once(request, rt, spec, payload, plan)
+        reply = await send_once(request, rt, req.spec, plan)
         overflow = await overflow_of(reply)
         if overflow is None or plan.budget is None or retries >= trimming.max_overflow_retries:
             return reply, plan, retries
         if plan.counted == "bound":  # the shrink must start from the real count, not a bound
-            plan.tokens_after = count_prompt(spec.pricing.counter, payload["messages"])
+            plan.tokens_after = count_prompt(counter, req.payload["messages"])
         budget, learned = shrunk_budget(plan, overflow, trimming.overflow_shrink)
         if learned is not None:
-            rt.models.learned.learn(spec.name, learned)
+            await rt.learn_window(req.spec.name, learned)
         try:
-            retry = await fitted_plan(body, payload, spec, budget)
+            retry = await rt.planner.plan_fitted(req, budget)
         except ContextTooLarge:
             return reply, plan, retries  # cannot shrink further: the upstream's own error stands
         await reply.aclose()
         retries += 1
-        retry.actions = sorted({*retry.actions, "overflow-retry"})
+        retry.actions = [*retry.actions, "overflow-retry"]
         plan = retry
 
 
-async def send_once(
-    request: Request, rt: Runtime, spec: ModelSpec, payload: dict[str, Any], plan: Plan
-) -> Reply:
+async def send_once(request: Request, rt: Runtime, spec: ModelSpec, plan: Plan) -> Reply:
     upstream = rt.settings.upstreams[spec.upstream]
     key = rt.api_key(spec.upstream)
     headers = upstream_headers(_headers(request), upstream, key)
@@ -120,7 +123,9 @@ def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
     def num(value: int | None) -> str:
         return "unknown" if value is None else str(value)
 
+    checkpoint = [("x-contextwarden-checkpoint", plan.checkpoint)] if plan.checkpoint else []
     return [
+        *checkpoint,
         ("x-contextwarden-tokens-before", num(plan.tokens_before)),
         ("x-contextwarden-tokens-after", num(plan.tokens_after)),
         ("x-contextwarden-budget", num(plan.budget.messages if plan.budget else None)),
@@ -128,6 +133,12 @@ def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
         ("x-contextwarden-retries", str(retries)),
         ("x-contextwarden-count", plan.counted),
     ]
+
+
+def _bearer(value: str | None) -> str | None:
+    if value and value.lower().startswith("bearer "):
+        return value[7:].strip() or None
+    return None
 
 
 def _headers(request: Request) -> list[tuple[str, str]]:

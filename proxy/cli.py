@@ -49,8 +49,10 @@ def _preview(args: argparse.Namespace) -> int:
     import asyncio
 
     import orjson
+    from starlette.datastructures import Headers
 
     from proxy.errors import ProxyError
+    from proxy.plan import Planner
     from proxy.preview import preview, render_table
     from proxy.runtime import build_models
 
@@ -63,7 +65,9 @@ def _preview(args: argparse.Namespace) -> int:
     if args.model:
         body = _with_model(body, args.model)
     try:
-        result = asyncio.run(preview(body, settings, build_models(settings)))
+        # Offline: no summarizer is called, so the report shows the truncating fallback.
+        planner = Planner(settings, compactor=None)
+        result = asyncio.run(preview(body, Headers(), build_models(settings), planner))
     except ProxyError as exc:
         print(f"{args.file}: {exc.message}", file=sys.stderr)
         return 1

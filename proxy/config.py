@@ -65,6 +65,20 @@ class Trimming(Strict):
     overflow_shrink: float = Field(0.15, gt=0, lt=1)
 
 
+class Checkpoints(Strict):
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    url: str | None = Field(None, description="redis://host:port/db, for backend: redis")
+    ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
+    max_entries: int = Field(100_000, gt=0)
+    max_per_conversation: int = Field(16, gt=0)
+
+    @model_validator(mode="after")
+    def _url(self) -> Checkpoints:
+        if self.backend == "redis" and not self.url:
+            raise ValueError("backend: redis needs url (e.g. redis://localhost:6379/0)")
+        return self
+
+
 class Limits(Strict):
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
@@ -83,6 +97,8 @@ class Settings(BaseSettings):
     policies: dict[str, PolicyConfig] = Field(default_factory=lambda: {"default": PolicyConfig()})
     trimming: Trimming = Trimming()
     limits: Limits = Limits()
+    data_dir: str = "./.contextwarden"
+    checkpoints: Checkpoints = Checkpoints()
 
     @classmethod
     def settings_customise_sources(

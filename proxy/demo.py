@@ -7,6 +7,7 @@ turn what the client sent, what the proxy forwarded and what it trimmed.
 
 from __future__ import annotations
 
+import tempfile
 from typing import Any
 
 import openai
@@ -25,17 +26,19 @@ FILLER = (
 
 def run_demo(turns: int, window: int) -> int:
     upstream_app = create_upstream(window=window)
-    with BackgroundServer(upstream_app) as upstream:
+    with BackgroundServer(upstream_app) as upstream, tempfile.TemporaryDirectory() as data:
         config = {
             "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
             "default_upstream": "demo",
             "models": {MODEL: {"context_window": window, "max_output_tokens": 256}},
+            "data_dir": data,
         }
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="demo", max_retries=0)
             print(f"demo upstream window: {window} tokens; proxy at {proxy.url}/v1\n")
             print(f"{'turn':>4} {'sent':>5} {'fwd':>4} {'tokens':>13} {'budget':>6}  actions")
             _converse(client, upstream_app.state.received, turns)
+            print(f"summarizer calls: {len(upstream_app.state.summaries)} for {turns} requests")
     return 0
 
 
@@ -57,6 +60,11 @@ def _converse(client: openai.OpenAI, received: list[dict[str, Any]], turns: int)
         print(
             f"{turn:>4} {len(messages):>5} {len(forwarded):>4} {tokens:>13} "
             f"{h['x-contextwarden-budget']:>6}  {h['x-contextwarden-actions']}"
+            + (
+                f" (checkpoint {h['x-contextwarden-checkpoint']})"
+                if "x-contextwarden-checkpoint" in h
+                else ""
+            )
         )
         messages.append({"role": "assistant", "content": answer})
     print("\nsent: messages the client sent; fwd: messages the upstream received.")

@@ -11,6 +11,7 @@ is recorded in ``app.state.received`` for the tests to inspect.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 import uuid
@@ -24,6 +25,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from proxy.tokenizers import get_encoding
+from strategies.summary import SYSTEM_PROMPT
+
+SUMMARIZER_MARK = SYSTEM_PROMPT[:40]
 
 
 class WindowCounter:
@@ -64,15 +68,26 @@ class WindowCounter:
 
 
 def create_upstream(
-    window: int = 2048, encoding: str = "o200k_base", count_scale: float = 1.0
+    window: int = 2048,
+    encoding: str = "o200k_base",
+    count_scale: float = 1.0,
+    summary_delay: float = 0.0,
 ) -> Starlette:
     counter = WindowCounter(encoding, count_scale)
 
     async def chat(request: Request) -> Response:
         raw = await request.body()
         payload = orjson.loads(raw)
-        request.app.state.received.append(payload)
-        request.app.state.raw.append(raw)
+        summarizing = _is_summary_request(payload)
+        if summarizing:
+            request.app.state.summaries.append(payload)
+            await asyncio.sleep(summary_delay)
+            if request.app.state.fail_summaries:
+                error = {"message": "summarizer down", "type": "server_error", "code": None}
+                return Response(orjson.dumps({"error": error}), 500, media_type="application/json")
+        else:
+            request.app.state.received.append(payload)
+            request.app.state.raw.append(raw)
         broken = tool_sequence_error(payload["messages"])
         if broken:
             return _invalid(broken)
@@ -80,7 +95,7 @@ def create_upstream(
         completion = payload.get("max_completion_tokens") or payload.get("max_tokens")
         if prompt + (completion or 0) > window:
             return _overflow(window, prompt, completion)
-        message = _answer(payload, prompt)
+        message = _summary(payload) if summarizing else _answer(payload, prompt)
         if payload.get("stream"):
             return StreamingResponse(_stream(payload, message), media_type="text/event-stream")
         return Response(
@@ -109,6 +124,8 @@ def create_upstream(
     )
     app.state.received = []
     app.state.raw = []
+    app.state.summaries = []
+    app.state.fail_summaries = False
     return app
 
 
@@ -160,6 +177,25 @@ def _overflow(window: int, prompt: int, completion: int | None) -> Response:
         "code": "context_length_exceeded",
     }
     return Response(orjson.dumps({"error": error}), 400, media_type="application/json")
+
+
+def _is_summary_request(payload: dict[str, Any]) -> bool:
+    first = payload["messages"][0]
+    return first.get("role") == "system" and str(first.get("content", "")).startswith(
+        SUMMARIZER_MARK
+    )
+
+
+def _summary(payload: dict[str, Any]) -> dict[str, Any]:
+    """A scripted summary: which turns it covers, so tests can see what was summarized."""
+    text = str(payload["messages"][-1]["content"])
+    turns = text.count("[User]:")
+    updating = "<previous-summary>" in text
+    body = (
+        f"## Goal\nDemo conversation ({turns} user turns summarized"
+        f"{', updating the previous summary' if updating else ''}).\n\n## Next Steps\n1. Continue."
+    )
+    return {"role": "assistant", "content": body}
 
 
 def _answer(payload: dict[str, Any], prompt: int) -> dict[str, Any]:

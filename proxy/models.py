@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from proxy.config import Settings
 from proxy.modeltable import ModelTable
+from proxy.policy_config import PolicyConfig
 from proxy.tokenizers import Pricing, Tokenizers
 from strategies.engine import Policy
 
@@ -20,6 +21,7 @@ class ModelSpec:
     max_output: int | None
     pricing: Pricing
     policy: Policy
+    policy_config: PolicyConfig
 
 
 class LearnedWindows:
@@ -74,7 +76,10 @@ class Models:
         )
         pricing = self._tokenizers.for_model(name, entry.tokenizer if entry else None)
         policy_name = (entry.policy if entry else None) or self._settings.default_policy
-        return ModelSpec(name, upstream, window, max_output, pricing, self._policies[policy_name])
+        config = self._settings.policies[policy_name]
+        return ModelSpec(
+            name, upstream, window, max_output, pricing, self._policies[policy_name], config
+        )
 
     def _table_name(self, name: str, upstream: str) -> str:
         # A litellm upstream serves the model its own `model:` string names.

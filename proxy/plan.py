@@ -1,4 +1,11 @@
-"""Deciding what to forward: the original bytes when they fit, a trimmed body when not."""
+"""Deciding what to forward: the original bytes when they fit, a compacted body when not.
+
+plan_first     budget; byte-bound fast path; exact count; pre-compaction over the soft
+               threshold; else plan_fitted
+plan_fitted    summary checkpoint (reused or created) when the policy summarizes, then the
+               engine's fit; also the overflow retry's entry point, always from the original
+               transcript, never from an already degraded view
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,29 @@ from typing import Any
 
 import orjson
 
+from proxy.compaction import Compactor, Context
+from proxy.config import Settings
 from proxy.errors import ContextTooLarge
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow
+from proxy.summarizer import Target
 from strategies.budget import Budget, byte_bound, reply_reserve
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
+from strategies.tokens import count_prompt
+
+
+@dataclass(slots=True)
+class Request:
+    """One chat request as the planner sees it."""
+
+    body: bytes
+    payload: dict[str, Any]
+    spec: ModelSpec
+    window: int | None
+    team: str = "default"
+    bearer: str | None = None
+    session_memory: str | None = None
 
 
 @dataclass(slots=True)
@@ -28,63 +52,127 @@ class Plan:
     actions: list[str] = field(default_factory=list)
     counted: str = "exact"
     fit: Fit | None = None
+    checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
 
 
-async def first_plan(
-    body: bytes,
-    payload: dict[str, Any],
-    spec: ModelSpec,
-    window: int | None,
-    default_reserve: int,
-    margin: int,
-    exact: bool = False,
-) -> Plan:
-    """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
+class Planner:
+    def __init__(self, settings: Settings, compactor: Compactor | None) -> None:
+        self.settings = settings
+        self.compactor = compactor
 
-    ``exact`` skips the byte-bound fast path (the preview always counts)."""
-    if window is None:
-        return Plan(body, None, actions=["unknown-window"], counted="none")
-    pricing = spec.pricing
-    counter = pricing.counter
-    reserve = reply_reserve(payload, default_reserve, spec.max_output, window)
-    budget = Budget(
-        window, reserve, counter.tools(payload.get("tools"), payload.get("functions")), margin
-    )
-    if budget.messages <= 0:
-        raise ContextTooLarge(
-            f"no room is left for the messages: {budget.explain()}", param="messages"
+    async def plan_first(self, req: Request, exact: bool = False) -> Plan:
+        """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
+
+        ``exact`` skips the byte-bound fast path (the preview always counts)."""
+        if req.window is None:
+            return Plan(req.body, None, actions=["unknown-window"], counted="none")
+        budget = self.budget(req, req.window)
+        pricing = req.spec.pricing
+        counter = pricing.counter
+        messages = req.payload["messages"]
+        bound = byte_bound(
+            len(req.body), messages, pricing.tokens_per_byte, pricing.worst_image, counter.priming
         )
-    messages = payload["messages"]
-    bound = byte_bound(
-        len(body), messages, pricing.tokens_per_byte, pricing.worst_image, counter.priming
-    )
-    if bound <= budget.messages and not spec.policy.repair_tool_calls and not exact:
-        return Plan(body, budget, bound, bound, counted="bound")
-    return await fitted_plan(body, payload, spec, budget)
+        soft = self._soft_limit(req, budget)
+        if bound <= soft and not req.spec.policy.repair_tool_calls and not exact:
+            return Plan(req.body, budget, bound, bound, counted="bound")
+        tokens = await asyncio.to_thread(count_prompt, counter, messages)
+        if tokens > budget.messages or req.spec.policy.repair_tool_calls:
+            return await self.plan_fitted(req, budget, tokens)
+        if tokens > soft and self.compactor is not None:
+            await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
+        counted = "exact" if pricing.exact else "estimate"
+        return Plan(req.body, budget, tokens, tokens, counted=counted)
 
-
-async def fitted_plan(
-    body: bytes, payload: dict[str, Any], spec: ModelSpec, budget: Budget
-) -> Plan:
-    """Count and, if needed, trim; in a worker thread, since tokenizing a long conversation is
-    CPU work that would stall every other request on the event loop (tiktoken drops the GIL)."""
-    counted = "exact" if spec.pricing.exact else "estimate"
-    try:
-        result = await asyncio.to_thread(
-            fit, payload["messages"], budget.messages, spec.pricing.counter, spec.policy
+    async def plan_fitted(self, req: Request, budget: Budget, tokens: int | None = None) -> Plan:
+        """Compact (checkpoint, then the engine's fit) from the original messages."""
+        spec = req.spec
+        counter = spec.pricing.counter
+        original = req.payload["messages"]
+        before = tokens if tokens is not None else count_prompt(counter, original)
+        messages, checkpoint, actions = original, None, []
+        if before > budget.messages and self._summarizes(req) and self.compactor is not None:
+            ctx = self._context(req, budget)
+            compacted = await self.compactor.compact(
+                original, budget.messages, ctx, req.session_memory
+            )
+            if compacted is not None:
+                messages, actions = compacted.messages, ["summarize"]
+                checkpoint = f"{compacted.event} {compacted.checkpoint_id or ''}".strip()
+        result = await self._fit(messages, budget, spec)
+        actions += [a for a in result.actions if a not in actions]
+        counted = "exact" if spec.pricing.exact else "estimate"
+        if not actions:
+            return Plan(req.body, budget, before, result.tokens_after, [], counted, result)
+        trimmed = orjson.dumps({**req.payload, "messages": result.messages})
+        return Plan(
+            trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
-    except DoesNotFit as exc:
-        raise ContextTooLarge(
-            f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} are left "
-            f"for them ({budget.explain()}); shorten them or use a model with a larger window",
-            param="messages",
-        ) from None
-    if not result.changed:
-        return Plan(body, budget, result.tokens_before, result.tokens_after, [], counted, result)
-    trimmed = orjson.dumps({**payload, "messages": result.messages})
-    return Plan(
-        trimmed, budget, result.tokens_before, result.tokens_after, result.actions, counted, result
-    )
+
+    def budget(self, req: Request, window: int) -> Budget:
+        trimming = self.settings.trimming
+        spec = req.spec
+        reserve = reply_reserve(
+            req.payload, trimming.reserve_output_tokens, spec.max_output, window
+        )
+        tools = spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
+        budget = Budget(window, reserve, tools, trimming.safety_margin_tokens)
+        if budget.messages <= 0:
+            raise ContextTooLarge(
+                f"no room is left for the messages: {budget.explain()}", param="messages"
+            )
+        return budget
+
+    async def _fit(self, messages: list[Any], budget: Budget, spec: ModelSpec) -> Fit:
+        """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
+        would stall every other request on the event loop (tiktoken drops the GIL)."""
+        try:
+            return await asyncio.to_thread(
+                fit, messages, budget.messages, spec.pricing.counter, spec.policy
+            )
+        except DoesNotFit as exc:
+            raise ContextTooLarge(
+                f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} are "
+                f"left for them ({budget.explain()}); shorten them or use a model with a larger "
+                "window",
+                param="messages",
+            ) from None
+
+    def _summarizes(self, req: Request) -> bool:
+        return req.spec.policy_config.summarize or bool(req.session_memory)
+
+    def _soft_limit(self, req: Request, budget: Budget) -> int:
+        if not self._summarizes(req) or self.compactor is None:
+            return budget.messages
+        return int(budget.messages * req.spec.policy_config.summarizer.soft_threshold)
+
+    def _context(self, req: Request, budget: Budget) -> Context:
+        spec = req.spec
+        window = spec.policy_config.summarizer.context_window or budget.window
+        return Context(
+            req.team,
+            spec.pricing.counter,
+            spec.policy_config,
+            self.target(req),
+            budget.reserve,
+            window,
+        )
+
+    def target(self, req: Request) -> Target:
+        """The summarizer: the policy's model if set, else the request's own model and upstream."""
+        cfg = req.spec.policy_config.summarizer
+        if cfg.model:
+            if cfg.upstream is None:
+                return Target(cfg.model)
+            via = self.settings.upstreams[cfg.upstream]
+            return Target(
+                cfg.model, via.base_url, self.settings.api_key(cfg.upstream) or req.bearer
+            )
+        upstream = self.settings.upstreams[req.spec.upstream]
+        key = self.settings.api_key(req.spec.upstream) or req.bearer
+        if upstream.provider == "litellm" and upstream.model:
+            return Target(upstream.model, upstream.base_url, key)
+        return Target(f"openai/{req.spec.name}", upstream.base_url, key)
 
 
 def shrunk_budget(plan: Plan, overflow: Overflow, shrink: float) -> tuple[Budget, int | None]:

@@ -17,6 +17,14 @@ from strategies.errors import InvalidConfig
 from strategies.light_trim import LightTrim
 from strategies.microcompact import PLACEHOLDER, ToolResultMicrocompact
 from strategies.rules import TIERS, Match, Rule
+from strategies.summary import (
+    INITIAL_PROMPT,
+    SYSTEM_PROMPT,
+    TURN_PREFIX_PROMPT,
+    UPDATE_PROMPT,
+    FileTools,
+    Prompts,
+)
 
 PassName = Literal["tool_result_microcompact", "light_trim"]
 DEFAULT_PIPELINE: list[PassName] = ["tool_result_microcompact", "light_trim"]
@@ -81,6 +89,31 @@ class RuleConfig(StrategyRef):
     inject_into_system: bool | Literal["xml", "markdown"] = False
 
 
+class PromptsConfig(_Strict):
+    system: str = SYSTEM_PROMPT
+    initial: str = INITIAL_PROMPT
+    update: str = UPDATE_PROMPT
+    turn_prefix: str = TURN_PREFIX_PROMPT
+
+
+class SummarizerConfig(_Strict):
+    model: str | None = Field(
+        None, description="litellm model string; default: the request's own model and upstream"
+    )
+    upstream: str | None = Field(None, description="reach `model` through this upstream")
+    context_window: int | None = Field(
+        None, gt=0, description="the summarizer model's window; default: the request's window"
+    )
+    timeout: float = Field(30.0, gt=0)
+    max_tokens: int | None = Field(None, gt=0)
+    keep_recent_tokens: int | None = Field(None, gt=0)
+    soft_threshold: float = Field(0.75, gt=0, le=1)
+    breaker_failures: int = Field(3, gt=0)
+    read_tools: list[str] = Field(default_factory=lambda: list(FileTools().read))
+    write_tools: list[str] = Field(default_factory=lambda: list(FileTools().write))
+    prompts: PromptsConfig = Field(default_factory=PromptsConfig)
+
+
 class PolicyConfig(_Strict):
     extends: str | None = None
     pipeline: list[PassName] = Field(default_factory=lambda: list(DEFAULT_PIPELINE))
@@ -92,6 +125,8 @@ class PolicyConfig(_Strict):
     cache_cut_share: float = Field(0.3, ge=0, lt=1)
     repair_tool_calls: bool = False
     rules: list[RuleConfig] | None = None
+    summarize: bool = True
+    summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
     def to_policy(self) -> Policy:
         passes: list[Pass] = []
@@ -125,12 +160,11 @@ class PolicyConfig(_Strict):
         ids = {r.id for r in own}
         return own + tuple(r for r in Policy().rules if r.id not in ids)
 
-    @model_validator(mode="after")
-    def _summarizer_available(self) -> PolicyConfig:
-        refs = [self.history.strategy] + [r.strategy for r in self.rules or []]
-        if "summarize" in refs:
-            raise ValueError("the summarize strategy needs a summarizer, which this build lacks")
-        return self
+    def file_tools(self) -> FileTools:
+        return FileTools(tuple(self.summarizer.read_tools), tuple(self.summarizer.write_tools))
+
+    def prompts(self) -> Prompts:
+        return Prompts(**self.summarizer.prompts.model_dump())
 
 
 def _rule(r: RuleConfig) -> Rule:

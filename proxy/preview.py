@@ -6,30 +6,27 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.datastructures import Headers
+from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
 from proxy.config import Settings
+from proxy.controls import take_controls
 from proxy.models import Models, ModelSpec
-from proxy.plan import Plan, first_plan
+from proxy.plan import Plan, Planner, Request
 from proxy.validation import parse_chat, read_body
 from strategies.engine import breakdown
 
 
-async def preview(body: bytes, settings: Settings, models: Models) -> dict[str, Any]:
+async def preview(
+    body: bytes, headers: Headers, models: Models, planner: Planner
+) -> dict[str, Any]:
     payload = parse_chat(body)
+    body, payload, controls = take_controls(body, payload, headers)
     spec = models.resolve(payload["model"])
     window = models.window(spec)
-    trimming = settings.trimming
-    plan = await first_plan(
-        body,
-        payload,
-        spec,
-        window,
-        trimming.reserve_output_tokens,
-        trimming.safety_margin_tokens,
-        exact=True,
-    )
+    req = Request(body, payload, spec, window, session_memory=controls.session_memory)
+    plan = await planner.plan_first(req, exact=True)
     messages = orjson.loads(plan.body)["messages"] if plan.actions else payload["messages"]
     return {"messages": messages, "report": report(plan, spec, window, payload["messages"])}
 
@@ -55,6 +52,7 @@ def report(plan: Plan, spec: ModelSpec, window: int | None, original: list[Any])
         "count": plan.counted,
         "actions": plan.actions or ["none"],
         "cache_stable": fit.cache_stable if fit else True,
+        "checkpoint": plan.checkpoint,
         "steps": [
             {"name": s.name, "applied": s.applied, "tokens_saved": s.tokens_saved}
             for s in (fit.steps if fit else [])
@@ -73,9 +71,11 @@ def report(plan: Plan, spec: ModelSpec, window: int | None, original: list[Any])
     }
 
 
-async def handle_preview(request: Request, settings: Settings, models: Models) -> Response:
+async def handle_preview(
+    request: StarletteRequest, settings: Settings, models: Models, planner: Planner
+) -> Response:
     body = await read_body(request, settings.limits.max_body_bytes)
-    result = await preview(body, settings, models)
+    result = await preview(body, request.headers, models, planner)
     return Response(orjson.dumps(result), media_type="application/json")
 
 
@@ -86,7 +86,8 @@ def render_table(result: dict[str, Any]) -> str:
         f"model {r['model']} -> upstream {r['upstream']}: window {r['window']}, budget for "
         f"messages {r['budget']} (reply reserve {r['reserve']}, tools {r['tools_tokens']})",
         f"tokens {r['tokens_before']} -> {r['tokens_after']} ({r['count']}); "
-        f"actions: {', '.join(r['actions'])}; prompt prefix cache-stable: {r['cache_stable']}",
+        f"actions: {', '.join(r['actions'])}; prompt prefix cache-stable: {r['cache_stable']}"
+        + (f"; checkpoint: {r['checkpoint']}" if r["checkpoint"] else ""),
         "",
         f"{'block':<16} {'tier':>4}  {'strategy':<18} {'tokens':>15}  label",
     ]

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import httpx
 
+from proxy.compaction import Compactor
 from proxy.config import Settings
 from proxy.models import Models
 from proxy.modeltable import ModelTable
+from proxy.plan import Planner
+from proxy.stores import open_store
+from proxy.summarizer import LLMSummarizer
 from proxy.tokenizers import Tokenizers, use_bundled_tiktoken_files
+from strategies.checkpoint import CheckpointStore
+
+log = logging.getLogger("contextwarden")
 
 
 @dataclass(slots=True)
@@ -17,13 +25,35 @@ class Runtime:
     settings: Settings
     client: httpx.AsyncClient
     models: Models
+    store: CheckpointStore
+    compactor: Compactor
+    planner: Planner
 
     @classmethod
-    def build(cls, settings: Settings, client: httpx.AsyncClient) -> Runtime:
-        return cls(settings, client, build_models(settings))
+    async def start(cls, settings: Settings, client: httpx.AsyncClient) -> Runtime:
+        models = build_models(settings)
+        store = open_store(settings)
+        try:
+            for model, window in (await store.learned_windows()).items():
+                models.learned.learn(model, window)
+        except Exception as exc:  # a store outage must not stop the proxy
+            log.warning("could not load learned windows: %s", exc)
+        compactor = Compactor(store, LLMSummarizer())
+        return cls(settings, client, models, store, compactor, Planner(settings, compactor))
+
+    async def stop(self) -> None:
+        await self.compactor.drain()
+        await self.store.close()
 
     def api_key(self, upstream: str) -> str | None:
         return self.settings.api_key(upstream)
+
+    async def learn_window(self, model: str, window: int) -> None:
+        self.models.learned.learn(model, window)
+        try:
+            await self.store.put_learned_window(model, window)
+        except Exception as exc:  # kept in memory all the same
+            log.warning("could not persist the learned window of %s: %s", model, exc)
 
 
 def build_models(settings: Settings) -> Models:

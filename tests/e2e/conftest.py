@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -44,7 +45,7 @@ StackFactory = Callable[..., Stack]
 
 
 @pytest.fixture
-def make_stack() -> Iterator[StackFactory]:
+def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
     with ExitStack() as stack:
 
         def build(
@@ -52,6 +53,7 @@ def make_stack() -> Iterator[StackFactory]:
             count_scale: float = 1.0,
             proxy_window: int | None = None,
             models: dict[str, Any] | None = None,
+            summarize: bool = False,
             **settings: Any,
         ) -> Stack:
             app = create_upstream(window=window, count_scale=count_scale)
@@ -75,6 +77,10 @@ def make_stack() -> Iterator[StackFactory]:
                 },
                 **settings,
             }
+            config.setdefault("data_dir", str(tmp_path / "data"))
+            policies = config.setdefault("policies", {})
+            for policy in [policies.setdefault("default", {}), *policies.values()]:
+                policy.setdefault("summarize", summarize)
             proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
             return Stack(app, proxy.url, client, window)

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,11 +23,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url() -> None:
+def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_path: Path) -> None:
     upstream_app = create_upstream(window=4096)
     with BackgroundServer(upstream_app) as upstream:
         port = free_port()
-        env = {**os.environ, "OPENAI_BASE_URL": f"{upstream.url}/v1", "OPENAI_API_KEY": "sk-x"}
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": f"{upstream.url}/v1",
+            "OPENAI_API_KEY": "sk-x",
+            "CONTEXTWARDEN_DATA_DIR": str(tmp_path),
+        }
         proc = subprocess.Popen(
             [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port)],
             env=env,
@@ -58,7 +64,8 @@ def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url() -> N
 
 
 def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_demo(turns=12, window=1024) == 0
+    assert run_demo(turns=14, window=1024) == 0
     out = capsys.readouterr().out
-    assert "truncate_oldest" in out
+    assert "summarize (checkpoint created" in out
+    assert "summarize (checkpoint reused" in out
     assert out.count("\n") > 12

@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -34,13 +35,14 @@ def held_stream_upstream(release: threading.Event) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 
 
-def test_first_event_arrives_while_the_upstream_is_still_streaming() -> None:
+def test_first_event_arrives_while_the_upstream_is_still_streaming(tmp_path: Path) -> None:
     release = threading.Event()
     with BackgroundServer(held_stream_upstream(release)) as upstream:
         config = {
             "upstreams": {"up": {"base_url": f"{upstream.url}/v1"}},
             "default_upstream": "up",
             "models": {"m": {"context_window": 4096}},
+            "data_dir": str(tmp_path),
         }
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,6 +28,14 @@ OK = {
 @asynccontextmanager
 async def running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan run, reached in-process through httpx's ASGI transport."""
+    with tempfile.TemporaryDirectory() as data:
+        config = {"data_dir": data, **config}
+        async with _running(config) as client:
+            yield client
+
+
+@asynccontextmanager
+async def _running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(load_settings(None, **config))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -40,6 +49,8 @@ def config_with(monkeypatch: pytest.MonkeyPatch, **extra: Any) -> dict[str, Any]
         "upstreams": {"demo": {"base_url": BASE, "api_key_env": "DEMO_UPSTREAM_KEY"}},
         "default_upstream": "demo",
         "models": {"small": {"context_window": 600, "tokenizer": "o200k_base"}},
+        # These tests are about forwarding; summaries have their own (tests/e2e/test_checkpoints).
+        "policies": {"default": {"summarize": False}},
         **extra,
     }
 
@@ -88,7 +99,11 @@ async def test_client_authorization_passes_through_without_an_upstream_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DEMO_UPSTREAM_KEY", raising=False)
-    config: dict[str, Any] = {"upstreams": {"demo": {"base_url": BASE}}, "default_upstream": "demo"}
+    config: dict[str, Any] = {
+        "upstreams": {"demo": {"base_url": BASE}},
+        "default_upstream": "demo",
+        "policies": {"default": {"summarize": False}},
+    }
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
     async with running(config) as c:
         await c.post(

@@ -16,6 +16,7 @@ CONFIG: dict[str, Any] = {
     "upstreams": {"demo": {"base_url": "http://upstream.test/v1"}},
     "default_upstream": "demo",
     "models": {"small": {"context_window": 700, "tokenizer": "o200k_base"}},
+    "policies": {"default": {"summarize": False}},
 }
 
 

@@ -1,0 +1,34 @@
+"""agentcore's circuit breaker for summarization.
+
+Each failure counts; only a success resets. Once ``max_failures`` is reached the next attempt is
+skipped (the request falls back to truncation) and the count drops to ``max_failures - 1``: the
+breaker is half-open, so the attempt after that tries the summarizer again.
+"""
+
+from __future__ import annotations
+
+
+class Breaker:
+    def __init__(self, max_failures: int) -> None:
+        self.max_failures = max_failures
+        self.failures = 0
+        self.skipped = 0
+
+    def allow(self) -> bool:
+        if self.failures >= self.max_failures:
+            self.failures = self.max_failures - 1
+            self.skipped += 1
+            return False
+        return True
+
+    def success(self) -> None:
+        self.failures = 0
+
+    def failure(self) -> None:
+        self.failures += 1
+
+    @property
+    def state(self) -> str:
+        if self.failures >= self.max_failures:
+            return "open"
+        return "half-open" if self.failures == self.max_failures - 1 and self.skipped else "closed"

@@ -1,0 +1,332 @@
+"""Summary checkpoints for stateless clients: find, reuse, create, update, pre-compute.
+
+    compact(messages)      over budget: the best stored checkpoint if its view fits (no LLM
+                           call); else a new checkpoint, updating the previous summary with only
+                           the messages since, single-flight per conversation
+    precompact(messages)   fits, but over the soft threshold: the same, in the background, so
+                           the request that crosses the limit finds its checkpoint ready
+
+A summarizer failure or timeout, an open breaker or a store outage never fails the request:
+``compact`` returns None and the caller truncates instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from proxy.breaker import Breaker
+from proxy.policy_config import PolicyConfig
+from proxy.summarizer import LLMSummarizer, SummarizerFailed, Target
+from strategies.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    apply_summary,
+    best_checkpoint,
+    prefix_chain,
+)
+from strategies.messages import Message, leading_count
+from strategies.summary import (
+    FileLists,
+    SummaryText,
+    chunks,
+    find_cut,
+    keep_recent_tokens,
+    merge_split,
+    summary_request,
+    track_files,
+    turn_prefix_request,
+)
+from strategies.tokens import Counter, count_messages, count_prompt
+
+log = logging.getLogger("contextwarden.compaction")
+T = TypeVar("T")
+
+SESSION_MEMORY_CHARS = 20000
+LOCK_POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What one request's compaction needs to know."""
+
+    team: str
+    counter: Counter
+    policy: PolicyConfig
+    target: Target
+    reserve: int
+    window: int  # the summarizer's own context window
+
+
+@dataclass(slots=True)
+class Compacted:
+    messages: list[Message]
+    event: str  # "created", "reused" or "session-memory"
+    checkpoint_id: str | None = None
+
+
+@dataclass(slots=True)
+class Stats:
+    created: int = 0
+    reused: int = 0
+    failures: int = 0
+    skipped_by_breaker: int = 0
+    store_errors: int = 0
+    background: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+
+class Compactor:
+    def __init__(self, store: CheckpointStore, llm: LLMSummarizer) -> None:
+        self.store = store
+        self.llm = llm
+        self.stats = Stats()
+        self._inflight: dict[str, asyncio.Task[Checkpoint | None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self._breakers: dict[str, Breaker] = {}
+
+    def breaker(self, ctx: Context) -> Breaker:
+        key = ctx.target.key
+        if key not in self._breakers:
+            self._breakers[key] = Breaker(ctx.policy.summarizer.breaker_failures)
+        return self._breakers[key]
+
+    async def compact(
+        self,
+        messages: list[Message],
+        budget: int,
+        ctx: Context,
+        session_memory: str | None = None,
+    ) -> Compacted | None:
+        """A view of ``messages`` with old history replaced by a summary, or None (truncate)."""
+        chain = prefix_chain(messages)
+        if len(chain) < 2:
+            return None
+        if session_memory:
+            return self._session_memory(messages, budget, ctx, session_memory)
+        best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+        if best is not None:
+            view = apply_summary(messages, best.covers, best.text())
+            if count_prompt(ctx.counter, view) <= budget:
+                self.stats.reused += 1
+                return Compacted(view, "reused", best.id)
+        made = await self._single_flight(messages, chain, best, budget, ctx, wait=True)
+        if made is None:
+            return None
+        return Compacted(apply_summary(messages, made.covers, made.text()), "created", made.id)
+
+    async def precompact(self, messages: list[Message], budget: int, ctx: Context) -> None:
+        """Start summarizing in the background when the view would be over the soft threshold."""
+        chain = prefix_chain(messages)
+        if len(chain) < 2 or self._flight_key(ctx, chain) in self._inflight:
+            return
+        soft = int(budget * ctx.policy.summarizer.soft_threshold)
+        best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+        view = apply_summary(messages, best.covers, best.text()) if best else messages
+        if count_prompt(ctx.counter, view) <= soft:
+            return
+        self.stats.background += 1
+        task = asyncio.create_task(self._precompact(messages, chain, best, budget, ctx))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _precompact(
+        self,
+        messages: list[Message],
+        chain: list[str],
+        best: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+    ) -> None:
+        await self._single_flight(messages, chain, best, budget, ctx, wait=False)
+
+    async def drain(self) -> None:
+        """Wait for background summaries (shutdown and tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def _flight_key(self, ctx: Context, chain: Sequence[str]) -> str:
+        return f"{ctx.team}:{chain[1]}"
+
+    async def _single_flight(
+        self,
+        messages: list[Message],
+        chain: list[str],
+        best: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+        wait: bool,
+    ) -> Checkpoint | None:
+        key = self._flight_key(ctx, chain)
+        running = self._inflight.get(key)
+        if running is not None:
+            if not wait:
+                return None
+            made = await asyncio.shield(running)
+            return best_checkpoint([made], chain) if made else None
+        task = asyncio.create_task(self._locked_make(key, messages, chain, best, budget, ctx, wait))
+        self._inflight[key] = task
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._inflight.pop(key, None)
+            else:
+                task.add_done_callback(lambda _: self._inflight.pop(key, None))
+
+    async def _locked_make(
+        self,
+        key: str,
+        messages: list[Message],
+        chain: list[str],
+        best: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+        wait: bool,
+    ) -> Checkpoint | None:
+        """Across replicas: whoever takes the store's lock summarizes; the others wait for it."""
+        ttl = ctx.policy.summarizer.timeout * 3
+        if not await self._guard(self.store.acquire(key, ttl), False):
+            return await self._await_other(chain, best, ctx) if wait else None
+        try:
+            return await self._make(messages, chain, best, budget, ctx)
+        finally:
+            await self._guard(self.store.release(key), None)
+
+    async def _await_other(
+        self, chain: list[str], best: Checkpoint | None, ctx: Context
+    ) -> Checkpoint | None:
+        deadline = time.monotonic() + ctx.policy.summarizer.timeout
+        floor = best.covers if best else 0
+        while time.monotonic() < deadline:
+            await asyncio.sleep(LOCK_POLL_SECONDS)
+            found = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+            if found is not None and found.covers > floor:
+                return found
+        return None
+
+    async def _make(
+        self,
+        messages: list[Message],
+        chain: list[str],
+        previous: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+    ) -> Checkpoint | None:
+        lead = leading_count(messages)
+        start = lead + (previous.covers if previous else 0)
+        keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
+        cut = find_cut(messages, start, keep, ctx.counter)
+        if cut is None:
+            return None
+        breaker = self.breaker(ctx)
+        if not breaker.allow():
+            self.stats.skipped_by_breaker += 1
+            return None
+        began = time.monotonic()
+        try:
+            text = await self._summarize(
+                messages, start, cut.index, cut.turn_start, previous, budget, ctx
+            )
+        except SummarizerFailed as exc:
+            breaker.failure()
+            self.stats.failures += 1
+            log.warning("summarization failed, truncating instead: %s", exc)
+            return None
+        breaker.success()
+        self.stats.latencies.append(time.monotonic() - began)
+        carried = previous.files if previous else FileLists()
+        files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
+        summary = SummaryText(text, files)
+        covers = cut.index - lead
+        checkpoint = Checkpoint(
+            id=f"ck_{chain[covers][:20]}",
+            conversation=chain[1],
+            covers=covers,
+            chain_hash=chain[covers],
+            summary=text,
+            tokens_before=count_messages(ctx.counter, messages[lead : cut.index]),
+            tokens_after=ctx.counter.message(summary.message()),
+            files=files,
+            created_at=time.time(),
+            previous_id=previous.id if previous else None,
+        )
+        if checkpoint.tokens_after > budget // 2:
+            breaker.failure()
+            self.stats.failures += 1
+            log.warning(
+                "summary of %d tokens is too large for a %d budget", checkpoint.tokens_after, budget
+            )
+            return None
+        await self._guard(self.store.put(ctx.team, checkpoint), None)
+        self.stats.created += 1
+        return checkpoint
+
+    async def _summarize(
+        self,
+        messages: list[Message],
+        start: int,
+        end: int,
+        turn_start: int | None,
+        previous: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+    ) -> str:
+        """Summarize ``[start, end)``: the history as a chain of calls that each fit the
+        summarizer's window (each one updating the summary so far), and the beginning of a split
+        turn in parallel."""
+        cfg = ctx.policy.summarizer
+        prompts = ctx.policy.prompts()
+        max_tokens = cfg.max_tokens or min(4096, max(128, budget // 8))
+        # The prompt around the conversation, with the largest previous summary it can carry.
+        overhead = count_prompt(ctx.counter, summary_request([], "x " * max_tokens, prompts))
+        capacity = int((ctx.window - max_tokens - overhead) * 0.9)
+        if capacity < 64:
+            raise SummarizerFailed(f"a {ctx.window}-token window leaves no room to summarize")
+        history_end = end if turn_start is None else turn_start
+
+        async def history() -> str | None:
+            summary = previous.summary if previous else None
+            for chunk in chunks(messages[start:history_end], capacity, ctx.counter):
+                request = summary_request(chunk, summary, prompts, capacity * 2)
+                summary = await self.llm.complete(request, ctx.target, max_tokens, cfg.timeout)
+            return summary
+
+        if turn_start is None:
+            text = await history()
+            if text is None:
+                raise SummarizerFailed("nothing to summarize")
+            return text
+        prefix_request = turn_prefix_request(messages[turn_start:end], prompts, capacity * 2)
+        prefix = self.llm.complete(
+            prefix_request, ctx.target, max(64, max_tokens // 2), cfg.timeout
+        )
+        summary, turn = await asyncio.gather(history(), prefix)
+        return merge_split(summary, turn)
+
+    def _session_memory(
+        self, messages: list[Message], budget: int, ctx: Context, seed: str
+    ) -> Compacted | None:
+        lead = leading_count(messages)
+        keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
+        cut = find_cut(messages, lead, keep, ctx.counter)
+        if cut is None:
+            return None
+        summary = SummaryText(seed[:SESSION_MEMORY_CHARS])
+        return Compacted(apply_summary(messages, cut.index - lead, summary), "session-memory")
+
+    async def _candidates(self, team: str, conversation: str) -> list[Checkpoint]:
+        return await self._guard(self.store.candidates(team, conversation), [])
+
+    async def _guard(self, call: Awaitable[T], fallback: T) -> T:
+        """A store outage degrades to "no checkpoint", never to a failed request."""
+        try:
+            return await call
+        except Exception as exc:  # sqlite3, redis and OS errors alike
+            self.stats.store_errors += 1
+            log.warning("checkpoint store unavailable: %s", exc)
+            return fallback

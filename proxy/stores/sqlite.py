@@ -1,0 +1,115 @@
+"""The embedded checkpoint store: one SQLite file (WAL) under ``data_dir``.
+
+sqlite3 calls block, so each runs in a worker thread; one connection is shared under a lock.
+Checkpoints older than the TTL are purged, and the oldest go when there are more than
+``max_entries``. Locks (for single-flight summarization) are rows with an expiry, so several
+processes on one host sharing the file also summarize a conversation once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from proxy.stores.codec import dump, load
+from strategies.checkpoint import Checkpoint
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS checkpoints (
+    team TEXT NOT NULL, conversation TEXT NOT NULL, id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS checkpoints_conv ON checkpoints (team, conversation);
+CREATE INDEX IF NOT EXISTS checkpoints_age ON checkpoints (created_at);
+CREATE TABLE IF NOT EXISTS learned_windows (model TEXT PRIMARY KEY, window INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, expires_at REAL NOT NULL);
+"""
+
+
+class SqliteStore:
+    def __init__(self, path: Path, ttl_seconds: float, max_entries: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+        self._ttl = ttl_seconds
+        self._max = max_entries
+        self.path = path
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn(self._db)
+
+        return await asyncio.to_thread(locked)
+
+    async def candidates(self, team: str, conversation: str) -> list[Checkpoint]:
+        cutoff = time.time() - self._ttl
+        rows = await self._run(
+            lambda db: db.execute(
+                "SELECT body FROM checkpoints WHERE team=? AND conversation=? AND created_at>=?",
+                (team, conversation, cutoff),
+            ).fetchall()
+        )
+        return [load(r[0]) for r in rows]
+
+    async def put(self, team: str, checkpoint: Checkpoint) -> None:
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                (
+                    team,
+                    checkpoint.conversation,
+                    checkpoint.id,
+                    checkpoint.created_at,
+                    dump(checkpoint),
+                ),
+            )
+            db.execute("DELETE FROM checkpoints WHERE created_at < ?", (time.time() - self._ttl,))
+            db.execute(
+                "DELETE FROM checkpoints WHERE id IN (SELECT id FROM checkpoints "
+                "ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
+                (self._max,),
+            )
+
+        await self._run(write)
+
+    async def learned_windows(self) -> dict[str, int]:
+        rows = await self._run(
+            lambda db: db.execute("SELECT model, window FROM learned_windows").fetchall()
+        )
+        return {str(m): int(w) for m, w in rows}
+
+    async def put_learned_window(self, model: str, window: int) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO learned_windows VALUES (?, ?) ON CONFLICT(model) "
+                "DO UPDATE SET window=min(window, excluded.window)",
+                (model, window),
+            )
+        )
+
+    async def acquire(self, key: str, ttl_seconds: float) -> bool:
+        def take(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            db.execute("DELETE FROM locks WHERE key=? AND expires_at<?", (key, now))
+            cur = db.execute("INSERT OR IGNORE INTO locks VALUES (?, ?)", (key, now + ttl_seconds))
+            return cur.rowcount == 1
+
+        return await self._run(take)
+
+    async def release(self, key: str) -> None:
+        await self._run(lambda db: db.execute("DELETE FROM locks WHERE key=?", (key,)))
+
+    async def close(self) -> None:
+        await self._run(lambda db: db.close())
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"

@@ -1,0 +1,106 @@
+"""The LLM behind summaries: one ``litellm.acompletion`` call with its own timeout and output cap.
+
+litellm is imported in a worker thread on first use (the import takes seconds and would stall
+the event loop). The engine's block-level ``summarize`` strategy is synchronous and runs in a
+worker thread too; :class:`ThreadSummarizer` bridges it to this async client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from strategies.messages import Message
+from strategies.summary import SummaryText, serialize
+
+
+class SummarizerFailed(Exception):
+    """The summarizer errored, timed out or answered nothing usable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Which model writes the summary, and how to reach it."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}@{self.api_base or ''}"
+
+
+class LLMSummarizer:
+    def __init__(self) -> None:
+        self._litellm: Any = None
+        self._import_lock = asyncio.Lock()
+        self.calls = 0
+
+    async def _load(self) -> Any:
+        async with self._import_lock:
+            if self._litellm is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                self._litellm = await asyncio.to_thread(_import_litellm)
+        return self._litellm
+
+    async def complete(
+        self, messages: list[Message], target: Target, max_tokens: int, timeout: float
+    ) -> str:
+        litellm = await self._load()
+        kwargs: dict[str, Any] = {"model": target.model, "messages": messages}
+        kwargs.update(max_tokens=max_tokens, timeout=timeout, num_retries=0)
+        if target.api_base:
+            kwargs["api_base"] = target.api_base
+        # litellm's OpenAI client insists on a key; local servers (Ollama, vLLM) ignore it.
+        kwargs["api_key"] = target.api_key or "no-key"
+        self.calls += 1
+        try:
+            response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
+        except TimeoutError as exc:
+            raise SummarizerFailed(f"the summarizer timed out after {timeout}s") from exc
+        except Exception as exc:  # any provider error: the caller falls back to truncation
+            raise SummarizerFailed(f"the summarizer failed: {exc}") from exc
+        text = response.choices[0].message.content if response.choices else None
+        if not isinstance(text, str) or not text.strip():
+            raise SummarizerFailed("the summarizer returned no text")
+        return text.strip()
+
+
+def _import_litellm() -> Any:
+    import litellm
+
+    return litellm
+
+
+class ThreadSummarizer:
+    """The engine's synchronous Summarizer protocol, run from a worker thread against the loop."""
+
+    def __init__(
+        self,
+        llm: LLMSummarizer,
+        loop: asyncio.AbstractEventLoop,
+        target: Target,
+        timeout: float,
+        max_tokens: int,
+    ) -> None:
+        self._llm = llm
+        self._loop = loop
+        self._target = target
+        self._timeout = timeout
+        self._max_tokens = max_tokens
+
+    def summarize(self, messages: Sequence[Message], limit: int) -> Message:
+        prompt = [
+            {
+                "role": "system",
+                "content": "Summarize the following content faithfully and briefly.",
+            },
+            {"role": "user", "content": serialize(messages)},
+        ]
+        coro = self._llm.complete(prompt, self._target, min(limit, self._max_tokens), self._timeout)
+        text = asyncio.run_coroutine_threadsafe(coro, self._loop).result(self._timeout + 5)
+        return SummaryText(text).message()

@@ -1,0 +1,90 @@
+"""Summary checkpoints: which stored summary covers how much of a conversation.
+
+A proxy sees each conversation resent whole on every call. A checkpoint is keyed by a hash chain
+over the conversation's messages: ``chain[k]`` hashes the leading system messages and the first
+``k`` messages after them, so a later request of the same conversation (same beginning, more
+messages) recomputes the same ``chain[k]`` and finds the checkpoint, while any edit to the
+summarized part changes the hash and the checkpoint is simply not used. Checkpoints of one
+conversation are grouped under ``chain[1]`` so one look-up returns every candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import orjson
+
+from strategies.messages import Message, leading_count
+from strategies.summary import FileLists, SummaryText
+
+
+def prefix_chain(messages: Sequence[Message]) -> list[str]:
+    """``chain[k]`` for k = 0..n, where n counts the messages after the leading system run."""
+    lead = leading_count(messages)
+    h = hashlib.blake2b(digest_size=16)
+    for m in messages[:lead]:
+        h.update(_digest(m))
+    chain = [h.hexdigest()]
+    for m in messages[lead:]:
+        h.update(_digest(m))
+        chain.append(h.copy().hexdigest())
+    return chain
+
+
+def _digest(message: Message) -> bytes:
+    return hashlib.blake2b(
+        orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16
+    ).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    id: str
+    conversation: str  # chain[1]: the group key
+    covers: int  # messages after the leading run that the summary stands for
+    chain_hash: str  # chain[covers]
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    files: FileLists = field(default_factory=FileLists)
+    created_at: float = 0.0
+    previous_id: str | None = None
+
+    def text(self) -> SummaryText:
+        return SummaryText(self.summary, self.files)
+
+
+def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> Checkpoint | None:
+    """The candidate covering the most messages whose hash matches this conversation."""
+    usable = [
+        c for c in candidates if 0 < c.covers < len(chain) and chain[c.covers] == c.chain_hash
+    ]
+    return max(usable, key=lambda c: c.covers, default=None)
+
+
+def apply_summary(messages: Sequence[Message], covers: int, summary: SummaryText) -> list[Message]:
+    """The conversation with its first ``covers`` messages (after the leading run) replaced by
+    the summary, placed right after the leading system messages."""
+    lead = leading_count(messages)
+    return [*messages[:lead], summary.message(), *messages[lead + covers :]]
+
+
+class CheckpointStore(Protocol):
+    """Where checkpoints live: SQLite in one process, Redis across replicas."""
+
+    async def candidates(self, team: str, conversation: str) -> list[Checkpoint]: ...
+
+    async def put(self, team: str, checkpoint: Checkpoint) -> None: ...
+
+    async def learned_windows(self) -> dict[str, int]: ...
+
+    async def put_learned_window(self, model: str, window: int) -> None: ...
+
+    async def acquire(self, key: str, ttl_seconds: float) -> bool: ...
+
+    async def release(self, key: str) -> None: ...
+
+    async def close(self) -> None: ...

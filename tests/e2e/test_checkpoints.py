@@ -1,0 +1,259 @@
+"""Summary checkpoints through the proxy, with the demo upstream as a scripted summarizer."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.demo_upstream import create_upstream
+from proxy.servers import BackgroundServer
+from tests.e2e.conftest import MODEL, Stack, StackFactory
+from tests.e2e.redis_server import redis_server
+from tests.strategies.invariants import assert_tool_pairs_intact
+
+SYSTEM = {"role": "system", "content": "You are the demo assistant."}
+
+
+def user(i: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"Turn {i}: " + "please keep going with the plan " * 6}
+
+
+def converse(
+    client: openai.OpenAI, turns: int, msgs: list[Any] | None = None
+) -> tuple[list[Any], list[Any]]:
+    """Drive a growing conversation; returns the messages and each response's headers."""
+    msgs = msgs if msgs is not None else [SYSTEM]
+    headers = []
+    start = sum(1 for m in msgs if m["role"] == "user")
+    for i in range(start, start + turns):
+        msgs.append(user(i))
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=msgs, max_tokens=64
+        )
+        headers.append(raw.headers)
+        msgs.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+    return msgs, headers
+
+
+def test_forty_turns_summarize_a_bounded_number_of_times(make_stack: StackFactory) -> None:
+    stack = make_stack(summarize=True)
+    _, headers = converse(stack.client, 40)
+    summaries = len(stack.upstream_app.state.summaries)
+    # Each checkpoint keeps half the 944-token budget verbatim and is made again only when the
+    # view passes the 75% soft threshold: about 3 turns of growth per summary at this window.
+    assert 1 <= summaries <= 40 // 4, f"{summaries} summarizer calls for 40 requests"
+    events = [h.get("x-contextwarden-checkpoint", "") for h in headers]
+    assert sum(e.startswith("reused") for e in events) > summaries
+    assert all(
+        "summarize" in h["x-contextwarden-actions"]
+        for h, e in zip(headers, events, strict=True)
+        if e
+    )
+    for payload in stack.received:
+        assert stack.upstream_count(payload) + 64 <= stack.window
+        assert payload["messages"][0] == SYSTEM
+    updates = [
+        s
+        for s in stack.upstream_app.state.summaries
+        if "<previous-summary>" in s["messages"][-1]["content"]
+    ]
+    assert updates, "later checkpoints update the previous summary instead of re-reading everything"
+
+
+def test_summary_replaces_old_history_and_recent_turns_stay_verbatim(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(summarize=True)
+    msgs, _ = converse(stack.client, 20)
+    sent = stack.received[-1]["messages"]
+    assert sent[0] == SYSTEM
+    assert sent[1]["role"] == "system"
+    assert sent[1]["content"].startswith("[Conversation summary: earlier messages were compacted]")
+    assert "## Goal" in sent[1]["content"]
+    tail = sent[2:]
+    assert tail == msgs[len(msgs) - 1 - len(tail) : -1]
+
+
+def proxy_config(upstream_url: str, data_dir: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "upstreams": {"demo": {"base_url": f"{upstream_url}/v1"}},
+        "default_upstream": "demo",
+        "models": {MODEL: {"context_window": 1024, "tokenizer": "o200k_base"}},
+        "data_dir": str(data_dir),
+        **extra,
+    }
+
+
+def test_a_restarted_proxy_reuses_checkpoints_from_its_sqlite_file(tmp_path: Path) -> None:
+    app = create_upstream(window=1024)
+    with BackgroundServer(app) as upstream:
+        config = proxy_config(upstream.url, tmp_path)
+        msgs = over_budget_conversation(16)
+        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=msgs, max_tokens=64
+            )
+        assert raw.headers["x-contextwarden-checkpoint"].startswith("created")
+        calls = len(app.state.summaries)
+        assert (tmp_path / "checkpoints.sqlite3").exists()
+        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=msgs, max_tokens=64
+            )
+        assert raw.headers["x-contextwarden-checkpoint"].startswith("reused")
+        assert len(app.state.summaries) == calls
+
+
+def test_two_proxies_on_one_redis_share_checkpoints(tmp_path: Path) -> None:
+    app = create_upstream(window=1024)
+    with redis_server(tmp_path) as url, BackgroundServer(app) as upstream:
+        shared = {"checkpoints": {"backend": "redis", "url": url}}
+        a = create_app(load_settings(None, **proxy_config(upstream.url, tmp_path / "a", **shared)))
+        b = create_app(load_settings(None, **proxy_config(upstream.url, tmp_path / "b", **shared)))
+        with BackgroundServer(a) as proxy_a, BackgroundServer(b) as proxy_b:
+            client_a = openai.OpenAI(base_url=f"{proxy_a.url}/v1", api_key="sk", max_retries=0)
+            client_b = openai.OpenAI(base_url=f"{proxy_b.url}/v1", api_key="sk", max_retries=0)
+            msgs = over_budget_conversation(16)
+            first = client_a.chat.completions.with_raw_response.create(
+                model=MODEL, messages=msgs, max_tokens=64
+            )
+            assert first.headers["x-contextwarden-checkpoint"].startswith("created")
+            calls = len(app.state.summaries)
+            raw = client_b.chat.completions.with_raw_response.create(
+                model=MODEL, messages=msgs, max_tokens=64
+            )
+    assert raw.headers["x-contextwarden-checkpoint"].startswith("reused")
+    assert len(app.state.summaries) == calls
+
+
+def over_budget_conversation(turns: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [SYSTEM]
+    for i in range(turns):
+        msgs += [user(i), {"role": "assistant", "content": f"Answer {i}: " + "noted " * 20}]
+    msgs.append(user(turns))
+    return msgs
+
+
+def test_concurrent_requests_of_one_conversation_summarize_once(tmp_path: Path) -> None:
+    app = create_upstream(window=1024, summary_delay=0.5)
+    with BackgroundServer(app) as upstream:
+        config = proxy_config(upstream.url, tmp_path)
+        proxy_app = create_app(load_settings(None, **config))
+        with BackgroundServer(proxy_app) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+            msgs = over_budget_conversation(16)
+            results: list[Any] = []
+
+            def call() -> None:
+                raw = client.chat.completions.with_raw_response.create(
+                    model=MODEL, messages=msgs, max_tokens=64
+                )
+                results.append(raw.headers["x-contextwarden-checkpoint"])
+
+            threads = [threading.Thread(target=call) for _ in range(6)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            stats = proxy_app.state.runtime.compactor.stats
+    assert len(results) == 6
+    assert len({r.split()[1] for r in results}) == 1  # one checkpoint for all of them
+    assert stats.created == 1
+    assert len(app.state.summaries) <= 2  # one summary (two calls when the cut splits a turn)
+
+
+def test_failing_summarizer_trips_the_breaker_and_requests_still_succeed(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(summarize=True)
+    stack.upstream_app.state.fail_summaries = True
+    msgs = over_budget_conversation(16)
+    calls = []
+    for _ in range(5):
+        raw = stack.client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=msgs, max_tokens=64
+        )
+        assert raw.http_response.status_code == 200
+        assert "truncate_oldest" in raw.headers["x-contextwarden-actions"]
+        assert "x-contextwarden-checkpoint" not in raw.headers
+        calls.append(len(stack.upstream_app.state.summaries))
+    # Three failures open the breaker; the fourth request skips the summarizer; the fifth tries
+    # again (half-open).
+    assert calls == [1, 2, 3, 3, 4]
+    for payload in stack.received:
+        assert stack.upstream_count(payload) + 64 <= stack.window
+
+
+def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) -> None:
+    stack = make_stack(summarize=True)
+    msgs = over_budget_conversation(16)
+    raw = stack.client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=msgs,  # type: ignore[arg-type]
+        max_tokens=64,
+        extra_body={"contextwarden": {"session_memory": "The user is planning a trip to Lisbon."}},
+    )
+    assert raw.headers["x-contextwarden-checkpoint"] == "session-memory"
+    sent = stack.received[-1]
+    assert "contextwarden" not in sent
+    assert "trip to Lisbon" in sent["messages"][1]["content"]
+    assert stack.upstream_app.state.summaries == []
+    stack.client.chat.completions.create(
+        model=MODEL,
+        messages=msgs,
+        max_tokens=64,  # type: ignore[arg-type]
+        extra_headers={"x-contextwarden-session-memory": "Header memory."},
+    )
+    assert "Header memory." in stack.received[-1]["messages"][1]["content"]
+
+
+def test_overflow_recovery_summarizes_from_the_original_transcript(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(summarize=True, count_scale=1.3)
+    raw = stack.client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=over_budget_conversation(16),
+        max_tokens=64,  # type: ignore[arg-type]
+    )
+    assert raw.http_response.status_code == 200
+    assert "summarize" in raw.headers["x-contextwarden-actions"]
+    for payload in stack.received[1:]:
+        assert_tool_pairs_intact(payload["messages"])
+
+
+def test_summaries_can_be_turned_off(stack: Stack) -> None:
+    raw = stack.client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=over_budget_conversation(16),
+        max_tokens=64,  # type: ignore[arg-type]
+    )
+    assert raw.headers["x-contextwarden-actions"] == "truncate_oldest"
+    assert stack.upstream_app.state.summaries == []
+
+
+def test_learned_windows_are_persisted(tmp_path: Path) -> None:
+    app = create_upstream(window=1024, count_scale=1.3)
+    with BackgroundServer(app) as upstream:
+        tight = {"summarize": False, "cache_cut_share": 0}  # cut to the last token: overflows
+        config = proxy_config(upstream.url, tmp_path, policies={"default": tight})
+        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+            first = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=over_budget_conversation(16), max_tokens=64
+            )  # type: ignore[arg-type]
+        assert int(first.headers["x-contextwarden-retries"]) >= 1
+        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+            again = client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=over_budget_conversation(17), max_tokens=64
+            )  # type: ignore[arg-type]
+        assert again.headers["x-contextwarden-retries"] == "0"
+        assert int(again.headers["x-contextwarden-budget"]) < 1024 - 64 - 16  # the learned window
