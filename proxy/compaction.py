@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from proxy.breaker import Breaker
 from proxy.policy_config import PolicyConfig
-from proxy.summarizer import LLMSummarizer, SummarizerFailed, Target
+from proxy.summarizer import LLMSummarizer, SummarizerFailed, SummarizerOverflow, Target
 from strategies.checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -111,8 +111,11 @@ class Compactor:
         best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
         if best is not None:
             view = apply_summary(messages, best.covers, best.text())
-            if count_prompt(ctx.counter, view) <= budget:
+            tokens = count_prompt(ctx.counter, view)
+            if tokens <= budget:
                 self.stats.reused += 1
+                if tokens > int(budget * ctx.policy.summarizer.soft_threshold):
+                    self._spawn(messages, chain, best, budget, ctx)  # update it ahead of time
                 return Compacted(view, "reused", best.id)
         made = await self._single_flight(messages, chain, best, budget, ctx, wait=True)
         if made is None:
@@ -128,6 +131,18 @@ class Compactor:
         best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
         view = apply_summary(messages, best.covers, best.text()) if best else messages
         if count_prompt(ctx.counter, view) <= soft:
+            return
+        self._spawn(messages, chain, best, budget, ctx)
+
+    def _spawn(
+        self,
+        messages: list[Message],
+        chain: list[str],
+        best: Checkpoint | None,
+        budget: int,
+        ctx: Context,
+    ) -> None:
+        if self._flight_key(ctx, chain) in self._inflight:
             return
         self.stats.background += 1
         task = asyncio.create_task(self._precompact(messages, chain, best, budget, ctx))
@@ -279,14 +294,35 @@ class Compactor:
         """Summarize ``[start, end)``: the history as a chain of calls that each fit the
         summarizer's window (each one updating the summary so far), and the beginning of a split
         turn in parallel."""
-        cfg = ctx.policy.summarizer
-        prompts = ctx.policy.prompts()
-        max_tokens = cfg.max_tokens or min(4096, max(128, budget // 8))
+        max_tokens = ctx.policy.summarizer.max_tokens or min(4096, max(128, budget // 8))
         # The prompt around the conversation, with the largest previous summary it can carry.
+        prompts = ctx.policy.prompts()
         overhead = count_prompt(ctx.counter, summary_request([], "x " * max_tokens, prompts))
         capacity = int((ctx.window - max_tokens - overhead) * 0.9)
-        if capacity < 64:
-            raise SummarizerFailed(f"a {ctx.window}-token window leaves no room to summarize")
+        for _ in range(3):  # a summarizer whose tokenizer counts more: smaller pieces
+            if capacity < 64:
+                break
+            try:
+                return await self._summarize_in(
+                    messages, start, end, turn_start, previous, capacity, max_tokens, ctx
+                )
+            except SummarizerOverflow:
+                capacity = capacity * 6 // 10
+        raise SummarizerFailed(f"a {ctx.window}-token window leaves too little room to summarize")
+
+    async def _summarize_in(
+        self,
+        messages: list[Message],
+        start: int,
+        end: int,
+        turn_start: int | None,
+        previous: Checkpoint | None,
+        capacity: int,
+        max_tokens: int,
+        ctx: Context,
+    ) -> str:
+        cfg = ctx.policy.summarizer
+        prompts = ctx.policy.prompts()
         history_end = end if turn_start is None else turn_start
 
         async def history() -> str | None:

@@ -21,6 +21,10 @@ class SummarizerFailed(Exception):
     """The summarizer errored, timed out or answered nothing usable."""
 
 
+class SummarizerOverflow(SummarizerFailed):
+    """The summarizer's own window was too small for the request (its tokenizer counts more)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Which model writes the summary, and how to reach it."""
@@ -62,6 +66,8 @@ class LLMSummarizer:
             response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
         except TimeoutError as exc:
             raise SummarizerFailed(f"the summarizer timed out after {timeout}s") from exc
+        except litellm.ContextWindowExceededError as exc:
+            raise SummarizerOverflow(f"the summarizer's window overflowed: {exc}") from exc
         except Exception as exc:  # any provider error: the caller falls back to truncation
             raise SummarizerFailed(f"the summarizer failed: {exc}") from exc
         text = response.choices[0].message.content if response.choices else None

@@ -58,9 +58,10 @@ class Checkpoint:
 
 
 def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> Checkpoint | None:
-    """The candidate covering the most messages whose hash matches this conversation."""
+    """The candidate covering the most messages whose hash matches this conversation, leaving
+    at least one message verbatim after the summary."""
     usable = [
-        c for c in candidates if 0 < c.covers < len(chain) and chain[c.covers] == c.chain_hash
+        c for c in candidates if 0 < c.covers < len(chain) - 1 and chain[c.covers] == c.chain_hash
     ]
     return max(usable, key=lambda c: c.covers, default=None)
 

@@ -107,9 +107,10 @@ class Cut:
 
 
 def keep_recent_tokens(budget: int, configured: int | None = None) -> int:
-    """agentcore's default, min(20000, max(2000, budget / 4)), but never over half the budget:
-    with a small local model's window, 2000 verbatim tokens could be all there is."""
-    return configured if configured else min(20000, max(2000, budget // 4), budget // 2)
+    """agentcore's default, min(20000, max(2000, budget / 4)), but never over a quarter of the
+    budget: with a small local model's window, 2000 verbatim tokens could be all there is, and
+    the room between the kept tail and the soft threshold is what spaces the summaries out."""
+    return configured if configured else min(20000, max(2000, budget // 4), budget // 4)
 
 
 def find_cut(

@@ -1,0 +1,88 @@
+"""Both checkpoint stores against the same contract; Redis is a real redis-server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.stores.redis import RedisStore
+from proxy.stores.sqlite import SqliteStore
+from strategies.checkpoint import Checkpoint, CheckpointStore
+from strategies.summary import FileLists
+from tests.e2e.redis_server import redis_server
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
+    if request.param == "sqlite":
+        s: CheckpointStore = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=3)
+    else:
+        url = request.getfixturevalue("redis_url")
+        s = RedisStore(url, ttl_seconds=3600, max_per_conversation=3)
+    yield s
+    await s.close()
+
+
+def ck(i: int, conversation: str = "conv", created: float | None = None) -> Checkpoint:
+    return Checkpoint(
+        f"ck{i}-{conversation}",
+        conversation,
+        i,
+        f"h{i}",
+        f"summary {i}",
+        1000,
+        50,
+        FileLists(("a.py",), ("b.py",)),
+        created if created is not None else time.time() + i,
+        None,
+    )
+
+
+async def test_round_trip_grouped_by_team_and_conversation(store: CheckpointStore) -> None:
+    await store.put("t1", ck(1))
+    await store.put("t1", ck(2))
+    await store.put("t2", ck(3, "other"))
+    got = sorted(await store.candidates("t1", "conv"), key=lambda c: c.covers)
+    assert got == [ck(1, created=got[0].created_at), ck(2, created=got[1].created_at)]
+    assert got[0].files == FileLists(("a.py",), ("b.py",))
+    assert [c.covers for c in await store.candidates("t2", "other")] == [3]
+    assert await store.candidates("t2", "conv") == []
+
+
+async def test_size_limit_drops_the_oldest(store: CheckpointStore) -> None:
+    for i in range(5):
+        await store.put("t", ck(i))
+    kept = sorted(c.covers for c in await store.candidates("t", "conv"))
+    assert kept == [2, 3, 4]
+
+
+async def test_learned_windows_only_go_down(store: CheckpointStore) -> None:
+    await store.put_learned_window("m", 5000)
+    await store.put_learned_window("m", 7000)
+    await store.put_learned_window("m", 4000)
+    assert (await store.learned_windows())["m"] == 4000
+
+
+async def test_locks_are_exclusive_until_released_or_expired(store: CheckpointStore) -> None:
+    assert await store.acquire("k", 60)
+    assert not await store.acquire("k", 60)
+    await store.release("k")
+    assert await store.acquire("k", 0.05)
+    time.sleep(0.1)
+    assert await store.acquire("k", 60)
+
+
+async def test_sqlite_ttl_hides_and_purges_old_checkpoints(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=60, max_entries=100)
+    await s.put("t", ck(1, created=time.time() - 3600))
+    assert await s.candidates("t", "conv") == []
+    await s.close()

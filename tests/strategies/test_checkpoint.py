@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from strategies.checkpoint import Checkpoint, apply_summary, best_checkpoint, prefix_chain
+from strategies.summary import SUMMARY_HEADER, SummaryText
+
+
+def conv(n: int) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "s"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": str(i)} for i in range(n)
+    ]
+
+
+def ck(covers: int, chain: list[str]) -> Checkpoint:
+    return Checkpoint(f"ck{covers}", chain[1], covers, chain[covers], f"sum {covers}", 100, 10)
+
+
+def test_chain_is_stable_under_growth_and_sensitive_to_edits() -> None:
+    a, b = prefix_chain(conv(6)), prefix_chain(conv(9))
+    assert b[:7] == a
+    edited = conv(9)
+    edited[3] = {"role": "assistant", "content": "changed"}
+    c = prefix_chain(edited)
+    assert c[:3] == b[:3] and c[3] != b[3]
+    reordered = [{"content": m["content"], "role": m["role"]} for m in conv(6)]
+    assert prefix_chain(reordered) == a  # key order does not matter
+
+
+def test_best_checkpoint_is_the_longest_matching_prefix() -> None:
+    chain = prefix_chain(conv(10))
+    other = prefix_chain(conv(4)[:1] + [{"role": "user", "content": "other"}] * 8)
+    candidates = [ck(2, chain), ck(6, chain), ck(8, other)]
+    assert best_checkpoint(candidates, chain) == candidates[1]
+    assert best_checkpoint(candidates, prefix_chain(conv(5))) == candidates[0]
+    assert best_checkpoint([ck(10, chain)], chain) is None  # must leave something verbatim
+    assert best_checkpoint([ck(9, chain)], chain) is not None
+
+
+def test_apply_summary_puts_it_after_the_system_prompt() -> None:
+    msgs = conv(6)
+    view = apply_summary(msgs, 4, SummaryText("the gist"))
+    assert view[0] is msgs[0]
+    assert view[1] == {"role": "system", "content": f"{SUMMARY_HEADER}\n\nthe gist"}
+    assert view[2:] == msgs[5:]
