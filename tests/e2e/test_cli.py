@@ -66,6 +66,8 @@ def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_pa
 def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_demo(turns=14, window=1024) == 0
     out = capsys.readouterr().out
-    assert "summarize (checkpoint created" in out
+    # Whether the first checkpoint shows as created or (ready from pre-compaction) reused
+    # depends on timing; later requests reuse it either way.
+    assert "summarize (checkpoint " in out
     assert "summarize (checkpoint reused" in out
     assert out.count("\n") > 12
