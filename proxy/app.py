@@ -7,14 +7,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from proxy.auth import TEAM_HEADER, Principal
 from proxy.chat import handle_chat
 from proxy.config import Settings
-from proxy.errors import ProxyError, error_body, error_response
+from proxy.errors import BadRequest, ProxyError, error_body, error_response
 from proxy.passthrough import handle_models, handle_passthrough
 from proxy.preview import handle_preview
 from proxy.runtime import Runtime
@@ -46,6 +48,10 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> S
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Route("/v1/contextwarden/preview", preview, methods=["POST"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/admin/stats", admin_stats, methods=["GET"]),
+        Route("/admin/learned-windows", admin_windows, methods=["GET"]),
+        Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
     handlers = {ProxyError: _proxy_error, Exception: _unexpected}
@@ -74,7 +80,35 @@ async def passthrough(request: Request) -> Response:
 
 async def preview(request: Request) -> Response:
     rt = _runtime(request)
-    return await handle_preview(request, rt.settings, rt.models, rt.planner)
+    return await handle_preview(request, rt.models, rt.planner, rt.auth.team(request.headers))
+
+
+async def metrics(request: Request) -> Response:
+    return Response(_runtime(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def admin_stats(request: Request) -> Response:
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    stats = {"teams": rt.metrics.team_stats(), "summarizer": rt.compactor.figures()}
+    return JSONResponse(stats)
+
+
+async def admin_windows(request: Request) -> Response:
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    return JSONResponse({"learned_windows": rt.models.learned.items()})
+
+
+async def admin_preview(request: Request) -> Response:
+    """A preview as any team (``x-contextwarden-team``, default the default team)."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    name = request.headers.get(TEAM_HEADER) or rt.settings.default_team
+    if name not in rt.settings.teams:
+        raise BadRequest(f"unknown team {name!r}", param=TEAM_HEADER)
+    who = Principal(name, rt.settings.teams[name], forward_client_auth=False)
+    return await handle_preview(request, rt.models, rt.planner, who)
 
 
 async def health(request: Request) -> Response:

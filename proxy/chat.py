@@ -9,56 +9,79 @@ The client gets the upstream's own status, headers and bytes, plus ``x-contextwa
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from proxy import litellm_upstream
-from proxy.controls import take_controls
+from proxy.accesslog import log_request
+from proxy.auth import Principal
 from proxy.errors import ContextTooLarge
+from proxy.intake import build_request
+from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow, is_context_overflow
 from proxy.plan import Plan, shrunk_budget
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, decoded, join_url, send, upstream_headers
-from proxy.validation import parse_chat, read_body
+from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
 
 async def handle_chat(request: Request, rt: Runtime) -> Response:
-    req = await read_chat(request, rt)
-    plan = await rt.planner.plan_first(req)
-    reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan)
-    return respond(reply, cw_headers(plan, retries))
-
-
-async def read_chat(request: Request, rt: Runtime) -> PlanRequest:
-    """The validated request, its controls taken out, its model resolved."""
+    started = time.perf_counter()
+    who = rt.auth.team(request.headers)
     body = await read_body(request, rt.settings.limits.max_body_bytes)
-    payload = parse_chat(body)
-    body, payload, controls = take_controls(body, payload, request.headers)
-    spec = rt.models.resolve(payload["model"])
-    bearer = _bearer(request.headers.get("authorization"))
-    return PlanRequest(
-        body,
-        payload,
-        spec,
-        rt.models.window(spec),
-        bearer=bearer,
-        session_memory=controls.session_memory,
+    req = build_request(body, request.headers, rt.settings, rt.models, who)
+    plan = await rt.planner.plan_first(req)
+    clock = UpstreamClock()
+    reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan, who, clock)
+    response = respond(reply, cw_headers(plan, retries))
+    outcome = Outcome(
+        team=req.team,
+        model=req.spec.name,
+        status=reply.status,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        actions=plan.actions,
+        retries=retries,
+        checkpoint=plan.checkpoint,
+        overhead=time.perf_counter() - started - clock.seconds,
+        upstream=clock.seconds,
+        stream=bool(req.payload.get("stream")),
+        policy=req.policy.name,
     )
+    rt.metrics.record(outcome)
+    log_request(outcome, req.payload["messages"] if rt.settings.log_content else None)
+    return response
+
+
+@dataclass(slots=True)
+class UpstreamClock:
+    """Time spent waiting for the upstream's response headers, over every attempt."""
+
+    seconds: float = 0.0
 
 
 async def send_with_overflow_retry(
-    request: Request, rt: Runtime, req: PlanRequest, plan: Plan
+    request: Request,
+    rt: Runtime,
+    req: PlanRequest,
+    plan: Plan,
+    who: Principal,
+    clock: UpstreamClock,
 ) -> tuple[Reply, Plan, int]:
     trimming = rt.settings.trimming
     counter = req.spec.pricing.counter
     retries = 0
     while True:
-        reply = await send_once(request, rt, req.spec, plan)
+        sent = time.perf_counter()
+        reply = await send_once(request, rt, req.spec, plan, who)
+        clock.seconds += time.perf_counter() - sent
         overflow = await overflow_of(reply)
         if overflow is None or plan.budget is None or retries >= trimming.max_overflow_retries:
             return reply, plan, retries
@@ -77,10 +100,12 @@ async def send_with_overflow_retry(
         plan = retry
 
 
-async def send_once(request: Request, rt: Runtime, spec: ModelSpec, plan: Plan) -> Reply:
+async def send_once(
+    request: Request, rt: Runtime, spec: ModelSpec, plan: Plan, who: Principal
+) -> Reply:
     upstream = rt.settings.upstreams[spec.upstream]
     key = rt.api_key(spec.upstream)
-    headers = upstream_headers(_headers(request), upstream, key)
+    headers = upstream_headers(_headers(request), upstream, key, who.forward_client_auth)
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
@@ -133,12 +158,6 @@ def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
         ("x-contextwarden-retries", str(retries)),
         ("x-contextwarden-count", plan.counted),
     ]
-
-
-def _bearer(value: str | None) -> str | None:
-    if value and value.lower().startswith("bearer "):
-        return value[7:].strip() or None
-    return None
 
 
 def _headers(request: Request) -> list[tuple[str, str]]:

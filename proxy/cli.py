@@ -51,6 +51,7 @@ def _preview(args: argparse.Namespace) -> int:
     import orjson
     from starlette.datastructures import Headers
 
+    from proxy.auth import Principal
     from proxy.errors import ProxyError
     from proxy.plan import Planner
     from proxy.preview import preview, render_table
@@ -67,7 +68,9 @@ def _preview(args: argparse.Namespace) -> int:
     try:
         # Offline: no summarizer is called, so the report shows the truncating fallback.
         planner = Planner(settings, compactor=None)
-        result = asyncio.run(preview(body, Headers(), build_models(settings), planner))
+        team = settings.default_team
+        who = Principal(team, settings.teams[team], forward_client_auth=False)
+        result = asyncio.run(preview(body, Headers(), build_models(settings), planner, who))
     except ProxyError as exc:
         print(f"{args.file}: {exc.message}", file=sys.stderr)
         return 1

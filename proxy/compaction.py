@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from proxy.breaker import Breaker
@@ -77,17 +77,31 @@ class Stats:
     skipped_by_breaker: int = 0
     store_errors: int = 0
     background: int = 0
-    latencies: list[float] = field(default_factory=list)
 
 
 class Compactor:
-    def __init__(self, store: CheckpointStore, llm: LLMSummarizer) -> None:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        llm: LLMSummarizer,
+        on_latency: Callable[[float], None] | None = None,
+    ) -> None:
         self.store = store
         self.llm = llm
+        self._on_latency = on_latency
         self.stats = Stats()
         self._inflight: dict[str, asyncio.Task[Checkpoint | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._breakers: dict[str, Breaker] = {}
+
+    def figures(self) -> dict[str, float]:
+        """Counters for /metrics."""
+        return {
+            "calls": self.llm.calls,
+            "failures": self.stats.failures,
+            "store_errors": self.stats.store_errors,
+            "breakers_open": sum(b.state == "open" for b in self._breakers.values()),
+        }
 
     def breaker(self, ctx: Context) -> Breaker:
         key = ctx.target.key
@@ -253,7 +267,8 @@ class Compactor:
             log.warning("summarization failed, truncating instead: %s", exc)
             return None
         breaker.success()
-        self.stats.latencies.append(time.monotonic() - began)
+        if self._on_latency is not None:
+            self._on_latency(time.monotonic() - began)
         carried = previous.files if previous else FileLists()
         files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
         summary = SummaryText(text, files)

@@ -83,6 +83,18 @@ class Limits(Strict):
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
 
 
+class Team(Strict):
+    key_envs: list[str] = Field(default_factory=list, description="env vars holding its keys")
+    policy: str | None = None
+    models: list[str] | None = Field(None, description="models it may use; null: any")
+    max_context_tokens: int | None = Field(None, gt=0, description="a window below the model's")
+    reserve_output_tokens: int | None = Field(None, ge=0)
+    allowed_policies: list[str] = Field(
+        default_factory=list, description="policies a request may choose for itself"
+    )
+    allow_disable_trimming: bool = False
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CONTEXTWARDEN_", env_nested_delimiter="__", extra="forbid"
@@ -99,6 +111,11 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     data_dir: str = "./.contextwarden"
     checkpoints: Checkpoints = Checkpoints()
+    auth: Literal["passthrough", "keys"] = "passthrough"
+    admin_key_env: str | None = None
+    default_team: str = "default"
+    teams: dict[str, Team] = Field(default_factory=dict)
+    log_content: bool = False
 
     @classmethod
     def settings_customise_sources(
@@ -133,6 +150,13 @@ class Settings(BaseSettings):
                 raise ValueError(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
             if entry.policy is not None and entry.policy not in self.policies:
                 raise ValueError(f"models.{name}.policy {entry.policy!r} is not in policies")
+        self.teams.setdefault(self.default_team, Team())
+        for name, team in self.teams.items():
+            for policy in [team.policy, *team.allowed_policies]:
+                if policy is not None and policy not in self.policies:
+                    raise ValueError(f"teams.{name}: policy {policy!r} is not in policies")
+        if self.auth == "keys" and not any(t.key_envs for t in self.teams.values()):
+            raise ValueError("auth: keys needs at least one team with key_envs")
         return self
 
     def api_key(self, upstream: str) -> str | None:

@@ -15,12 +15,15 @@ from starlette.datastructures import Headers
 from proxy.errors import BadRequest
 
 SESSION_MEMORY_HEADER = "x-contextwarden-session-memory"
-KNOWN = frozenset({"session_memory"})
+POLICY_HEADER = "x-contextwarden-policy"
+KNOWN = frozenset({"session_memory", "policy", "trim"})
 
 
 @dataclass(frozen=True, slots=True)
 class Controls:
     session_memory: str | None = None
+    policy: str | None = None
+    trim: bool = True
 
 
 def take_controls(
@@ -28,8 +31,9 @@ def take_controls(
 ) -> tuple[bytes, dict[str, Any], Controls]:
     """The body and payload to forward, without the ``contextwarden`` object, and the controls."""
     memory = headers.get(SESSION_MEMORY_HEADER)
+    policy = headers.get(POLICY_HEADER)
     if "contextwarden" not in payload:
-        return body, payload, Controls(memory or None)
+        return body, payload, Controls(memory or None, policy or None)
     raw = payload["contextwarden"]
     if not isinstance(raw, dict):
         raise BadRequest("'contextwarden' must be an object", param="contextwarden")
@@ -39,7 +43,13 @@ def take_controls(
             f"unknown contextwarden option(s): {', '.join(unknown)}", param="contextwarden"
         )
     value = raw.get("session_memory", memory)
+    chosen = raw.get("policy", policy)
+    trim = raw.get("trim", True)
     if value is not None and not isinstance(value, str):
         raise BadRequest("'contextwarden.session_memory' must be a string", param="contextwarden")
+    if chosen is not None and not isinstance(chosen, str):
+        raise BadRequest("'contextwarden.policy' must be a string", param="contextwarden")
+    if not isinstance(trim, bool):
+        raise BadRequest("'contextwarden.trim' must be a boolean", param="contextwarden")
     rest = {k: v for k, v in payload.items() if k != "contextwarden"}
-    return orjson.dumps(rest), rest, Controls(value or None)
+    return orjson.dumps(rest), rest, Controls(value or None, chosen or None, trim)

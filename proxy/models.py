@@ -14,14 +14,22 @@ MAX_CACHED_NAMES = 4096
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedPolicy:
+    """A policy by name: the engine's view of it and its full config (summaries...)."""
+
+    name: str
+    engine: Policy
+    config: PolicyConfig
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     name: str
     upstream: str
     window: int | None
     max_output: int | None
     pricing: Pricing
-    policy: Policy
-    policy_config: PolicyConfig
+    policy: ResolvedPolicy  # the model's own, or the default policy
 
 
 class LearnedWindows:
@@ -48,7 +56,9 @@ class Models:
         self._table = table
         self._tokenizers = tokenizers
         self._cache: dict[str, ModelSpec] = {}
-        self._policies = {name: p.to_policy() for name, p in settings.policies.items()}
+        self._policies = {
+            name: ResolvedPolicy(name, p.to_policy(), p) for name, p in settings.policies.items()
+        }
         self.learned = LearnedWindows()
 
     def resolve(self, name: str) -> ModelSpec:
@@ -76,10 +86,10 @@ class Models:
         )
         pricing = self._tokenizers.for_model(name, entry.tokenizer if entry else None)
         policy_name = (entry.policy if entry else None) or self._settings.default_policy
-        config = self._settings.policies[policy_name]
-        return ModelSpec(
-            name, upstream, window, max_output, pricing, self._policies[policy_name], config
-        )
+        return ModelSpec(name, upstream, window, max_output, pricing, self._policies[policy_name])
+
+    def policy(self, name: str) -> ResolvedPolicy:
+        return self._policies[name]
 
     def _table_name(self, name: str, upstream: str) -> str:
         # A litellm upstream serves the model its own `model:` string names.

@@ -18,11 +18,13 @@ NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
     from proxy.chat import respond  # one response builder for every relayed answer
 
+    who = rt.auth.team(request.headers)
     name = rt.settings.default_upstream
     upstream = rt.settings.upstreams[name]
     if upstream.base_url is None or upstream.provider != "openai":
         raise BadRequest(f"/v1/{subpath} is only forwarded to an OpenAI-compatible upstream")
-    headers = upstream_headers(_raw_headers(request), upstream, rt.api_key(name))
+    key = rt.api_key(name)
+    headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
     url = join_url(upstream.base_url, subpath, request.url.query)
     content = None if request.method in NO_BODY else request.stream()
     reply = await send(rt.client, upstream, request.method, url, headers, content)
@@ -31,11 +33,13 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
 
 async def handle_models(request: Request, rt: Runtime) -> Response:
     """The default upstream's model list when it answers, with the configured models added."""
+    who = rt.auth.team(request.headers)
     listed: list[dict[str, object]] = []
     name = rt.settings.default_upstream
     upstream = rt.settings.upstreams[name]
     if upstream.base_url is not None and upstream.provider == "openai":
-        headers = upstream_headers(_raw_headers(request), upstream, rt.api_key(name))
+        key = rt.api_key(name)
+        headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
         url = join_url(upstream.base_url, "models")
         try:
             reply = await send(rt.client, upstream, "GET", url, headers, None)
@@ -44,10 +48,12 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             listed = [m for m in data.get("data", []) if isinstance(m, dict)]
         except (ProxyError, orjson.JSONDecodeError, AttributeError):
             listed = []
+    if who.config.models is not None:
+        listed = [m for m in listed if m.get("id") in who.config.models]
     known = {m.get("id") for m in listed}
     now = int(time.time())
     for model in rt.settings.models:
-        if model not in known:
+        if model not in known and (who.config.models is None or model in who.config.models):
             listed.append(
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )

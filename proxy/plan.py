@@ -19,7 +19,7 @@ import orjson
 from proxy.compaction import Compactor, Context
 from proxy.config import Settings
 from proxy.errors import ContextTooLarge
-from proxy.models import ModelSpec
+from proxy.models import ModelSpec, ResolvedPolicy
 from proxy.overflow import Overflow
 from proxy.summarizer import Target
 from strategies.budget import Budget, byte_bound, reply_reserve
@@ -36,9 +36,12 @@ class Request:
     payload: dict[str, Any]
     spec: ModelSpec
     window: int | None
+    policy: ResolvedPolicy
     team: str = "default"
     bearer: str | None = None
     session_memory: str | None = None
+    reserve_default: int | None = None  # the team's reply reserve, else trimming's
+    trim: bool = True
 
 
 @dataclass(slots=True)
@@ -66,6 +69,8 @@ class Planner:
         ``exact`` skips the byte-bound fast path (the preview always counts)."""
         if req.window is None:
             return Plan(req.body, None, actions=["unknown-window"], counted="none")
+        if not req.trim:
+            return Plan(req.body, None, actions=["trimming-disabled"], counted="none")
         budget = self.budget(req, req.window)
         pricing = req.spec.pricing
         counter = pricing.counter
@@ -74,10 +79,10 @@ class Planner:
             len(req.body), messages, pricing.tokens_per_byte, pricing.worst_image, counter.priming
         )
         soft = self._soft_limit(req, budget)
-        if bound <= soft and not req.spec.policy.repair_tool_calls and not exact:
+        if bound <= soft and not req.policy.engine.repair_tool_calls and not exact:
             return Plan(req.body, budget, bound, bound, counted="bound")
         tokens = await asyncio.to_thread(count_prompt, counter, messages)
-        if tokens > budget.messages or req.spec.policy.repair_tool_calls:
+        if tokens > budget.messages or req.policy.engine.repair_tool_calls:
             return await self.plan_fitted(req, budget, tokens)
         if tokens > soft and self.compactor is not None:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
@@ -99,7 +104,7 @@ class Planner:
             if compacted is not None:
                 messages, actions = compacted.messages, ["summarize"]
                 checkpoint = f"{compacted.event} {compacted.checkpoint_id or ''}".strip()
-        result = await self._fit(messages, budget, spec)
+        result = await self._fit(messages, budget, req)
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
         if not actions:
@@ -123,12 +128,12 @@ class Planner:
             )
         return budget
 
-    async def _fit(self, messages: list[Any], budget: Budget, spec: ModelSpec) -> Fit:
+    async def _fit(self, messages: list[Any], budget: Budget, req: Request) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
         try:
             return await asyncio.to_thread(
-                fit, messages, budget.messages, spec.pricing.counter, spec.policy
+                fit, messages, budget.messages, req.spec.pricing.counter, req.policy.engine
             )
         except DoesNotFit as exc:
             raise ContextTooLarge(
@@ -139,20 +144,20 @@ class Planner:
             ) from None
 
     def _summarizes(self, req: Request) -> bool:
-        return req.spec.policy_config.summarize or bool(req.session_memory)
+        return req.policy.config.summarize or bool(req.session_memory)
 
     def _soft_limit(self, req: Request, budget: Budget) -> int:
         if not self._summarizes(req) or self.compactor is None:
             return budget.messages
-        return int(budget.messages * req.spec.policy_config.summarizer.soft_threshold)
+        return int(budget.messages * req.policy.config.summarizer.soft_threshold)
 
     def _context(self, req: Request, budget: Budget) -> Context:
         spec = req.spec
-        window = spec.policy_config.summarizer.context_window or budget.window
+        window = req.policy.config.summarizer.context_window or budget.window
         return Context(
             req.team,
             spec.pricing.counter,
-            spec.policy_config,
+            req.policy.config,
             self.target(req),
             budget.reserve,
             window,
@@ -160,7 +165,7 @@ class Planner:
 
     def target(self, req: Request) -> Target:
         """The summarizer: the policy's model if set, else the request's own model and upstream."""
-        cfg = req.spec.policy_config.summarizer
+        cfg = req.policy.config.summarizer
         if cfg.model:
             if cfg.upstream is None:
                 return Target(cfg.model)

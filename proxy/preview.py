@@ -10,38 +10,38 @@ from starlette.datastructures import Headers
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
-from proxy.config import Settings
-from proxy.controls import take_controls
-from proxy.models import Models, ModelSpec
+from proxy.auth import Principal
+from proxy.intake import build_request
+from proxy.models import Models
 from proxy.plan import Plan, Planner, Request
-from proxy.validation import parse_chat, read_body
+from proxy.validation import read_body
 from strategies.engine import breakdown
 
 
 async def preview(
-    body: bytes, headers: Headers, models: Models, planner: Planner
+    body: bytes, headers: Headers, models: Models, planner: Planner, who: Principal
 ) -> dict[str, Any]:
-    payload = parse_chat(body)
-    body, payload, controls = take_controls(body, payload, headers)
-    spec = models.resolve(payload["model"])
-    window = models.window(spec)
-    req = Request(body, payload, spec, window, session_memory=controls.session_memory)
+    req = build_request(body, headers, planner.settings, models, who)
     plan = await planner.plan_first(req, exact=True)
-    messages = orjson.loads(plan.body)["messages"] if plan.actions else payload["messages"]
-    return {"messages": messages, "report": report(plan, spec, window, payload["messages"])}
+    original = req.payload["messages"]
+    messages = orjson.loads(plan.body)["messages"] if plan.actions else original
+    return {"messages": messages, "report": report(plan, req, req.window, original)}
 
 
-def report(plan: Plan, spec: ModelSpec, window: int | None, original: list[Any]) -> dict[str, Any]:
+def report(plan: Plan, req: Request, window: int | None, original: list[Any]) -> dict[str, Any]:
+    spec, policy = req.spec, req.policy
     fit = plan.fit
     budget = plan.budget
     if fit is not None and fit.report is not None:
         blocks = fit.report.blocks
     elif budget is not None:
-        blocks = breakdown(original, budget.messages, spec.pricing.counter, spec.policy)
+        blocks = breakdown(original, budget.messages, spec.pricing.counter, policy.engine)
     else:
         blocks = []
     return {
         "model": spec.name,
+        "team": req.team,
+        "policy": policy.name,
         "upstream": spec.upstream,
         "window": window,
         "budget": budget.messages if budget else None,
@@ -72,10 +72,10 @@ def report(plan: Plan, spec: ModelSpec, window: int | None, original: list[Any])
 
 
 async def handle_preview(
-    request: StarletteRequest, settings: Settings, models: Models, planner: Planner
+    request: StarletteRequest, models: Models, planner: Planner, who: Principal
 ) -> Response:
-    body = await read_body(request, settings.limits.max_body_bytes)
-    result = await preview(body, request.headers, models, planner)
+    body = await read_body(request, planner.settings.limits.max_body_bytes)
+    result = await preview(body, request.headers, models, planner, who)
     return Response(orjson.dumps(result), media_type="application/json")
 
 

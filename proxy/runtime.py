@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 import httpx
 
+from proxy.auth import Authenticator
 from proxy.compaction import Compactor
 from proxy.config import Settings
+from proxy.metrics import Metrics
 from proxy.models import Models
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner
@@ -28,6 +30,8 @@ class Runtime:
     store: CheckpointStore
     compactor: Compactor
     planner: Planner
+    auth: Authenticator
+    metrics: Metrics
 
     @classmethod
     async def start(cls, settings: Settings, client: httpx.AsyncClient) -> Runtime:
@@ -38,8 +42,12 @@ class Runtime:
                 models.learned.learn(model, window)
         except Exception as exc:  # a store outage must not stop the proxy
             log.warning("could not load learned windows: %s", exc)
-        compactor = Compactor(store, LLMSummarizer())
-        return cls(settings, client, models, store, compactor, Planner(settings, compactor))
+        metrics = Metrics()
+        compactor = Compactor(store, LLMSummarizer(), metrics.summarizer_latency.observe)
+        metrics.watch(compactor.figures)
+        planner = Planner(settings, compactor)
+        auth = Authenticator(settings)
+        return cls(settings, client, models, store, compactor, planner, auth, metrics)
 
     async def stop(self) -> None:
         await self.compactor.drain()

@@ -35,6 +35,14 @@ HOP_BY_HOP = frozenset(
 # Never forwarded upstream: httpx sets Host and Content-Length for the body it actually sends.
 REQUEST_DROP = HOP_BY_HOP | {"host", "content-length"}
 MAX_ERROR_BODY = 1024 * 1024
+# The proxy's own request headers are for the proxy, not the upstream.
+CONTEXTWARDEN_HEADERS = frozenset(
+    {
+        "x-contextwarden-team",
+        "x-contextwarden-policy",
+        "x-contextwarden-session-memory",
+    }
+)
 
 
 def new_client(max_connections: int) -> httpx.AsyncClient:
@@ -47,10 +55,15 @@ def new_client(max_connections: int) -> httpx.AsyncClient:
 
 
 def upstream_headers(
-    incoming: Iterable[tuple[str, str]], upstream: Upstream, api_key: str | None
+    incoming: Iterable[tuple[str, str]],
+    upstream: Upstream,
+    api_key: str | None,
+    forward_client_auth: bool = True,
 ) -> list[tuple[str, str]]:
-    drop = REQUEST_DROP | _connection_tokens(incoming)
-    if api_key:
+    """The client's headers for the upstream. Its ``Authorization`` goes along only in
+    passthrough mode and when the proxy holds no key for this upstream."""
+    drop = REQUEST_DROP | _connection_tokens(incoming) | CONTEXTWARDEN_HEADERS
+    if api_key or not forward_client_auth:
         drop = drop | {"authorization", "api-key"}
     out = [(k, v) for k, v in incoming if k.lower() not in drop]
     if api_key:

@@ -1,0 +1,95 @@
+"""Who is calling: a team, from a contextwarden key or (passthrough) a header.
+
+    keys          clients present a contextwarden key (``Authorization: Bearer ...``); the
+                  upstream key stays server-side and the client's header never goes upstream
+    passthrough   the client's own provider key goes upstream; the team comes from
+                  ``x-contextwarden-team`` or is the default team
+
+Keys are read from their environment variables once, at start-up, and compared in constant time
+against every known key (no early exit, so timing says nothing about which key came close).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from dataclasses import dataclass
+
+from starlette.datastructures import Headers
+
+from proxy.config import Settings, Team
+from proxy.errors import ProxyError
+
+TEAM_HEADER = "x-contextwarden-team"
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    team: str
+    config: Team
+    forward_client_auth: bool  # passthrough: the client's Authorization goes upstream
+
+    def check_model(self, model: str) -> None:
+        if self.config.models is not None and model not in self.config.models:
+            raise Forbidden(f"team {self.team!r} may not use model {model!r}", param="model")
+
+
+class Authenticator:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._keys: list[tuple[bytes, str]] = [
+            (os.environ[env].encode(), team)
+            for team, cfg in settings.teams.items()
+            for env in cfg.key_envs
+            if os.environ.get(env)
+        ]
+        admin = os.environ.get(settings.admin_key_env) if settings.admin_key_env else None
+        self._admin = admin.encode() if admin else None
+
+    def team(self, headers: Headers) -> Principal:
+        settings = self._settings
+        if settings.auth == "passthrough":
+            name = headers.get(TEAM_HEADER) or settings.default_team
+            if name not in settings.teams:
+                raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
+            return Principal(name, settings.teams[name], True)
+        presented = bearer(headers)
+        if presented is None:
+            raise Unauthorized("missing API key: send Authorization: Bearer <contextwarden key>")
+        found = self._match(presented.encode())
+        if found is None:
+            raise Unauthorized("invalid API key")
+        return Principal(found, settings.teams[found], False)
+
+    def admin(self, headers: Headers) -> None:
+        presented = bearer(headers)
+        if self._admin is None:
+            raise Forbidden("the admin API is disabled: set admin_key_env", code="admin_disabled")
+        if presented is None or not hmac.compare_digest(presented.encode(), self._admin):
+            raise Unauthorized("invalid admin key")
+
+    def _match(self, presented: bytes) -> str | None:
+        found = None
+        for key, team in self._keys:
+            if hmac.compare_digest(presented, key) and found is None:
+                found = team
+        return found
+
+
+def bearer(headers: Headers) -> str | None:
+    value = headers.get("authorization")
+    if value and value.lower().startswith("bearer "):
+        return value[7:].strip() or None
+    return None

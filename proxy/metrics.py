@@ -1,0 +1,176 @@
+"""Prometheus metrics (one registry per app, no globals) and per-team stats for the admin API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
+SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+@dataclass(slots=True)
+class TeamStats:
+    requests: int = 0
+    rewritten: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    tokens_saved: int = 0
+    overflow_retries: int = 0
+    summaries_created: int = 0
+    summaries_reused: int = 0
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one chat request did, for metrics and the access log."""
+
+    team: str
+    model: str
+    status: int
+    tokens_before: int | None
+    tokens_after: int | None
+    actions: list[str]
+    retries: int
+    checkpoint: str | None
+    overhead: float
+    upstream: float
+    stream: bool
+    policy: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "contextwarden_requests", "Chat requests", ["team", "model", "status"], registry=r
+        )
+        self.rewritten = Counter(
+            "contextwarden_rewritten_requests",
+            "Requests changed, by action",
+            ["team", "action"],
+            registry=r,
+        )
+        self.tokens_before = Histogram(
+            "contextwarden_prompt_tokens_before",
+            "Prompt tokens as sent by the client",
+            ["team"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.tokens_after = Histogram(
+            "contextwarden_prompt_tokens_after",
+            "Prompt tokens as forwarded",
+            ["team"],
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.tokens_saved = Counter(
+            "contextwarden_tokens_saved",
+            "Prompt tokens removed before forwarding",
+            ["team"],
+            registry=r,
+        )
+        self.overflow_retries = Counter(
+            "contextwarden_overflow_retries",
+            "Retries after an upstream context overflow",
+            ["team", "outcome"],
+            registry=r,
+        )
+        self.summarizer_latency = Histogram(
+            "contextwarden_summarizer_latency_seconds",
+            "Time to make a checkpoint",
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.checkpoints = Counter(
+            "contextwarden_checkpoints",
+            "Checkpoint look-ups and writes",
+            ["team", "event"],
+            registry=r,
+        )
+        self.upstream_latency = Histogram(
+            "contextwarden_upstream_latency_seconds",
+            "Upstream time to response headers",
+            ["model"],
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.overhead = Histogram(
+            "contextwarden_proxy_overhead_seconds",
+            "Time spent in the proxy, upstream excluded",
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.teams: dict[str, TeamStats] = {}
+
+    def record(self, o: Outcome) -> None:
+        self.requests.labels(o.team, o.model, str(o.status)).inc()
+        stats = self.teams.setdefault(o.team, TeamStats())
+        stats.requests += 1
+        changed = [a for a in o.actions if a not in ("unknown-window", "trimming-disabled")]
+        if changed:
+            stats.rewritten += 1
+            for action in changed:
+                self.rewritten.labels(o.team, action).inc()
+        if o.tokens_before is not None and o.tokens_after is not None:
+            saved = max(0, o.tokens_before - o.tokens_after)
+            self.tokens_before.labels(o.team).observe(o.tokens_before)
+            self.tokens_after.labels(o.team).observe(o.tokens_after)
+            self.tokens_saved.labels(o.team).inc(saved)
+            stats.tokens_before += o.tokens_before
+            stats.tokens_after += o.tokens_after
+            stats.tokens_saved += saved
+        if o.retries:
+            outcome = "recovered" if o.status < 400 else "failed"
+            self.overflow_retries.labels(o.team, outcome).inc(o.retries)
+            stats.overflow_retries += o.retries
+        if o.checkpoint:
+            event = o.checkpoint.split()[0]
+            self.checkpoints.labels(o.team, event).inc()
+            stats.summaries_created += event == "created"
+            stats.summaries_reused += event == "reused"
+        self.upstream_latency.labels(o.model).observe(o.upstream)
+        self.overhead.observe(o.overhead)
+
+    def watch(self, source: Callable[[], dict[str, float]]) -> None:
+        """Expose the summarizer's own counters, read from ``source`` at scrape time."""
+        self.registry.register(_SummarizerCollector(source))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def team_stats(self) -> dict[str, dict[str, int]]:
+        return {team: asdict(s) for team, s in self.teams.items()}
+
+
+class _SummarizerCollector(Collector):
+    def __init__(self, source: Callable[[], dict[str, float]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._source()
+        yield CounterMetricFamily(
+            "contextwarden_summarizer_calls", "Calls to the summarizer LLM", s["calls"]
+        )
+        yield CounterMetricFamily(
+            "contextwarden_summarizer_failures",
+            "Summaries that failed (truncation used instead)",
+            s["failures"],
+        )
+        yield CounterMetricFamily(
+            "contextwarden_store_errors",
+            "Checkpoint store operations that failed",
+            s["store_errors"],
+        )
+        yield GaugeMetricFamily(
+            "contextwarden_summarizer_breakers_open",
+            "Summarizer circuit breakers open (1 each)",
+            s["breakers_open"],
+        )
