@@ -117,9 +117,10 @@ class Planner:
     def budget(self, req: Request, window: int) -> Budget:
         trimming = self.settings.trimming
         spec = req.spec
-        reserve = reply_reserve(
-            req.payload, trimming.reserve_output_tokens, spec.max_output, window
-        )
+        default = req.reserve_default
+        if default is None:
+            default = trimming.reserve_output_tokens
+        reserve = reply_reserve(req.payload, default, spec.max_output, window)
         tools = spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
         budget = Budget(window, reserve, tools, trimming.safety_margin_tokens)
         if budget.messages <= 0:
