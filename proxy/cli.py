@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
@@ -99,6 +100,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     from proxy.app import create_app
 
+    # The access log (one JSON line per request) and warnings go to stderr.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("contextwarden")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
     uvicorn.run(
