@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import httpx
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,27 +18,27 @@ from proxy.config import Settings
 from proxy.errors import BadRequest, ProxyError, error_body, error_response
 from proxy.passthrough import handle_models, handle_passthrough
 from proxy.preview import handle_preview
-from proxy.runtime import Runtime
-from proxy.upstream import new_client
+from proxy.runtime import Runtime, new_transport
+from proxy.upstream import Transport
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
 
 
-def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> Starlette:
-    """Build the proxy. ``client`` lets tests inject a transport; by default one is pooled."""
+def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
+    """Build the proxy. ``transport`` lets tests inject one; by default the configured
+    ``upstream_client`` is pooled for the app's life."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        own = client or new_client(MAX_CONNECTIONS)
-        runtime = await Runtime.start(settings, own)
+        runtime = await Runtime.start(
+            settings, transport or new_transport(settings, MAX_CONNECTIONS)
+        )
         app.state.runtime = runtime
         try:
             yield
         finally:
             await runtime.stop()
-            if client is None:
-                await own.aclose()
 
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),

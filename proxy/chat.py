@@ -27,7 +27,7 @@ from proxy.overflow import Overflow, is_context_overflow
 from proxy.plan import Plan, shrunk_budget
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
-from proxy.upstream import Reply, decoded, join_url, send, upstream_headers
+from proxy.upstream import Reply, decoded, join_url, upstream_headers
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -110,7 +110,7 @@ async def send_once(
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
     url = join_url(upstream.base_url, "chat/completions", request.url.query)
-    return await send(rt.client, upstream, "POST", url, headers, plan.body)
+    return await rt.transport.send(upstream, "POST", url, headers, plan.body)
 
 
 async def overflow_of(reply: Reply) -> Overflow | None:

@@ -117,6 +117,7 @@ def _serve(args: argparse.Namespace) -> int:
         server_header=False,
         date_header=False,
         log_level="info",
+        access_log=False,  # the proxy writes its own JSON line per request
     )
     return 0
 

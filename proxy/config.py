@@ -116,6 +116,7 @@ class Settings(BaseSettings):
     default_team: str = "default"
     teams: dict[str, Team] = Field(default_factory=dict)
     log_content: bool = False
+    upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
 
     @classmethod
     def settings_customise_sources(

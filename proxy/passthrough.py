@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
 from proxy.runtime import Runtime
-from proxy.upstream import join_url, send, upstream_headers
+from proxy.upstream import join_url, upstream_headers
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
@@ -27,7 +27,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
     url = join_url(upstream.base_url, subpath, request.url.query)
     content = None if request.method in NO_BODY else request.stream()
-    reply = await send(rt.client, upstream, request.method, url, headers, content)
+    reply = await rt.transport.send(upstream, request.method, url, headers, content)
     return respond(reply, [])
 
 
@@ -42,7 +42,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
         headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
         url = join_url(upstream.base_url, "models")
         try:
-            reply = await send(rt.client, upstream, "GET", url, headers, None)
+            reply = await rt.transport.send(upstream, "GET", url, headers, None)
             raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
             data = orjson.loads(raw or b"{}") if reply.status == 200 else {}
             listed = [m for m in data.get("data", []) if isinstance(m, dict)]

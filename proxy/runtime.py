@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import httpx
-
 from proxy.auth import Authenticator
 from proxy.compaction import Compactor
 from proxy.config import Settings
@@ -17,6 +15,7 @@ from proxy.plan import Planner
 from proxy.stores import open_store
 from proxy.summarizer import LLMSummarizer
 from proxy.tokenizers import Tokenizers, use_bundled_tiktoken_files
+from proxy.upstream import HttpxTransport, Transport
 from strategies.checkpoint import CheckpointStore
 
 log = logging.getLogger("contextwarden")
@@ -25,7 +24,7 @@ log = logging.getLogger("contextwarden")
 @dataclass(slots=True)
 class Runtime:
     settings: Settings
-    client: httpx.AsyncClient
+    transport: Transport
     models: Models
     store: CheckpointStore
     compactor: Compactor
@@ -34,7 +33,7 @@ class Runtime:
     metrics: Metrics
 
     @classmethod
-    async def start(cls, settings: Settings, client: httpx.AsyncClient) -> Runtime:
+    async def start(cls, settings: Settings, transport: Transport) -> Runtime:
         models = build_models(settings)
         store = open_store(settings)
         try:
@@ -47,11 +46,12 @@ class Runtime:
         metrics.watch(compactor.figures)
         planner = Planner(settings, compactor)
         auth = Authenticator(settings)
-        return cls(settings, client, models, store, compactor, planner, auth, metrics)
+        return cls(settings, transport, models, store, compactor, planner, auth, metrics)
 
     async def stop(self) -> None:
         await self.compactor.drain()
         await self.store.close()
+        await self.transport.aclose()
 
     def api_key(self, upstream: str) -> str | None:
         return self.settings.api_key(upstream)
@@ -67,3 +67,11 @@ class Runtime:
 def build_models(settings: Settings) -> Models:
     use_bundled_tiktoken_files()
     return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))
+
+
+def new_transport(settings: Settings, max_connections: int = 1024) -> Transport:
+    if settings.upstream_client == "httpx":
+        return HttpxTransport(max_connections=max_connections)
+    from proxy.transport_aiohttp import AiohttpTransport
+
+    return AiohttpTransport(max_connections)

@@ -9,8 +9,9 @@ must inspect.
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import httpx
 
@@ -72,9 +73,9 @@ def upstream_headers(
     return out
 
 
-def response_headers(headers: httpx.Headers) -> list[tuple[str, str]]:
-    drop = HOP_BY_HOP | _connection_tokens(headers.multi_items())
-    return [(k, v) for k, v in headers.multi_items() if k.lower() not in drop]
+def response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    drop = HOP_BY_HOP | _connection_tokens(headers)
+    return [(k, v) for k, v in headers if k.lower() not in drop]
 
 
 def _connection_tokens(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
@@ -97,62 +98,101 @@ class Reply:
     body: bytes | None = None
     stream: AsyncIterator[bytes] | None = None
     overflow: Overflow | None = None
-    response: httpx.Response | None = field(default=None, repr=False)
+    closer: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
     async def aclose(self) -> None:
-        if self.response is not None:
-            await self.response.aclose()
+        if self.closer is not None:
+            await self.closer()
 
 
-async def send(
-    client: httpx.AsyncClient,
-    upstream: Upstream,
-    method: str,
-    url: str,
-    headers: list[tuple[str, str]],
-    content: bytes | AsyncIterator[bytes] | None,
-) -> Reply:
-    """Send one request; an error status is read whole, anything else is left streaming."""
-    timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
-    request = client.build_request(method, url, headers=headers, content=content, timeout=timeout)
-    try:
-        response = await client.send(request, stream=True)
-    except httpx.TimeoutException as exc:
-        raise UpstreamTimeout(
-            f"the upstream did not answer in time ({type(exc).__name__})"
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
-    reply = Reply(response.status_code, response_headers(response.headers), response=response)
-    if response.status_code >= 400:
-        reply.body = await read_raw(response)
-    else:
-        reply.stream = relay_raw(response)
-    return reply
+class Transport(Protocol):
+    """Sends one request upstream. An error status comes back read whole (the overflow
+    detector inspects it); anything else comes back streaming, raw bytes as the upstream sent
+    them. Connection failures raise UpstreamUnavailable, time-outs UpstreamTimeout."""
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply: ...
+
+    async def aclose(self) -> None: ...
 
 
-async def read_raw(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
-    chunks: list[bytes] = []
+class HttpxTransport:
+    """httpx: the reference client (tests mock it with respx). Its connection pool costs
+    milliseconds a request under concurrency, so the default is the aiohttp transport."""
+
+    def __init__(
+        self, client: httpx.AsyncClient | None = None, max_connections: int = 1024
+    ) -> None:
+        self.client = client or new_client(max_connections)
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply:
+        timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
+        client = self.client
+        request = client.build_request(
+            method, url, headers=headers, content=content, timeout=timeout
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(
+                f"the upstream did not answer in time ({type(exc).__name__})"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+        headers_out = response_headers(response.headers.multi_items())
+        reply = Reply(response.status_code, headers_out, closer=response.aclose)
+        if response.status_code >= 400:
+            reply.body = await _read_whole(response.aiter_raw(), response.aclose, httpx.HTTPError)
+        else:
+            reply.stream = _relay(response.aiter_raw(), response.aclose)
+        return reply
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+async def _read_whole(
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    limit: int = MAX_ERROR_BODY,
+) -> bytes:
+    out: list[bytes] = []
     size = 0
     try:
-        async for chunk in response.aiter_raw():
-            chunks.append(chunk)
+        async for chunk in chunks:
+            out.append(chunk)
             size += len(chunk)
             if size > limit:
                 break
-    except httpx.HTTPError:
+    except errors:
         pass  # whatever arrived is what the client gets
     finally:
-        await response.aclose()
-    return b"".join(chunks)
+        await close()
+    return b"".join(out)
 
 
-async def relay_raw(response: httpx.Response) -> AsyncIterator[bytes]:
+async def _relay(
+    chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[None]]
+) -> AsyncIterator[bytes]:
     try:
-        async for chunk in response.aiter_raw():
+        async for chunk in chunks:
             yield chunk
     finally:
-        await response.aclose()
+        await close()
 
 
 def decoded(body: bytes, headers: Mapping[str, str] | list[tuple[str, str]]) -> bytes:

@@ -29,7 +29,8 @@ OK = {
 async def running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
     """The app with its lifespan run, reached in-process through httpx's ASGI transport."""
     with tempfile.TemporaryDirectory() as data:
-        config = {"data_dir": data, **config}
+        # respx mocks httpx, so these in-process tests use the httpx transport.
+        config = {"data_dir": data, "upstream_client": "httpx", **config}
         async with _running(config) as client:
             yield client
 

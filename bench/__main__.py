@@ -1,0 +1,326 @@
+"""``python -m bench [--quick] [--no-write]``: every figure against a baseline from the same run.
+
+Starts the mock upstream and the proxy as separate processes on loopback, then measures:
+added latency and throughput (proxy vs direct), decision time as conversations grow (cold and
+warm), trimming quality against ``litellm.utils.trim_messages``, and the proxy's memory while it
+relays a large stream. Prints a table and writes it to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+import yaml
+
+from bench.client import Connection
+from bench.decision import decision_rows
+from bench.quality import quality_rows
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Sizes:
+    sequential: int
+    concurrent: int
+    conversation_tokens: tuple[int, ...]
+    stream_mb: int
+    quality_cases: int
+
+
+QUICK = Sizes(60, 200, (1000, 8000), 2, 4)
+FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open")
+
+
+@contextmanager
+def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
+    """(upstream port, slow upstream port, proxy port, proxy pid)."""
+    up_port, slow_port, proxy_port = free_port(), free_port(), free_port()
+    config = {
+        "upstreams": {
+            "mock": {"base_url": f"http://127.0.0.1:{up_port}/v1"},
+            "llm": {"base_url": f"http://127.0.0.1:{slow_port}/v1"},
+        },
+        "default_upstream": "mock",
+        "models": {
+            "bench-model": {"context_window": 128000, "tokenizer": "o200k_base"},
+            "bench-llm": {"upstream": "llm", "context_window": 128000, "tokenizer": "o200k_base"},
+        },
+        "data_dir": data_dir,
+    }
+    path = Path(data_dir) / "bench.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    upstream = subprocess.Popen([sys.executable, "-m", "bench.upstream", str(up_port)], **quiet)  # type: ignore[call-overload]
+    slow = subprocess.Popen(
+        [sys.executable, "-m", "bench.upstream", str(slow_port), str(LLM_DELAY_MS)], **quiet
+    )  # type: ignore[call-overload]
+    proxy = subprocess.Popen(  # type: ignore[call-overload]
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--config",
+            str(path),
+            "--port",
+            str(proxy_port),
+        ],
+        **quiet,
+    )
+    try:
+        wait_port(up_port, upstream)
+        wait_port(slow_port, slow)
+        wait_port(proxy_port, proxy)
+        yield up_port, slow_port, proxy_port, proxy.pid
+    finally:
+        for p in (proxy, upstream, slow):
+            p.terminate()
+            p.wait(timeout=10)
+
+
+LLM_DELAY_MS = 50
+REQUEST = orjson.dumps(
+    {
+        "model": "bench-model",
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is a context window? " * 8},
+            {"role": "assistant", "content": "The number of tokens a model can attend to. " * 6},
+            {"role": "user", "content": "And how does a proxy keep requests inside it?"},
+        ],
+        "max_tokens": 256,
+    }
+)
+
+
+LLM_REQUEST = REQUEST.replace(b'"bench-model"', b'"bench-llm"')
+
+
+async def run_load(
+    port: int, path: str, total: int, concurrency: int, body: bytes = REQUEST
+) -> tuple[list[float], float]:
+    """Latencies (seconds) and elapsed wall time for ``total`` requests over ``concurrency``
+    keep-alive connections."""
+    conns = [await Connection.open("127.0.0.1", port) for _ in range(concurrency)]
+    for c in conns:  # warm each connection (and the proxy's upstream pool)
+        await c.post(path, body)
+    latencies: list[float] = []
+    remaining = total
+
+    async def worker(conn: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t = time.perf_counter()
+            status, _ = await conn.post(path, body)
+            latencies.append(time.perf_counter() - t)
+            if status != 200:
+                raise RuntimeError(f"status {status}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = time.perf_counter() - started
+    for c in conns:
+        await c.close()
+    return latencies, elapsed
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def latency_rows(up: int, proxy: int, sizes: Sizes) -> list[list[str]]:
+    rows = []
+    for concurrency, total in ((1, sizes.sequential), (16, sizes.concurrent)):
+        direct: list[float] = []
+        via: list[float] = []
+        for _ in range(4):  # interleave so drift on a shared machine hits both alike
+            direct += (await run_load(up, "/v1/chat/completions", total // 4, concurrency))[0]
+            via += (await run_load(proxy, "/v1/chat/completions", total // 4, concurrency))[0]
+        for q, name in ((0.5, "p50"), (0.95, "p95")):
+            d, p = pct(direct, q) * 1000, pct(via, q) * 1000
+            rows.append(
+                [
+                    f"latency {name}, concurrency {concurrency}",
+                    f"{d:.2f} ms",
+                    f"{p:.2f} ms",
+                    f"+{p - d:.2f} ms",
+                ]
+            )
+    return rows
+
+
+async def throughput_rows(up: int, slow: int, proxy: int, sizes: Sizes) -> list[list[str]]:
+    rows = []
+    for label, port, body, scale in (
+        ("instant upstream", up, REQUEST, 1),
+        (f"{LLM_DELAY_MS} ms upstream", slow, LLM_REQUEST, 8),
+    ):
+        for concurrency in (1, 16, 64):
+            total = max(sizes.concurrent // (2 * scale), concurrency * 4)
+            _, t_direct = await run_load(port, "/v1/chat/completions", total, concurrency, body)
+            _, t_proxy = await run_load(proxy, "/v1/chat/completions", total, concurrency, body)
+            d, p = total / t_direct, total / t_proxy
+            rows.append(
+                [
+                    f"throughput, {label}, concurrency {concurrency}",
+                    f"{d:.0f} req/s",
+                    f"{p:.0f} req/s",
+                    f"{p / d:.2f}x of direct",
+                ]
+            )
+    return rows
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def stream_rows(up: int, proxy: int, pid: int, sizes: Sizes) -> list[list[str]]:
+    body = orjson.dumps(
+        {
+            "model": "bench-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "stream_mb": sizes.stream_mb,
+        }
+    )
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.02)
+
+    conn = await Connection.open("127.0.0.1", up)
+    t = time.perf_counter()
+    _, direct_bytes = await conn.post("/v1/chat/completions", body)
+    t_direct = time.perf_counter() - t
+    await conn.close()
+    conn = await Connection.open("127.0.0.1", proxy)
+    await conn.post("/v1/chat/completions", REQUEST)
+    before = rss_kib(pid)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    t = time.perf_counter()
+    _, relayed = await conn.post("/v1/chat/completions", body)
+    t_proxy = time.perf_counter() - t
+    stop.set()
+    sampler.join()
+    await conn.close()
+    assert relayed == direct_bytes, f"relayed {relayed} bytes of {direct_bytes}"
+    mb = relayed / 1e6
+    return [
+        [
+            f"stream {mb:.0f} MB relayed: time",
+            f"{t_direct * 1000:.0f} ms",
+            f"{t_proxy * 1000:.0f} ms",
+            f"{t_proxy / t_direct:.2f}x",
+        ],
+        [
+            f"stream {mb:.0f} MB relayed: proxy RSS",
+            f"{before / 1024:.1f} MiB before",
+            f"{peak[0] / 1024:.1f} MiB peak",
+            f"+{(peak[0] - before) / 1024:.1f} MiB",
+        ],
+    ]
+
+
+def machine() -> str:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    system = f"{platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {system}"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    return "\n".join(
+        [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
+    )
+
+
+async def main_async(sizes: Sizes) -> str:
+    sections = []
+    with tempfile.TemporaryDirectory() as data, processes(data) as (up, slow, proxy, pid):
+        async with httpx.AsyncClient() as warm:  # first request loads tokenizers in the proxy
+            await warm.post(f"http://127.0.0.1:{proxy}/v1/chat/completions", content=REQUEST)
+        rows = await latency_rows(up, proxy, sizes)
+        rows += await throughput_rows(up, slow, proxy, sizes)
+        rows += await stream_rows(up, proxy, pid, sizes)
+        sections.append(
+            "## Proxy vs direct (requests that need no trimming)\n\n"
+            + table(["measure", "direct", "via proxy", "ratio / added"], rows)
+        )
+    return "\n\n".join(sections)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    body = asyncio.run(main_async(sizes))
+    body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
+    body += table(*decision_rows(sizes.conversation_tokens))
+    body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
+    body += table(*quality_rows(sizes.quality_cases))
+    command = "python -m bench" + (" --quick" if args.quick else "")
+    report = f"# Benchmarks\n\n`{command}` on {machine()}; {time.strftime('%Y-%m-%d')}.\n\n{body}\n"
+    print(report)
+    if not args.no_write:
+        (HERE.parent / "BENCHMARKS.md").write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Decision time (count + trim) in process, cold and warm, against a naive full recount."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import orjson
+from starlette.datastructures import Headers
+
+from bench.conversations import agent_conversation
+from proxy.auth import Principal
+from proxy.config import load_settings
+from proxy.intake import build_request
+from proxy.plan import Planner
+from proxy.runtime import build_models
+from proxy.tokenizers import token_len
+from strategies.tokens import ChatCounter, count_prompt
+
+
+def _settings(tokens: int) -> Any:
+    return load_settings(
+        None,
+        upstreams={"mock": {"base_url": "http://127.0.0.1:9/v1"}},
+        default_upstream="mock",
+        models={
+            "fits": {"context_window": tokens * 2 + 8192, "tokenizer": "o200k_base"},
+            "over": {"context_window": tokens // 2 + 4096, "tokenizer": "o200k_base"},
+        },
+        policies={"default": {"summarize": False}},
+    )
+
+
+def _time(fn: Any, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def decision_rows(sizes: tuple[int, ...]) -> tuple[list[str], list[list[str]]]:
+    loop = asyncio.new_event_loop()
+    try:
+        return _rows(sizes, loop)
+    finally:
+        loop.close()
+
+
+def _rows(
+    sizes: tuple[int, ...], loop: asyncio.AbstractEventLoop
+) -> tuple[list[str], list[list[str]]]:
+    header = [
+        "conversation",
+        "naive recount",
+        "ours cold",
+        "ours warm (+1 message)",
+        "warm vs naive",
+        "warm, fits (no trim)",
+    ]
+    rows = []
+    for tokens in sizes:
+        settings = _settings(tokens)
+        who = Principal("default", settings.teams["default"], False)
+        probe = ChatCounter(token_len("o200k_base"))
+        convo = agent_conversation(tokens, probe)
+        grown = [
+            *convo,
+            {"role": "assistant", "content": "Done with that step."},
+            {"role": "user", "content": "Next step please."},
+        ]
+        repeat = 3 if tokens >= 128000 else 7
+
+        def naive(messages: list[Any] = grown) -> None:
+            count_prompt(ChatCounter(token_len("o200k_base")), messages)  # no cache: every token
+
+        def plan(
+            models: Any, model: str, messages: list[Any], settings: Any = settings, who: Any = who
+        ) -> float:
+            planner = Planner(settings, None)
+            body = orjson.dumps({"model": model, "messages": messages, "max_tokens": 1024})
+            t = time.perf_counter()
+            req = build_request(body, Headers(), settings, models, who)
+            loop.run_until_complete(planner.plan_first(req))
+            return time.perf_counter() - t
+
+        colds, warms, fits = [], [], []
+        for _ in range(repeat):
+            models = build_models(settings)
+            colds.append(plan(models, "over", convo))
+            warms.append(plan(models, "over", grown))
+            plan(models, "fits", convo)
+            fits.append(plan(models, "fits", grown))
+        t_naive = _time(naive, repeat)
+        cold, warm, fit = (statistics.median(x) for x in (colds, warms, fits))
+        rows.append(
+            [
+                f"{count_prompt(probe, convo) // 1000}k tokens, {len(convo)} messages",
+                f"{t_naive * 1000:.1f} ms",
+                f"{cold * 1000:.1f} ms",
+                f"{warm * 1000:.2f} ms",
+                f"{t_naive / warm:.0f}x faster",
+                f"{fit * 1000:.2f} ms",
+            ]
+        )
+    return header, rows

@@ -1,0 +1,82 @@
+"""The default upstream transport: aiohttp, whose connection pool stays cheap under
+concurrency (httpx's spent about 3 ms of CPU a request at concurrency 16 in ``python -m bench``).
+
+Bodies are relayed raw (``auto_decompress=False``): the client gets the upstream's bytes and its
+``content-encoding``. aiohttp adds no headers of its own beyond what HTTP/1.1 needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from proxy.config import Upstream
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.upstream import Reply, _read_whole, _relay, response_headers
+
+SMALL_BODY = 256 * 1024
+SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
+
+
+class AiohttpTransport:
+    def __init__(self, max_connections: int = 1024) -> None:
+        self._max = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:  # created on the serving loop
+            connector = aiohttp.TCPConnector(limit=self._max, limit_per_host=0, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=False,
+                skip_auto_headers=SKIP_AUTO,
+                # trust_env looks proxies and netrc up in a worker thread on every request.
+                trust_env=False,
+            )
+        return self._session
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply:
+        timeout = aiohttp.ClientTimeout(
+            total=upstream.timeout, sock_connect=upstream.connect_timeout
+        )
+        try:
+            response = await self._client().request(
+                method, url, headers=headers, data=content, timeout=timeout, allow_redirects=False
+            )
+        except TimeoutError as exc:
+            raise UpstreamTimeout("the upstream did not answer in time") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+
+        async def close() -> None:
+            response.release()
+
+        raw = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
+        reply = Reply(response.status, response_headers(raw), closer=close)
+        errors = (aiohttp.ClientError, asyncio.TimeoutError)
+        if response.status >= 400 or _small(response):
+            reply.body = await _read_whole(response.content.iter_any(), close, errors)
+        else:
+            reply.stream = _relay(response.content.iter_any(), close)
+        return reply
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _small(response: aiohttp.ClientResponse) -> bool:
+    """A short, complete JSON answer is sent on whole: the same bytes, without the cost of a
+    streaming response. Streams (SSE) and anything long are relayed chunk by chunk."""
+    length = response.content_length
+    kind = response.headers.get("content-type", "")
+    return length is not None and length <= SMALL_BODY and "event-stream" not in kind
