@@ -25,7 +25,7 @@ from proxy.summarizer import Target
 from strategies.budget import Budget, byte_bound, reply_reserve
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
-from strategies.tokens import count_prompt
+from strategies.tokens import MemoCounter, count_prompt
 
 
 @dataclass(slots=True)
@@ -81,18 +81,25 @@ class Planner:
         soft = self._soft_limit(req, budget)
         if bound <= soft and not req.policy.engine.repair_tool_calls and not exact:
             return Plan(req.body, budget, bound, bound, counted="bound")
-        tokens = await asyncio.to_thread(count_prompt, counter, messages)
+        memo = MemoCounter(counter)
+        tokens = await asyncio.to_thread(count_prompt, memo, messages)
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
-            return await self.plan_fitted(req, budget, tokens)
+            return await self.plan_fitted(req, budget, tokens, memo)
         if tokens > soft and self.compactor is not None:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
         counted = "exact" if pricing.exact else "estimate"
         return Plan(req.body, budget, tokens, tokens, counted=counted)
 
-    async def plan_fitted(self, req: Request, budget: Budget, tokens: int | None = None) -> Plan:
+    async def plan_fitted(
+        self,
+        req: Request,
+        budget: Budget,
+        tokens: int | None = None,
+        memo: MemoCounter | None = None,
+    ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages."""
         spec = req.spec
-        counter = spec.pricing.counter
+        counter = memo or MemoCounter(spec.pricing.counter)
         original = req.payload["messages"]
         before = tokens if tokens is not None else count_prompt(counter, original)
         messages, checkpoint, actions = original, None, []
@@ -104,7 +111,7 @@ class Planner:
             if compacted is not None:
                 messages, actions = compacted.messages, ["summarize"]
                 checkpoint = f"{compacted.event} {compacted.checkpoint_id or ''}".strip()
-        result = await self._fit(messages, budget, req)
+        result = await self._fit(messages, budget, req, counter)
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
         if not actions:
@@ -129,12 +136,14 @@ class Planner:
             )
         return budget
 
-    async def _fit(self, messages: list[Any], budget: Budget, req: Request) -> Fit:
+    async def _fit(
+        self, messages: list[Any], budget: Budget, req: Request, counter: MemoCounter
+    ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
         try:
             return await asyncio.to_thread(
-                fit, messages, budget.messages, req.spec.pricing.counter, req.policy.engine
+                fit, messages, budget.messages, counter, req.policy.engine
             )
         except DoesNotFit as exc:
             raise ContextTooLarge(

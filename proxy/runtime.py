@@ -42,7 +42,10 @@ class Runtime:
         except Exception as exc:  # a store outage must not stop the proxy
             log.warning("could not load learned windows: %s", exc)
         metrics = Metrics()
-        compactor = Compactor(store, LLMSummarizer(), metrics.summarizer_latency.observe)
+        llm = LLMSummarizer()
+        if any(p.summarize for p in settings.policies.values()):
+            llm.warm()
+        compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
         planner = Planner(settings, compactor)
         auth = Authenticator(settings)

@@ -40,21 +40,28 @@ class Target:
 
 class LLMSummarizer:
     def __init__(self) -> None:
-        self._litellm: Any = None
-        self._import_lock = asyncio.Lock()
+        self._import: asyncio.Future[Any] | None = None
         self.calls = 0
 
-    async def _load(self) -> Any:
-        async with self._import_lock:
-            if self._litellm is None:
-                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                self._litellm = await asyncio.to_thread(_import_litellm)
-        return self._litellm
+    def warm(self) -> None:
+        """Start importing litellm in a worker thread (it takes seconds) so that the first
+        summary does not wait for it."""
+        if self._import is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            self._import = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+
+    async def _load(self, timeout: float) -> Any:
+        self.warm()
+        assert self._import is not None
+        done, _ = await asyncio.wait({self._import}, timeout=timeout)
+        if not done:
+            raise SummarizerFailed(f"litellm was still loading after {timeout}s")
+        return self._import.result()
 
     async def complete(
         self, messages: list[Message], target: Target, max_tokens: int, timeout: float
     ) -> str:
-        litellm = await self._load()
+        litellm = await self._load(timeout)
         kwargs: dict[str, Any] = {"model": target.model, "messages": messages}
         kwargs.update(max_tokens=max_tokens, timeout=timeout, num_retries=0)
         if target.api_base:
@@ -62,10 +69,16 @@ class LLMSummarizer:
         # litellm's OpenAI client insists on a key; local servers (Ollama, vLLM) ignore it.
         kwargs["api_key"] = target.api_key or "no-key"
         self.calls += 1
+        # Not wait_for: litellm may not stop at once when cancelled, and wait_for would wait
+        # for it; the request must not.
+        call = asyncio.ensure_future(litellm.acompletion(**kwargs))
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+        if not done:
+            call.cancel()
+            call.add_done_callback(_discard)
+            raise SummarizerFailed(f"the summarizer timed out after {timeout}s")
         try:
-            response = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
-        except TimeoutError as exc:
-            raise SummarizerFailed(f"the summarizer timed out after {timeout}s") from exc
+            response = call.result()
         except litellm.ContextWindowExceededError as exc:
             raise SummarizerOverflow(f"the summarizer's window overflowed: {exc}") from exc
         except Exception as exc:  # any provider error: the caller falls back to truncation
@@ -74,6 +87,11 @@ class LLMSummarizer:
         if not isinstance(text, str) or not text.strip():
             raise SummarizerFailed("the summarizer returned no text")
         return text.strip()
+
+
+def _discard(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 def _import_litellm() -> Any:

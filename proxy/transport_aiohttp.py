@@ -14,7 +14,7 @@ import aiohttp
 
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.upstream import Reply, _read_whole, _relay, response_headers
+from proxy.upstream import Reply, _read_whole, relay, response_headers
 
 SMALL_BODY = 256 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
@@ -66,7 +66,7 @@ class AiohttpTransport:
         if response.status >= 400 or _small(response):
             reply.body = await _read_whole(response.content.iter_any(), close, errors)
         else:
-            reply.stream = _relay(response.content.iter_any(), close)
+            reply.stream = relay(response.content.iter_any(), close, reply.headers, errors)
         return reply
 
     async def aclose(self) -> None:

@@ -16,7 +16,7 @@ from typing import Protocol
 import httpx
 
 from proxy.config import Upstream
-from proxy.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.overflow import Overflow
 
 HOP_BY_HOP = frozenset(
@@ -157,7 +157,8 @@ class HttpxTransport:
         if response.status_code >= 400:
             reply.body = await _read_whole(response.aiter_raw(), response.aclose, httpx.HTTPError)
         else:
-            reply.stream = _relay(response.aiter_raw(), response.aclose)
+            stream = response.aiter_raw()
+            reply.stream = relay(stream, response.aclose, headers_out, httpx.HTTPError)
         return reply
 
     async def aclose(self) -> None:
@@ -185,14 +186,29 @@ async def _read_whole(
     return b"".join(out)
 
 
-async def _relay(
-    chunks: AsyncIterator[bytes], close: Callable[[], Awaitable[None]]
+async def relay(
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    headers: list[tuple[str, str]],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
 ) -> AsyncIterator[bytes]:
+    """The upstream's chunks as they come. If the upstream breaks off mid-stream, an event
+    stream ends with an error event (so the client stops waiting, and knows why) and any other
+    body just ends; the connection to the upstream is released either way."""
     try:
         async for chunk in chunks:
             yield chunk
+    except errors as exc:
+        if is_event_stream(headers):
+            message = f"the upstream connection broke off mid-stream: {type(exc).__name__}"
+            body = error_body(message, "upstream_error", "stream_interrupted")
+            yield b"\n\ndata: " + body + b"\n\n"
     finally:
         await close()
+
+
+def is_event_stream(headers: list[tuple[str, str]]) -> bool:
+    return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
 
 
 def decoded(body: bytes, headers: Mapping[str, str] | list[tuple[str, str]]) -> bytes:

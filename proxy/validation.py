@@ -45,7 +45,7 @@ def parse_chat(body: bytes) -> dict[str, Any]:
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' is required and must be a non-empty array", param="messages")
     for i, message in enumerate(messages):
-        _check_message(message, f"messages[{i}]")
+        _check_message(message, i)
     for key in ("max_tokens", "max_completion_tokens"):
         _check_positive_int(payload.get(key), key)
     if "stream" in payload and not isinstance(payload["stream"], bool | None):
@@ -58,30 +58,36 @@ def parse_chat(body: bytes) -> dict[str, Any]:
     return payload
 
 
-def _check_message(message: Any, where: str) -> None:
-    if not isinstance(message, dict):
-        raise BadRequest(f"{where} must be an object", param=where)
+def _check_message(message: Any, i: int) -> None:
+    """Cheap checks first; the error (with the path of the bad field) only when one fails."""
+    if type(message) is not dict:
+        raise BadRequest(f"messages[{i}] must be an object", param=f"messages[{i}]")
     role = message.get("role")
     if role not in ROLES:
         raise BadRequest(
-            f"{where}.role must be one of {', '.join(sorted(ROLES))} (got {role!r})",
-            param=f"{where}.role",
+            f"messages[{i}].role must be one of {', '.join(sorted(ROLES))} (got {role!r})",
+            param=f"messages[{i}].role",
         )
     content = message.get("content")
-    if content is not None and not isinstance(content, str | list):
-        raise BadRequest(f"{where}.content must be a string or an array", param=f"{where}.content")
-    if isinstance(content, list):
-        for j, part in enumerate(content):
-            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise BadRequest(
-                    f"{where}.content[{j}] must be an object with a string 'type'",
-                    param=f"{where}.content[{j}]",
-                )
-    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise BadRequest(f"{where}.tool_call_id must be a string", param=f"{where}.tool_call_id")
+    if content is not None and type(content) is not str:
+        _check_parts(content, i)
+    if role == "tool" and type(message.get("tool_call_id")) is not str:
+        where = f"messages[{i}].tool_call_id"
+        raise BadRequest(f"{where} must be a string", param=where)
     calls = message.get("tool_calls")
     if calls is not None:
-        _check_tool_calls(calls, f"{where}.tool_calls")
+        _check_tool_calls(calls, f"messages[{i}].tool_calls")
+
+
+def _check_parts(content: Any, i: int) -> None:
+    where = f"messages[{i}].content"
+    if not isinstance(content, list):
+        raise BadRequest(f"{where} must be a string or an array", param=where)
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise BadRequest(
+                f"{where}[{j}] must be an object with a string 'type'", param=f"{where}[{j}]"
+            )
 
 
 def _check_tool_calls(calls: Any, where: str) -> None:

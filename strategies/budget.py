@@ -54,7 +54,11 @@ def reply_reserve(
 
 
 def byte_bound(
-    body_len: int, messages: list[Any], tokens_per_byte: float, worst_image: int, priming: int
+    body_len: int,
+    messages: list[dict[str, Any]],
+    tokens_per_byte: float,
+    worst_image: int,
+    priming: int,
 ) -> int:
     """An upper bound on the messages' tokens that needs no tokenizer.
 
@@ -62,6 +66,7 @@ def byte_bound(
     encodes, so the body's length bounds the text; images, per-message and per-call overheads are
     added on top, all scaled by the counter's worst tokens per byte, plus 3 a message for the
     template markers an estimating counter adds. The result is >= the exact count.
+    ``messages`` must have passed validation (dicts; content parts are dicts).
     """
     overhead = 0
     images = 0

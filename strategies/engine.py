@@ -27,7 +27,7 @@ from strategies.microcompact import ToolResultMicrocompact
 from strategies.repair import repair_tool_calls
 from strategies.rules import DEFAULT_RULES, TIERS, Assignment, Match, Rule, assign
 from strategies.summarize import Summarizer
-from strategies.tokens import Counter, count_prompt
+from strategies.tokens import Counter, MemoCounter, count_prompt
 
 
 class Pass(Protocol):
@@ -92,6 +92,8 @@ def fit(
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message) cannot fit.
     """
+    if not isinstance(counter, MemoCounter):
+        counter = MemoCounter(counter)
     before = count_prompt(counter, messages)
     current, actions, steps = messages, [], []
     if policy.repair_tool_calls:

@@ -24,6 +24,7 @@ TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 # Not published by OpenAI; generous so that an assistant tool call is never under-counted.
 TOKENS_PER_TOOL_CALL = 12
+SHORT_KEY = 512
 
 
 class Counter(Protocol):
@@ -222,8 +223,32 @@ class CharCounter:
 
 
 def _digest(message: Message) -> bytes | None:
+    """The cache key of a message: its JSON itself when short (exact, and cheaper than any
+    hash), else a 128-bit BLAKE2b of it."""
     try:
         raw = orjson.dumps(message)
     except TypeError:
         return None
-    return hashlib.blake2b(raw, digest_size=16).digest()
+    return raw if len(raw) <= SHORT_KEY else hashlib.blake2b(raw, digest_size=16).digest()
+
+
+class MemoCounter:
+    """A counter remembering each message object it priced, for the length of one request:
+    the engine prices the same objects several times (before, after each pass, per block), and
+    even a cache hit costs a serialization. Never share one across requests."""
+
+    def __init__(self, inner: Counter) -> None:
+        self._inner = inner
+        self._memo: dict[int, tuple[Message, int]] = {}
+        self.priming = inner.priming
+
+    def message(self, message: Message) -> int:
+        hit = self._memo.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        value = self._inner.message(message)
+        self._memo[id(message)] = (message, value)  # holding the object keeps its id unique
+        return value
+
+    def tools(self, tools: object, functions: object) -> int:
+        return self._inner.tools(tools, functions)
