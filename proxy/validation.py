@@ -63,7 +63,7 @@ def _check_message(message: Any, i: int) -> None:
     if type(message) is not dict:
         raise BadRequest(f"messages[{i}] must be an object", param=f"messages[{i}]")
     role = message.get("role")
-    if role not in ROLES:
+    if type(role) is not str or role not in ROLES:
         raise BadRequest(
             f"messages[{i}].role must be one of {', '.join(sorted(ROLES))} (got {role!r})",
             param=f"messages[{i}].role",
