@@ -29,6 +29,7 @@ import yaml
 
 from bench.client import Connection
 from bench.decision import decision_rows
+from bench.load import load_rows
 from bench.quality import quality_rows
 
 HERE = Path(__file__).resolve().parent
@@ -41,10 +42,12 @@ class Sizes:
     conversation_tokens: tuple[int, ...]
     stream_mb: int
     quality_cases: int
+    load_clients: int
+    load_seconds: float
 
 
-QUICK = Sizes(60, 200, (1000, 8000), 2, 4)
-FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40)
+QUICK = Sizes(60, 200, (1000, 8000), 2, 4, 20, 2)
+FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40, 200, 30)
 
 
 def free_port() -> int:
@@ -299,6 +302,11 @@ async def main_async(sizes: Sizes) -> str:
         sections.append(
             "## Proxy vs direct (requests that need no trimming)\n\n"
             + table(["measure", "direct", "via proxy", "ratio / added"], rows)
+        )
+        load = await load_rows(proxy, lambda: rss_kib(pid), sizes.load_clients, sizes.load_seconds)
+        sections.append(
+            "## Load: concurrent streams, each checked byte for byte\n\n"
+            + table(["run", "streams", "correct", "failures"], load)
         )
     return "\n\n".join(sections)
 

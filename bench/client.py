@@ -19,9 +19,14 @@ class Connection:
         reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
         return cls(reader, writer, f"{host}:{port}")
 
-    async def post(self, path: str, body: bytes, sink: bool = False) -> tuple[int, int]:
-        """Send one request; returns (status, body bytes read). ``sink`` discards the body as it
-        arrives (large streams)."""
+    async def post(self, path: str, body: bytes) -> tuple[int, int]:
+        """Send one request; returns (status, body bytes read), the body discarded as it
+        arrives."""
+        status, size, _ = await self.request(path, body, keep=False)
+        return status, size
+
+    async def request(self, path: str, body: bytes, keep: bool) -> tuple[int, int, bytes]:
+        """Send one request; returns (status, body size, the body if ``keep``)."""
         head = (
             f"POST {path} HTTP/1.1\r\nhost: {self._host}\r\ncontent-type: application/json\r\n"
             f"authorization: Bearer sk-bench\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -35,11 +40,13 @@ class Connection:
         }
         if "content-length" in headers:
             size = int(headers["content-length"])
-            await self._reader.readexactly(size)
-            return status, size
-        return status, await self._chunked()
+            data = await self._reader.readexactly(size)
+            return status, size, data if keep else b""
+        kept: list[bytes] = []
+        size = await self._chunked(kept if keep else None)
+        return status, size, b"".join(kept)
 
-    async def _chunked(self) -> int:
+    async def _chunked(self, kept: list[bytes] | None) -> int:
         total = 0
         while True:
             size = int((await self._reader.readline()).split(b";")[0], 16)
@@ -51,6 +58,8 @@ class Connection:
                 chunk = await self._reader.read(min(remaining, 1 << 20))
                 if not chunk:
                     raise ConnectionError("connection closed mid-body")
+                if kept is not None:
+                    kept.append(chunk)
                 remaining -= len(chunk)
             total += size
             await self._reader.readexactly(2)

@@ -43,6 +43,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    seed = body.find(b'"stream_seed":')
+    if seed >= 0:
+        await _seeded_stream(int(body[seed + 14 :].split(b"}", 1)[0].split(b",", 1)[0]), send)
+        return
     marker = body.find(b'"stream_mb":')
     if marker < 0:
         if DELAY:
@@ -64,6 +68,32 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     )
     for _ in range(megabytes * 1024 * 1024 // len(CHUNK)):
         await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+def seeded_events(seed: int) -> list[bytes]:
+    """The deterministic content of stream ``seed``: the load test checks every byte of it."""
+    return [f"{seed}:{i}:{(seed * 7919 + i * 104729) % 1000003};".encode() for i in range(40)]
+
+
+async def _seeded_stream(seed: int, send: Any) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")],
+        }
+    )
+    for piece in seeded_events(seed):
+        chunk = {"choices": [{"index": 0, "delta": {"content": piece.decode()}}]}
+        await send(
+            {
+                "type": "http.response.body",
+                "body": b"data: " + orjson.dumps(chunk) + b"\n\n",
+                "more_body": True,
+            }
+        )
+        await asyncio.sleep(0.005)
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
