@@ -56,6 +56,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, timeout: float = 60) -> None:
+    """Wait until the proxy has finished starting (it loads litellm in the background when a
+    policy summarizes), so that start-up work does not land in the first measurements."""
+    deadline = time.monotonic() + timeout
+    last = cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu_seconds(pid)
+        if now - last < 0.02:
+            return
+        last = now
+
+
 def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -110,6 +128,7 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
         wait_port(up_port, upstream)
         wait_port(slow_port, slow)
         wait_port(proxy_port, proxy)
+        wait_idle(proxy.pid)
         yield up_port, slow_port, proxy_port, proxy.pid
     finally:
         for p in (proxy, upstream, slow):
@@ -219,6 +238,44 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+async def slow_client_rows(proxy: int, pid: int, megabytes: int) -> list[list[str]]:
+    """A client that reads a stream slowly (16 KiB every 10 ms): with backpressure the proxy
+    holds only what socket buffers hold, not the upstream's whole output."""
+    body = orjson.dumps(
+        {
+            "model": "bench-model",
+            "messages": [{"role": "user", "content": "hi"}],
+            "stream": True,
+            "stream_mb": megabytes,
+        }
+    )
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy)
+    head = f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n"
+    writer.write(head.encode() + body)
+    before = rss_kib(pid)
+    peak, total = before, 0
+    started = time.perf_counter()
+    while True:
+        chunk = await reader.read(16384)
+        if not chunk:
+            break
+        total += len(chunk)
+        if chunk.endswith(b"0\r\n\r\n"):
+            break
+        peak = max(peak, rss_kib(pid))
+        await asyncio.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    writer.close()
+    return [
+        [
+            f"slow client, {total / 1e6:.0f} MB over {elapsed:.0f} s: proxy RSS",
+            f"{before / 1024:.1f} MiB before",
+            f"{peak / 1024:.1f} MiB peak",
+            f"+{(peak - before) / 1024:.1f} MiB",
+        ]
+    ]
+
+
 async def stream_rows(up: int, proxy: int, pid: int, sizes: Sizes) -> list[list[str]]:
     body = orjson.dumps(
         {
@@ -299,6 +356,7 @@ async def main_async(sizes: Sizes) -> str:
         rows = await latency_rows(up, proxy, sizes)
         rows += await throughput_rows(up, slow, proxy, sizes)
         rows += await stream_rows(up, proxy, pid, sizes)
+        rows += await slow_client_rows(proxy, pid, min(sizes.stream_mb, 8))
         sections.append(
             "## Proxy vs direct (requests that need no trimming)\n\n"
             + table(["measure", "direct", "via proxy", "ratio / added"], rows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class Runtime:
         metrics.watch(compactor.figures)
         planner = Planner(settings, compactor)
         auth = Authenticator(settings)
+        gc.freeze()  # everything built so far lives as long as the process
         return cls(settings, transport, models, store, compactor, planner, auth, metrics)
 
     async def stop(self) -> None:

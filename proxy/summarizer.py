@@ -8,6 +8,7 @@ worker thread too; :class:`ThreadSummarizer` bridges it to this async client.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ class LLMSummarizer:
         if self._import is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             self._import = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
+            # litellm brings millions of long-lived objects: keep them out of the collector's
+            # full passes, which otherwise stall requests for a hundred milliseconds and more.
+            self._import.add_done_callback(lambda _: gc.freeze())
 
     async def _load(self, timeout: float) -> Any:
         self.warm()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -25,6 +25,7 @@ REPLY_PRIMING = 3
 # Not published by OpenAI; generous so that an assistant tool call is never under-counted.
 TOKENS_PER_TOOL_CALL = 12
 SHORT_KEY = 512
+SHORT_TEXT = 8192
 
 
 class Counter(Protocol):
@@ -70,7 +71,7 @@ class ChatCounter:
         self._images = images or ImageCosts()
         # A plain dict, emptied when full: every operation on it is atomic under the GIL, so
         # counters can be shared by the worker threads that fit large requests.
-        self._cache: dict[bytes, int] = {}
+        self._cache: dict[Hashable, int] = {}
         self._cache_size = cache_size
         self.priming = REPLY_PRIMING
 
@@ -222,9 +223,13 @@ class CharCounter:
         return math.ceil(len(orjson.dumps([tools, functions])) / self._cpt)
 
 
-def _digest(message: Message) -> bytes | None:
-    """The cache key of a message: its JSON itself when short (exact, and cheaper than any
-    hash), else a 128-bit BLAKE2b of it."""
+def _digest(message: Message) -> Hashable | None:
+    """The cache key of a message. A message of short strings only (most chat messages) is its
+    own key, as a tuple of its items: exact, and far cheaper than serializing it. Others are
+    keyed by their JSON when short, else by a 128-bit BLAKE2b of it."""
+    values = message.values()
+    if all(type(v) is str for v in values) and sum(map(len, values)) <= SHORT_TEXT:
+        return tuple(message.items())
     try:
         raw = orjson.dumps(message)
     except TypeError:

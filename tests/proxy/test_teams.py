@@ -100,6 +100,8 @@ async def test_keys_mode_auth_table(
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
     response = await client.post("/v1/chat/completions", json=chat_body(model, 1), headers=headers)
     assert response.status_code == status
+    for secret in (SEARCH_KEY, CHAT_KEY, UPSTREAM_KEY, "cw-wrong-key"):
+        assert secret not in response.text  # error bodies never echo a key
     if code:
         assert response.json()["error"]["code"] == code
         assert not route.called
