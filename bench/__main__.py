@@ -381,7 +381,8 @@ def main() -> int:
     body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
     body += table(*quality_rows(sizes.quality_cases))
     command = "python -m bench" + (" --quick" if args.quick else "")
-    report = f"# Benchmarks\n\n`{command}` on {machine()}; {time.strftime('%Y-%m-%d')}.\n\n{body}\n"
+    targets = (HERE / "targets.md").read_text()
+    report = f"# Benchmarks\n\n`{command}` on {machine()}; {time.strftime('%Y-%m-%d')}.\n\n{body}\n\n{targets}"
     print(report)
     if not args.no_write:
         (HERE.parent / "BENCHMARKS.md").write_text(report)
