@@ -382,7 +382,8 @@ def main() -> int:
     body += table(*quality_rows(sizes.quality_cases))
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
-    report = f"# Benchmarks\n\n`{command}` on {machine()}; {time.strftime('%Y-%m-%d')}.\n\n{body}\n\n{targets}"
+    when = time.strftime("%Y-%m-%d")
+    report = f"# Benchmarks\n\n`{command}` on {machine()}; {when}.\n\n{body}\n\n{targets}"
     print(report)
     if not args.no_write:
         (HERE.parent / "BENCHMARKS.md").write_text(report)
