@@ -91,7 +91,7 @@ class Compactor:
         self._on_latency = on_latency
         self.stats = Stats()
         self._inflight: dict[str, asyncio.Task[Checkpoint | None]] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[Checkpoint | None]] = set()
         self._breakers: dict[str, Breaker] = {}
 
     def figures(self) -> dict[str, float]:
@@ -159,19 +159,10 @@ class Compactor:
         if self._flight_key(ctx, chain) in self._inflight:
             return
         self.stats.background += 1
-        task = asyncio.create_task(self._precompact(messages, chain, best, budget, ctx))
+        work = self._single_flight(messages, chain, best, budget, ctx, wait=False)
+        task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _precompact(
-        self,
-        messages: list[Message],
-        chain: list[str],
-        best: Checkpoint | None,
-        budget: int,
-        ctx: Context,
-    ) -> None:
-        await self._single_flight(messages, chain, best, budget, ctx, wait=False)
 
     async def drain(self) -> None:
         """Wait for background summaries (shutdown and tests)."""
