@@ -19,7 +19,7 @@ from starlette.responses import Response, StreamingResponse
 from proxy import litellm_upstream
 from proxy.accesslog import log_request
 from proxy.auth import Principal
-from proxy.errors import ContextTooLarge
+from proxy.errors import ContextTooLarge, ProxyError
 from proxy.intake import build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
@@ -34,12 +34,34 @@ from strategies.tokens import count_prompt
 
 async def handle_chat(request: Request, rt: Runtime) -> Response:
     started = time.perf_counter()
-    who = rt.auth.team(request.headers)
-    body = await read_body(request, rt.settings.limits.max_body_bytes)
-    req = build_request(body, request.headers, rt.settings, rt.models, who)
-    plan = await rt.planner.plan_first(req)
     clock = UpstreamClock()
-    reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan, who, clock)
+    team, model = "-", "-"
+    try:
+        who = rt.auth.team(request.headers)
+        team = who.team
+        body = await read_body(request, rt.settings.limits.max_body_bytes)
+        req = build_request(body, request.headers, rt.settings, rt.models, who)
+        model = req.spec.name
+        plan = await rt.planner.plan_first(req)
+        reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan, who, clock)
+    except ProxyError as exc:  # refused by the proxy itself: counted and logged too
+        elapsed = time.perf_counter() - started
+        outcome = Outcome(
+            team,
+            model,
+            exc.status,
+            None,
+            None,
+            [],
+            0,
+            None,
+            elapsed - clock.seconds,
+            clock.seconds,
+            False,
+        )
+        rt.metrics.record(outcome)
+        log_request(outcome)
+        raise
     response = respond(reply, cw_headers(plan, retries))
     outcome = Outcome(
         team=req.team,

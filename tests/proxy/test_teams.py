@@ -231,7 +231,9 @@ async def test_access_log_has_no_key_and_no_content_by_default(
         await client.post("/v1/chat/completions", json=chat_body(), headers=auth(SEARCH_KEY))
         await client.post("/v1/chat/completions", json=chat_body(), headers=auth("cw-wrong-key"))
     lines = [r.getMessage() for r in caplog.records if r.name == "contextwarden.access"]
-    assert len(lines) == 1
+    assert len(lines) == 2
+    refused = orjson.loads(lines[1])
+    assert (refused["status"], refused["team"]) == (401, "-")
     record = orjson.loads(lines[0])
     assert (
         record["team"] == "search"
