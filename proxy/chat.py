@@ -102,8 +102,10 @@ async def send_with_overflow_retry(
     retries = 0
     while True:
         sent = time.perf_counter()
-        reply = await send_once(request, rt, req.spec, plan, who)
-        clock.seconds += time.perf_counter() - sent
+        try:
+            reply = await send_once(request, rt, req.spec, plan, who)
+        finally:  # a failed attempt's time is the upstream's too
+            clock.seconds += time.perf_counter() - sent
         overflow = await overflow_of(reply)
         if overflow is None or plan.budget is None or retries >= trimming.max_overflow_retries:
             return reply, plan, retries
