@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from proxy.modeltable import ModelTable
 from proxy.plan import Planner
 from proxy.stores import open_store
 from proxy.summarizer import LLMSummarizer
-from proxy.tokenizers import Tokenizers, use_bundled_tiktoken_files
+from proxy.tokenizers import Tokenizers, get_encoding, use_bundled_tiktoken_files
 from proxy.upstream import HttpxTransport, Transport
 from strategies.checkpoint import CheckpointStore
 
@@ -36,6 +37,8 @@ class Runtime:
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
         models = build_models(settings)
+        # Load OpenAI's encodings now rather than on the first request (about half a second).
+        await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
         try:
             for model, window in (await store.learned_windows()).items():
