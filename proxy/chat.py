@@ -27,7 +27,14 @@ from proxy.overflow import Overflow, is_context_overflow
 from proxy.plan import Plan, shrunk_budget
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
-from proxy.upstream import Reply, decoded, join_url, upstream_headers
+from proxy.upstream import (
+    Reply,
+    decode_headers,
+    decoded,
+    is_event_stream,
+    join_url,
+    upstream_headers,
+)
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -129,7 +136,9 @@ async def send_once(
 ) -> Reply:
     upstream = rt.settings.upstreams[spec.upstream]
     key = rt.api_key(spec.upstream)
-    headers = upstream_headers(_headers(request), upstream, key, who.forward_client_auth)
+    headers = upstream_headers(
+        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+    )
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
@@ -184,15 +193,10 @@ def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
     ]
 
 
-def _headers(request: Request) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-
-
 def _is_plain_event_stream(headers: list[tuple[str, str]]) -> bool:
-    kinds = {k.lower(): v.lower() for k, v in headers}
-    return "text/event-stream" in kinds.get("content-type", "") and not kinds.get(
-        "content-encoding"
-    )
+    """An uncompressed event stream, whose first event can be read as text."""
+    encoded = any(k.lower() == "content-encoding" for k, _ in headers)
+    return is_event_stream(headers) and not encoded
 
 
 async def _prepend(first: bytes, rest: Any) -> Any:

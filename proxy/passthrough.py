@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from proxy.errors import BadRequest, ProxyError
 from proxy.runtime import Runtime
-from proxy.upstream import join_url, upstream_headers
+from proxy.upstream import decode_headers, join_url, upstream_headers
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
@@ -24,7 +24,9 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     if upstream.base_url is None or upstream.provider != "openai":
         raise BadRequest(f"/v1/{subpath} is only forwarded to an OpenAI-compatible upstream")
     key = rt.api_key(name)
-    headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
+    headers = upstream_headers(
+        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+    )
     url = join_url(upstream.base_url, subpath, request.url.query)
     content = None if request.method in NO_BODY else request.stream()
     reply = await rt.transport.send(upstream, request.method, url, headers, content)
@@ -39,7 +41,9 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     upstream = rt.settings.upstreams[name]
     if upstream.base_url is not None and upstream.provider == "openai":
         key = rt.api_key(name)
-        headers = upstream_headers(_raw_headers(request), upstream, key, who.forward_client_auth)
+        headers = upstream_headers(
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+        )
         url = join_url(upstream.base_url, "models")
         try:
             reply = await rt.transport.send(upstream, "GET", url, headers, None)
@@ -58,7 +62,3 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )
     return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")
-
-
-def _raw_headers(request: Request) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]

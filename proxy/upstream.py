@@ -84,6 +84,11 @@ def _connection_tokens(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
     return frozenset(t.strip().lower() for v in names for t in v.split(",") if t.strip())
 
 
+def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    """An ASGI request's raw header pairs as text (HTTP headers are latin-1)."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+
+
 def join_url(base_url: str, subpath: str, query: str = "") -> str:
     url = base_url.rstrip("/") + "/" + subpath.lstrip("/")
     return f"{url}?{query}" if query else url
