@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from proxy.auth import TEAM_HEADER, Principal
+from proxy.auth import Principal
 from proxy.chat import handle_chat
 from proxy.config import Settings
 from proxy.errors import BadRequest, ProxyError, error_body, error_response
+from proxy.headers import TEAM as TEAM_HEADER
 from proxy.passthrough import handle_models, handle_passthrough
+from proxy.paths import SafePaths
 from proxy.preview import handle_preview
 from proxy.runtime import Runtime, new_transport
 from proxy.upstream import Transport
@@ -54,7 +58,12 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
     handlers = {ProxyError: _proxy_error, Exception: _unexpected}
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers=handlers,
+        middleware=[Middleware(SafePaths)],
+    )
 
 
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -83,7 +92,11 @@ async def preview(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    return Response(_runtime(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    rt = _runtime(request)
+    rt.auth.metrics(request.headers)
+    # Rendering is CPU work proportional to the series; the event loop keeps serving meanwhile.
+    body = await asyncio.to_thread(rt.metrics.render)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 async def admin_stats(request: Request) -> Response:

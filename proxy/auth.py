@@ -19,8 +19,7 @@ from starlette.datastructures import Headers
 
 from proxy.config import Settings, Team
 from proxy.errors import ProxyError
-
-TEAM_HEADER = "x-contextwarden-team"
+from proxy.headers import TEAM as TEAM_HEADER
 
 
 class Unauthorized(ProxyError):
@@ -55,8 +54,8 @@ class Authenticator:
             for env in cfg.key_envs
             if os.environ.get(env)
         ]
-        admin = os.environ.get(settings.admin_key_env) if settings.admin_key_env else None
-        self._admin = admin.encode() if admin else None
+        self._admin = _env_key(settings.admin_key_env)
+        self._metrics = _env_key(settings.metrics_key_env)
 
     def team(self, headers: Headers) -> Principal:
         settings = self._settings
@@ -80,12 +79,26 @@ class Authenticator:
         if presented is None or not hmac.compare_digest(presented.encode(), self._admin):
             raise Unauthorized("invalid admin key")
 
+    def metrics(self, headers: Headers) -> None:
+        """``/metrics`` is open unless ``metrics_key_env`` names a key (the admin key works too)."""
+        if self._metrics is None:
+            return
+        presented = (bearer(headers) or "").encode()
+        allowed = [k for k in (self._metrics, self._admin) if k is not None]
+        if not any([hmac.compare_digest(presented, k) for k in allowed]):
+            raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
+
     def _match(self, presented: bytes) -> str | None:
         found = None
         for key, team in self._keys:
             if hmac.compare_digest(presented, key) and found is None:
                 found = team
         return found
+
+
+def _env_key(env: str | None) -> bytes | None:
+    value = os.environ.get(env) if env else None
+    return value.encode() if value else None
 
 
 def bearer(headers: Headers) -> str | None:

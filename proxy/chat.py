@@ -20,6 +20,7 @@ from proxy import litellm_upstream
 from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.errors import ContextTooLarge, ProxyError
+from proxy.headers import decode_headers, upstream_headers
 from proxy.intake import build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
@@ -27,14 +28,7 @@ from proxy.overflow import Overflow, is_context_overflow
 from proxy.plan import Plan, shrunk_budget
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
-from proxy.upstream import (
-    Reply,
-    decode_headers,
-    decoded,
-    is_event_stream,
-    join_url,
-    upstream_headers,
-)
+from proxy.upstream import Reply, decoded, is_event_stream, join_url
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -137,7 +131,7 @@ async def send_once(
     upstream = rt.settings.upstreams[spec.upstream]
     key = rt.api_key(spec.upstream)
     headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+        decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
     )
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)

@@ -108,6 +108,9 @@ def _serve(args: argparse.Namespace) -> int:
     logger.setLevel(logging.INFO)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
+    problem = settings.exposure_problem()
+    if problem is not None:
+        raise ConfigError(problem)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

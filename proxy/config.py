@@ -8,6 +8,7 @@ variable that holds its key (``api_key_env``), read once when the config is load
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from proxy.paths import DEFAULT_FORWARD
 from proxy.policy_config import PolicyConfig, resolve_extends
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -93,6 +95,12 @@ class Team(Strict):
         default_factory=list, description="policies a request may choose for itself"
     )
     allow_disable_trimming: bool = False
+    allow_session_memory: bool = Field(
+        False, description="may send session memory (it becomes the summary checkpoint)"
+    )
+    summarizer_calls_per_hour: int | None = Field(
+        None, gt=0, description="cap on this team's summarizer calls; over it, truncation"
+    )
 
 
 class Settings(BaseSettings):
@@ -102,7 +110,9 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8080
-    default_upstream: str = "openai"
+    default_upstream: str = Field(
+        "", description="default: the only upstream, else the one named openai"
+    )
     upstreams: dict[str, Upstream] = Field(default_factory=dict)
     models: dict[str, ModelEntry] = Field(default_factory=dict)
     default_policy: str = "default"
@@ -116,6 +126,15 @@ class Settings(BaseSettings):
     default_team: str = "default"
     teams: dict[str, Team] = Field(default_factory=dict)
     log_content: bool = False
+    allow_open_proxy: bool = Field(
+        False,
+        description="passthrough on a non-loopback address with a proxy-held upstream key",
+    )
+    forward_paths: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FORWARD),
+        description="keys mode: /v1/<path> globs forwarded untouched besides the fitted ones",
+    )
+    metrics_key_env: str | None = Field(None, description="env var of a key /metrics requires")
     upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
 
     @classmethod
@@ -144,8 +163,13 @@ class Settings(BaseSettings):
             raise ValueError(f"default_policy {self.default_policy!r} is not in policies")
         if not self.upstreams:
             raise ValueError("no upstreams configured: add one under `upstreams:`")
+        if not self.default_upstream:
+            self.default_upstream = _default_upstream(list(self.upstreams))
         if self.default_upstream not in self.upstreams:
-            raise ValueError(f"default_upstream {self.default_upstream!r} is not in upstreams")
+            raise ValueError(
+                f"default_upstream {self.default_upstream!r} is not in upstreams "
+                f"({', '.join(sorted(self.upstreams))})"
+            )
         for name, entry in self.models.items():
             if entry.upstream is not None and entry.upstream not in self.upstreams:
                 raise ValueError(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
@@ -160,10 +184,49 @@ class Settings(BaseSettings):
             raise ValueError("auth: keys needs at least one team with key_envs")
         return self
 
+    def exposure_problem(self) -> str | None:
+        """Why serving on ``host`` would let anybody on the network spend the operator's
+        upstream key, or None. Passthrough mode authenticates nobody, so a proxy-held key on a
+        non-loopback address is an open proxy unless ``allow_open_proxy`` says it is meant."""
+        if self.auth != "passthrough" or self.allow_open_proxy or _is_loopback(self.host):
+            return None
+        held = [
+            name
+            for name, u in self.upstreams.items()
+            if u.provider == "litellm" or self.api_key(name)
+        ]
+        if not held:
+            return None
+        return (
+            f"refusing to serve on {self.host}: auth is passthrough and upstream(s) "
+            f"{', '.join(sorted(held))} use a key held by the proxy (a litellm upstream may read "
+            "its provider's key from the environment), so anybody who reaches this address "
+            "could spend it. Use `auth: keys` with team keys, listen on 127.0.0.1, or set "
+            "`allow_open_proxy: true` if a network boundary already restricts who connects."
+        )
+
     def api_key(self, upstream: str) -> str | None:
         """The upstream's key from its environment variable (None: pass the client's through)."""
         env = self.upstreams[upstream].api_key_env
         return os.environ.get(env) or None if env else None
+
+
+def _default_upstream(names: list[str]) -> str:
+    if len(names) == 1:
+        return names[0]
+    if "openai" in names:
+        return "openai"
+    listed = ", ".join(sorted(names))
+    raise ValueError(f"default_upstream is required with several upstreams; name one of: {listed}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def default_config() -> dict[str, Any]:

@@ -13,9 +13,8 @@ import orjson
 from starlette.datastructures import Headers
 
 from proxy.errors import BadRequest
+from proxy.headers import POLICY, SESSION_MEMORY, text_header
 
-SESSION_MEMORY_HEADER = "x-contextwarden-session-memory"
-POLICY_HEADER = "x-contextwarden-policy"
 KNOWN = frozenset({"session_memory", "policy", "trim"})
 
 
@@ -30,8 +29,8 @@ def take_controls(
     body: bytes, payload: dict[str, Any], headers: Headers
 ) -> tuple[bytes, dict[str, Any], Controls]:
     """The body and payload to forward, without the ``contextwarden`` object, and the controls."""
-    memory = headers.get(SESSION_MEMORY_HEADER)
-    policy = headers.get(POLICY_HEADER)
+    memory = text_header(headers.raw, SESSION_MEMORY)
+    policy = text_header(headers.raw, POLICY)
     if "contextwarden" not in payload:
         return body, payload, Controls(memory or None, policy or None)
     raw = payload["contextwarden"]

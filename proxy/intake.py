@@ -32,6 +32,11 @@ def build_request(
                 code="policy_not_allowed",
             )
         name = controls.policy
+    if controls.session_memory and not team.allow_session_memory:
+        raise Forbidden(
+            f"team {who.team!r} may not send session memory (allow_session_memory)",
+            code="session_memory_not_allowed",
+        )
     if not controls.trim and not team.allow_disable_trimming:
         raise Forbidden(f"team {who.team!r} may not turn trimming off", code="trim_not_allowed")
     window = models.window(spec)

@@ -1,8 +1,13 @@
-"""Prometheus metrics (one registry per app, no globals) and per-team stats for the admin API."""
+"""Prometheus metrics (one registry per app, no globals) and per-team stats for the admin API.
+
+Every label value comes from a bounded set, so no client can grow ``/metrics`` without limit:
+teams and policies are configured, statuses are three digits, and a model is labelled by name
+only when the config lists it (any other name is ``other``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -11,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
+UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -24,6 +30,7 @@ class TeamStats:
     overflow_retries: int = 0
     summaries_created: int = 0
     summaries_reused: int = 0
+    unfitted: int = 0
 
 
 @dataclass(slots=True)
@@ -43,10 +50,12 @@ class Outcome:
     stream: bool
     policy: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    path: str = "chat/completions"  # a forwarded path's allowlist pattern, or its first segment
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, models: Iterable[str] = ()) -> None:
+        self._models = frozenset(models)
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
             "contextwarden_requests", "Chat requests", ["team", "model", "status"], registry=r
@@ -108,13 +117,26 @@ class Metrics:
             buckets=SECONDS,
             registry=r,
         )
+        self.unfitted = Counter(
+            "contextwarden_unfitted_requests",
+            "Requests forwarded untouched on a path the proxy does not fit",
+            ["team", "path"],
+            registry=r,
+        )
         self.teams: dict[str, TeamStats] = {}
 
+    def model_label(self, model: str) -> str:
+        return model if model in self._models else "other"
+
     def record(self, o: Outcome) -> None:
-        self.requests.labels(o.team, o.model, str(o.status)).inc()
+        model = self.model_label(o.model) if o.model != "-" else "-"
+        self.requests.labels(o.team, model, str(o.status)).inc()
         stats = self.teams.setdefault(o.team, TeamStats())
         stats.requests += 1
-        changed = [a for a in o.actions if a not in ("unknown-window", "trimming-disabled")]
+        if "not-fitted" in o.actions:
+            self.unfitted.labels(o.team, o.path).inc()
+            stats.unfitted += 1
+        changed = [a for a in o.actions if a not in UNCHANGED]
         if changed:
             stats.rewritten += 1
             for action in changed:
@@ -136,7 +158,7 @@ class Metrics:
             self.checkpoints.labels(o.team, event).inc()
             stats.summaries_created += event == "created"
             stats.summaries_reused += event == "reused"
-        self.upstream_latency.labels(o.model).observe(o.upstream)
+        self.upstream_latency.labels(model).observe(o.upstream)
         self.overhead.observe(o.overhead)
 
     def watch(self, source: Callable[[], dict[str, float]]) -> None:

@@ -8,29 +8,100 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from proxy.accesslog import log_request
+from proxy.auth import Forbidden, Principal
 from proxy.errors import BadRequest, ProxyError
+from proxy.headers import decode_headers, upstream_headers
+from proxy.metrics import Outcome
+from proxy.paths import forwardable
 from proxy.runtime import Runtime
-from proxy.upstream import decode_headers, join_url, upstream_headers
+from proxy.upstream import join_url
+from proxy.validation import read_body
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
 async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
+    """Forward a path the proxy does not fit: the body's ``model`` picks the upstream and must be
+    one the team may use; with the proxy's own key (``keys`` mode, or a key in config) only
+    allowlisted paths go; the answer says ``not-fitted`` and is counted by path."""
     from proxy.chat import respond  # one response builder for every relayed answer
 
+    started = time.perf_counter()
     who = rt.auth.team(request.headers)
-    name = rt.settings.default_upstream
-    upstream = rt.settings.upstreams[name]
-    if upstream.base_url is None or upstream.provider != "openai":
+    label = path_label(subpath, rt.settings.forward_paths)
+    model: str | None = None
+    status = 0
+    try:
+        body = None
+        if request.method not in NO_BODY:
+            body = await read_body(request, rt.settings.limits.max_body_bytes)
+        model = _model_of(body, request.headers.get("content-type", ""))
+        name = _route(rt, who, model, subpath)
+        upstream = rt.settings.upstreams[name]
+        key = rt.api_key(name)
+        if (key or not who.forward_client_auth) and label == "other":
+            raise Forbidden(
+                f"/v1/{subpath} is not forwarded with the gateway's key; the operator may add it "
+                "to forward_paths",
+                code="path_not_allowed",
+            )
+        headers = upstream_headers(
+            decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
+        )
+        assert upstream.base_url is not None
+        url = join_url(upstream.base_url, subpath, request.url.query)
+        reply = await rt.transport.send(upstream, request.method, url, headers, body)
+        status = reply.status
+        return respond(reply, [("x-contextwarden-actions", "not-fitted")])
+    except ProxyError as exc:
+        status = exc.status
+        raise
+    finally:
+        outcome = Outcome(
+            who.team, model or "-", status, None, None, ["not-fitted"], 0, None,
+            time.perf_counter() - started, 0.0, False, path=label,
+        )  # fmt: skip
+        rt.metrics.record(outcome)
+        log_request(outcome)
+
+
+def path_label(subpath: str, patterns: list[str]) -> str:
+    """The allowlist pattern a path matches (a bounded metrics label), else ``other``."""
+    return next((p for p in patterns if forwardable(subpath, [p])), "other")
+
+
+def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
+    """The upstream for this request: its model's, else the default; the team must be allowed
+    the model, and a team limited to some models must name one."""
+    if model is None:
+        if who.config.models is not None:
+            raise Forbidden(
+                f"team {who.team!r} may only use some models, and this /v1/{subpath} request "
+                "names none in a JSON body",
+                code="model_not_allowed",
+            )
+        name = rt.settings.default_upstream
+    else:
+        who.check_model(model)
+        name = rt.models.resolve(model).upstream
+    if rt.settings.upstreams[name].provider != "openai":
         raise BadRequest(f"/v1/{subpath} is only forwarded to an OpenAI-compatible upstream")
-    key = rt.api_key(name)
-    headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
-    )
-    url = join_url(upstream.base_url, subpath, request.url.query)
-    content = None if request.method in NO_BODY else request.stream()
-    reply = await rt.transport.send(upstream, request.method, url, headers, content)
-    return respond(reply, [])
+    return name
+
+
+def _model_of(body: bytes | None, content_type: str) -> str | None:
+    """The ``model`` a JSON body names (None for no body, another type, or no model)."""
+    if not body or "json" not in content_type.lower():
+        return None
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("the request body is not valid JSON") from None
+    model = payload.get("model") if isinstance(payload, dict) else None
+    if model is not None and not isinstance(model, str):
+        raise BadRequest("'model' must be a string", param="model")
+    return model
 
 
 async def handle_models(request: Request, rt: Runtime) -> Response:
@@ -42,7 +113,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     if upstream.base_url is not None and upstream.provider == "openai":
         key = rt.api_key(name)
         headers = upstream_headers(
-            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+            decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
         )
         url = join_url(upstream.base_url, "models")
         try:

@@ -45,7 +45,7 @@ class Runtime:
                 models.learned.learn(model, window)
         except Exception as exc:  # a store outage must not stop the proxy
             log.warning("could not load learned windows: %s", exc)
-        metrics = Metrics()
+        metrics = Metrics(settings.models)
         llm = LLMSummarizer()
         if any(p.summarize for p in settings.policies.values()):
             llm.warm()

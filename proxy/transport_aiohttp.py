@@ -14,7 +14,8 @@ import aiohttp
 
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
-from proxy.upstream import Reply, _read_whole, relay, response_headers
+from proxy.headers import response_headers
+from proxy.upstream import Reply, _read_whole, relay
 
 SMALL_BODY = 256 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})

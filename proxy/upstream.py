@@ -1,15 +1,14 @@
-"""Talking to an OpenAI-compatible upstream over one pooled httpx client.
+"""Talking to an OpenAI-compatible upstream over one pooled client.
 
-The client's headers go upstream minus hop-by-hop ones (and ``Authorization`` when the proxy
-holds the upstream's key); the upstream's status, headers and raw body bytes come back untouched
-and are relayed chunk by chunk. Bodies are only read whole for errors, which the overflow detector
-must inspect.
+Which request headers go upstream is decided in :mod:`proxy.headers`; the upstream's status,
+headers and raw body bytes come back untouched and are relayed chunk by chunk. Bodies are only
+read whole for errors, which the overflow detector must inspect.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,33 +16,10 @@ import httpx
 
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
+from proxy.headers import response_headers
 from proxy.overflow import Overflow
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-# Never forwarded upstream: httpx sets Host and Content-Length for the body it actually sends.
-REQUEST_DROP = HOP_BY_HOP | {"host", "content-length"}
 MAX_ERROR_BODY = 1024 * 1024
-# The proxy's own request headers are for the proxy, not the upstream.
-CONTEXTWARDEN_HEADERS = frozenset(
-    {
-        "x-contextwarden-team",
-        "x-contextwarden-policy",
-        "x-contextwarden-session-memory",
-    }
-)
 
 
 def new_client(max_connections: int) -> httpx.AsyncClient:
@@ -53,40 +29,6 @@ def new_client(max_connections: int) -> httpx.AsyncClient:
     client = httpx.AsyncClient(limits=limits, timeout=None, follow_redirects=False)
     client.headers.clear()  # forward the client's own headers only, no httpx defaults
     return client
-
-
-def upstream_headers(
-    incoming: Iterable[tuple[str, str]],
-    upstream: Upstream,
-    api_key: str | None,
-    forward_client_auth: bool = True,
-) -> list[tuple[str, str]]:
-    """The client's headers for the upstream. Its ``Authorization`` goes along only in
-    passthrough mode and when the proxy holds no key for this upstream."""
-    drop = REQUEST_DROP | _connection_tokens(incoming) | CONTEXTWARDEN_HEADERS
-    if api_key or not forward_client_auth:
-        drop = drop | {"authorization", "api-key"}
-    out = [(k, v) for k, v in incoming if k.lower() not in drop]
-    if api_key:
-        out.append(("authorization", f"Bearer {api_key}"))
-    out.extend(upstream.headers.items())
-    return out
-
-
-def response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    drop = HOP_BY_HOP | _connection_tokens(headers)
-    return [(k, v) for k, v in headers if k.lower() not in drop]
-
-
-def _connection_tokens(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
-    # Headers named in `Connection` are hop-by-hop too (RFC 9110 section 7.6.1).
-    names = [v for k, v in headers if k.lower() == "connection"]
-    return frozenset(t.strip().lower() for v in names for t in v.split(",") if t.strip())
-
-
-def decode_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
-    """An ASGI request's raw header pairs as text (HTTP headers are latin-1)."""
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
 
 
 def join_url(base_url: str, subpath: str, query: str = "") -> str:

@@ -194,7 +194,7 @@ def test_failing_summarizer_trips_the_breaker_and_requests_still_succeed(
 
 
 def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) -> None:
-    stack = make_stack(summarize=True)
+    stack = make_stack(summarize=True, teams={"default": {"allow_session_memory": True}})
     msgs = over_budget_conversation(16)
     raw = stack.client.chat.completions.with_raw_response.create(
         model=MODEL,

@@ -226,16 +226,24 @@ async def test_sglang_overflow_inside_a_200_stream_is_retried(client: httpx.Asyn
 
 
 @respx.mock
-async def test_passthrough_keeps_method_path_query_and_body(client: httpx.AsyncClient) -> None:
+async def test_passthrough_keeps_method_path_query_and_body(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The proxy holds the key, so an org-wide path goes only when the operator lists it.
+    config = config_with(monkeypatch, forward_paths=["files/*", "responses"])
     route = respx.delete(f"{BASE}/files/file-1?purge=true").mock(
         return_value=httpx.Response(200, json={"deleted": True})
     )
-    assert (await client.delete("/v1/files/file-1?purge=true")).json() == {"deleted": True}
-    assert route.called
     up = respx.post(f"{BASE}/responses").mock(
         return_value=httpx.Response(200, content=b"raw-bytes")
     )
-    assert (await client.post("/v1/responses", content=b'{"x": 1}')).content == b"raw-bytes"
+    async with running(config) as client:
+        deleted = await client.delete("/v1/files/file-1?purge=true")
+        assert deleted.json() == {"deleted": True}
+        assert deleted.headers["x-contextwarden-actions"] == "not-fitted"
+        assert route.called
+        sent = await client.post("/v1/responses", content=b'{"x": 1}')
+        assert sent.content == b"raw-bytes"
     assert up.calls.last.request.content == b'{"x": 1}'
 
 
