@@ -102,7 +102,11 @@ async def metrics(request: Request) -> Response:
 async def admin_stats(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
-    stats = {"teams": rt.metrics.team_stats(), "summarizer": rt.compactor.figures()}
+    stats = {
+        "teams": rt.metrics.team_stats(),
+        "summarizer": rt.compactor.figures(),
+        "summarizer_by_team": rt.compactor.team_figures(),
+    }
     return JSONResponse(stats)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from proxy.allowance import Allowance, TeamQuota
 from proxy.breaker import Breaker
 from proxy.policy_config import PolicyConfig
 from proxy.summarizer import LLMSummarizer, SummarizerFailed, SummarizerOverflow, Target
@@ -60,6 +61,7 @@ class Context:
     target: Target
     reserve: int
     window: int  # the summarizer's own context window
+    calls_per_hour: int | None = None  # the team's cap on summarizer calls
 
 
 @dataclass(slots=True)
@@ -93,6 +95,7 @@ class Compactor:
         self._inflight: dict[str, asyncio.Task[Checkpoint | None]] = {}
         self._background: set[asyncio.Task[Checkpoint | None]] = set()
         self._breakers: dict[str, Breaker] = {}
+        self._quotas: dict[str, TeamQuota] = {}
 
     def figures(self) -> dict[str, float]:
         """Counters for /metrics."""
@@ -101,7 +104,24 @@ class Compactor:
             "failures": self.stats.failures,
             "store_errors": self.stats.store_errors,
             "breakers_open": sum(b.state == "open" for b in self._breakers.values()),
+            "store_disabled": float(bool(getattr(self.store, "disabled", None))),
         }
+
+    def team_figures(self) -> dict[str, dict[str, int | None]]:
+        """Per team, for /admin/stats: calls made, calls refused by the team's cap, and what
+        is left of the cap this hour."""
+        now = time.monotonic()
+        return {
+            team: {"calls": q.calls, "refused": q.refused, "left_this_hour": q.left(now)}
+            for team, q in self._quotas.items()
+        }
+
+    def _allowance(self, ctx: Context) -> Allowance:
+        quota = self._quotas.get(ctx.team)
+        if quota is None or quota.per_hour != ctx.calls_per_hour:
+            quota = self._quotas[ctx.team] = TeamQuota(ctx.calls_per_hour)
+        cfg = ctx.policy.summarizer
+        return Allowance.start(cfg.max_calls_per_request, cfg.deadline_seconds, quota)
 
     def breaker(self, ctx: Context) -> Breaker:
         key = ctx.target.key
@@ -210,7 +230,12 @@ class Compactor:
     ) -> Checkpoint | None:
         """Across replicas: whoever takes the store's lock summarizes; the others wait for it."""
         ttl = ctx.policy.summarizer.timeout * 3
-        if not await self._guard(self.store.acquire(key, ttl), False):
+        try:
+            taken = await self.store.acquire(key, ttl)
+        except Exception as exc:  # a store fault: truncate now rather than wait on a dead store
+            self._store_fault(exc)
+            return None
+        if not taken:  # another replica summarizes this conversation: wait for its checkpoint
             return await self._await_other(chain, best, ctx) if wait else None
         try:
             return await self._make(messages, chain, best, budget, ctx)
@@ -224,7 +249,12 @@ class Compactor:
         floor = best.covers if best else 0
         while time.monotonic() < deadline:
             await asyncio.sleep(LOCK_POLL_SECONDS)
-            found = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+            try:
+                candidates = await self.store.candidates(ctx.team, chain[1])
+            except Exception as exc:
+                self._store_fault(exc)
+                return None
+            found = best_checkpoint(candidates, chain)
             if found is not None and found.covers > floor:
                 return found
         return None
@@ -248,9 +278,10 @@ class Compactor:
             self.stats.skipped_by_breaker += 1
             return None
         began = time.monotonic()
+        allowance = self._allowance(ctx)
         try:
             text = await self._summarize(
-                messages, start, cut.index, cut.turn_start, previous, budget, ctx
+                messages, start, cut.index, cut.turn_start, previous, budget, ctx, allowance
             )
         except SummarizerFailed as exc:
             breaker.failure()
@@ -296,6 +327,7 @@ class Compactor:
         previous: Checkpoint | None,
         budget: int,
         ctx: Context,
+        allowance: Allowance,
     ) -> str:
         """Summarize ``[start, end)``: the history as a chain of calls that each fit the
         summarizer's window (each one updating the summary so far), and the beginning of a split
@@ -310,7 +342,7 @@ class Compactor:
                 break
             try:
                 return await self._summarize_in(
-                    messages, start, end, turn_start, previous, capacity, max_tokens, ctx
+                    messages, start, end, turn_start, previous, capacity, max_tokens, ctx, allowance
                 )
             except SummarizerOverflow:
                 capacity = capacity * 6 // 10
@@ -326,16 +358,28 @@ class Compactor:
         capacity: int,
         max_tokens: int,
         ctx: Context,
+        allowance: Allowance,
     ) -> str:
         cfg = ctx.policy.summarizer
         prompts = ctx.policy.prompts()
         history_end = end if turn_start is None else turn_start
+        pieces = chunks(messages[start:history_end], capacity, ctx.counter)
+        extra = 0 if turn_start is None else 1
+        affordable = allowance.affordable(len(pieces) + extra) - extra
+        if affordable < min(1, len(pieces)):
+            raise SummarizerFailed("no summarizer call is left for this request or team")
+        if affordable < len(pieces):
+            # Too long to summarize within the allowance: the oldest pieces are dropped, as
+            # truncation would have dropped them, and the summary covers the most recent ones.
+            log.info("summarizing the last %d of %d pieces", affordable, len(pieces))
+            pieces = pieces[len(pieces) - affordable :]
 
         async def history() -> str | None:
             summary = previous.summary if previous else None
-            for chunk in chunks(messages[start:history_end], capacity, ctx.counter):
+            for chunk in pieces:
                 request = summary_request(chunk, summary, prompts, capacity * 2)
-                summary = await self.llm.complete(request, ctx.target, max_tokens, cfg.timeout)
+                timeout = allowance.take(cfg.timeout)
+                summary = await self.llm.complete(request, ctx.target, max_tokens, timeout)
             return summary
 
         if turn_start is None:
@@ -345,7 +389,7 @@ class Compactor:
             return text
         prefix_request = turn_prefix_request(messages[turn_start:end], prompts, capacity * 2)
         prefix = self.llm.complete(
-            prefix_request, ctx.target, max(64, max_tokens // 2), cfg.timeout
+            prefix_request, ctx.target, max(64, max_tokens // 2), allowance.take(cfg.timeout)
         )
         summary, turn = await asyncio.gather(history(), prefix)
         return merge_split(summary, turn)
@@ -369,6 +413,9 @@ class Compactor:
         try:
             return await call
         except Exception as exc:  # sqlite3, redis and OS errors alike
-            self.stats.store_errors += 1
-            log.warning("checkpoint store unavailable: %s", exc)
+            self._store_fault(exc)
             return fallback
+
+    def _store_fault(self, exc: Exception) -> None:
+        self.stats.store_errors += 1
+        log.debug("checkpoint store unavailable: %s", exc)

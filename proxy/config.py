@@ -73,6 +73,9 @@ class Checkpoints(Strict):
     ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
     max_entries: int = Field(100_000, gt=0)
     max_per_conversation: int = Field(16, gt=0)
+    timeout_seconds: float = Field(
+        1.0, gt=0, description="bound on each store call; past it the request truncates"
+    )
 
     @model_validator(mode="after")
     def _url(self) -> Checkpoints:

@@ -192,6 +192,11 @@ class _SummarizerCollector(Collector):
             s["store_errors"],
         )
         yield GaugeMetricFamily(
+            "contextwarden_checkpoints_disabled",
+            "1 when the checkpoint store could not be opened (summaries fall back to truncation)",
+            s.get("store_disabled", 0.0),
+        )
+        yield GaugeMetricFamily(
             "contextwarden_summarizer_breakers_open",
             "Summarizer circuit breakers open (1 each)",
             s["breakers_open"],

@@ -171,6 +171,9 @@ class Planner:
             self.target(req),
             budget.reserve,
             window,
+            self.settings.teams[req.team].summarizer_calls_per_hour
+            if req.team in self.settings.teams
+            else None,
         )
 
     def target(self, req: Request) -> Target:

@@ -104,7 +104,13 @@ class SummarizerConfig(_Strict):
     context_window: int | None = Field(
         None, gt=0, description="the summarizer model's window; default: the request's window"
     )
-    timeout: float = Field(30.0, gt=0)
+    timeout: float = Field(30.0, gt=0, description="one summarizer call")
+    deadline_seconds: float = Field(
+        30.0, gt=0, description="all the summarizer calls one request may wait for"
+    )
+    max_calls_per_request: int = Field(
+        4, gt=0, description="summarizer calls one checkpoint may take; then truncation"
+    )
     max_tokens: int | None = Field(None, gt=0)
     keep_recent_tokens: int | None = Field(None, gt=0)
     soft_threshold: float = Field(0.75, gt=0, le=1)

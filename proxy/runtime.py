@@ -14,11 +14,10 @@ from proxy.metrics import Metrics
 from proxy.models import Models
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner
-from proxy.stores import open_store
+from proxy.stores import GuardedStore, open_store
 from proxy.summarizer import LLMSummarizer
 from proxy.tokenizers import Tokenizers, get_encoding, use_bundled_tiktoken_files
 from proxy.upstream import HttpxTransport, Transport
-from strategies.checkpoint import CheckpointStore
 
 log = logging.getLogger("contextwarden")
 
@@ -28,7 +27,7 @@ class Runtime:
     settings: Settings
     transport: Transport
     models: Models
-    store: CheckpointStore
+    store: GuardedStore
     compactor: Compactor
     planner: Planner
     auth: Authenticator

@@ -1,22 +1,57 @@
-"""Checkpoint stores: SQLite (embedded default) and Redis (shared by replicas)."""
+"""Checkpoint stores: SQLite (embedded default) and Redis (shared by replicas), always behind
+:class:`GuardedStore`, so an outage costs a request a bounded time and never its answer.
+
+A store that cannot be opened does not stop the proxy: a corrupt SQLite file is moved aside and
+recreated; an unwritable ``data_dir`` starts the proxy with checkpoints disabled, loudly (a
+warning, and ``contextwarden_checkpoints_disabled`` in /metrics).
+"""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from proxy.config import Settings
-from strategies.checkpoint import CheckpointStore
+from proxy.stores.guarded import GuardedStore, StoreFault
+
+if TYPE_CHECKING:
+    from proxy.stores.sqlite import SqliteStore
+
+__all__ = ["GuardedStore", "StoreFault", "open_store"]
+log = logging.getLogger("contextwarden.store")
 
 
-def open_store(settings: Settings) -> CheckpointStore:
+def open_store(settings: Settings) -> GuardedStore:
     config = settings.checkpoints
+    timeout = config.timeout_seconds
     if config.backend == "redis":
         from proxy.stores.redis import RedisStore
 
         assert config.url is not None
-        return RedisStore(config.url, config.ttl_seconds, config.max_per_conversation)
+        redis = RedisStore(config.url, config.ttl_seconds, config.max_per_conversation)
+        return GuardedStore(redis, timeout)
+    path = Path(settings.data_dir) / "checkpoints.sqlite3"
+    try:
+        return GuardedStore(_sqlite(path, settings, timeout), timeout)
+    except (OSError, sqlite3.Error) as exc:
+        reason = f"cannot open {path}: {exc}"
+        log.warning("CHECKPOINTS DISABLED (summaries fall back to truncation): %s", reason)
+        return GuardedStore(None, timeout, disabled=reason)
+
+
+def _sqlite(path: Path, settings: Settings, timeout: float) -> SqliteStore:
     from proxy.stores.sqlite import SqliteStore
 
-    return SqliteStore(
-        Path(settings.data_dir) / "checkpoints.sqlite3", config.ttl_seconds, config.max_entries
-    )
+    config = settings.checkpoints
+    try:
+        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) or not path.exists():
+            raise
+        aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+        path.rename(aside)
+        log.warning("%s is not a usable database (%s); moved to %s", path, exc, aside)
+        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout)

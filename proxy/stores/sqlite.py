@@ -33,11 +33,19 @@ CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, expires_at REAL NOT NULL
 
 
 class SqliteStore:
-    def __init__(self, path: Path, ttl_seconds: float, max_entries: int) -> None:
+    def __init__(
+        self, path: Path, ttl_seconds: float, max_entries: int, busy_timeout: float = 1.0
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = sqlite3.connect(
+            path, check_same_thread=False, isolation_level=None, timeout=busy_timeout
+        )
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.Error:
+            self._db.close()
+            raise
         self._lock = threading.Lock()
         self._ttl = ttl_seconds
         self._max = max_entries
