@@ -24,6 +24,7 @@ from proxy.paths import SafePaths
 from proxy.preview import handle_preview
 from proxy.runtime import Runtime, new_transport
 from proxy.upstream import Transport
+from proxy.validation import parse_json
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
@@ -54,6 +55,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/metrics", metrics, methods=["GET"]),
         Route("/admin/stats", admin_stats, methods=["GET"]),
         Route("/admin/learned-windows", admin_windows, methods=["GET"]),
+        Route("/admin/learned-windows", admin_confirm_window, methods=["POST"]),
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
@@ -113,7 +115,23 @@ async def admin_stats(request: Request) -> Response:
 async def admin_windows(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
-    return JSONResponse({"learned_windows": rt.models.learned.items()})
+    learned = rt.models.learned
+    return JSONResponse({"learned_windows": learned.items(), "pending": learned.pending()})
+
+
+async def admin_confirm_window(request: Request) -> Response:
+    """Apply a pending learned window: ``{"team": ..., "model": ...}``."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    body = parse_json(await request.body())
+    team, model = body.get("team"), body.get("model")
+    if not isinstance(team, str) or not isinstance(model, str):
+        raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
+    window = rt.models.learned.confirm(team, model)
+    if window is None:
+        raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
+    await rt.persist_window(team, model, window)
+    return JSONResponse({"team": team, "model": model, "window": window})
 
 
 async def admin_preview(request: Request) -> Response:

@@ -25,7 +25,7 @@ from proxy.intake import build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow, is_context_overflow
-from proxy.plan import Plan, shrunk_budget
+from proxy.plan import Plan, learned_floor, shrunk_budget
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, decoded, is_event_stream, join_url
@@ -114,7 +114,7 @@ async def send_with_overflow_retry(
             plan.tokens_after = count_prompt(counter, req.payload["messages"])
         budget, learned = shrunk_budget(plan, overflow, trimming.overflow_shrink)
         if learned is not None:
-            await rt.learn_window(req.spec.name, learned)
+            await rt.learn_window(req.team, req.spec.name, learned, learned_floor(overflow))
         try:
             retry = await rt.planner.plan_fitted(req, budget)
         except ContextTooLarge:

@@ -39,7 +39,7 @@ def build_request(
         )
     if not controls.trim and not team.allow_disable_trimming:
         raise Forbidden(f"team {who.team!r} may not turn trimming off", code="trim_not_allowed")
-    window = models.window(spec)
+    window = models.window(spec, who.team)
     if window is not None and team.max_context_tokens:
         window = min(window, team.max_context_tokens)
     return Request(

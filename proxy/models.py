@@ -33,21 +33,62 @@ class ModelSpec:
 
 
 class LearnedWindows:
-    """Windows learned from upstream overflow errors, in the proxy's own token counts."""
+    """Windows learned from upstream overflow errors, in the proxy's own token counts.
+
+    Scoped to the team whose request taught them, so one team's traffic (text its tokenizer
+    counts differently, say) cannot shrink a model's window for the others. A window under the
+    floor the caller gives (half of what the upstream itself stated as its limit) is held as
+    pending, not applied, until an operator confirms it through the admin API."""
 
     def __init__(self) -> None:
-        self._windows: dict[str, int] = {}
+        self._windows: dict[tuple[str, str], int] = {}
+        self._pending: dict[tuple[str, str], int] = {}
 
-    def get(self, model: str) -> int | None:
-        return self._windows.get(model)
+    def get(self, team: str, model: str) -> int | None:
+        return self._windows.get((team, model))
 
-    def learn(self, model: str, window: int) -> None:
-        current = self._windows.get(model)
-        if window > 0 and (current is None or window < current):
-            self._windows[model] = window
+    def learn(self, team: str, model: str, window: int, floor: int = 0) -> bool:
+        """Apply ``window`` (windows only go down); False when it is held as pending."""
+        key = (team, model)
+        if window <= 0:
+            return False
+        if window < floor:
+            self._pending[key] = min(window, self._pending.get(key, window))
+            return False
+        current = self._windows.get(key)
+        if current is None or window < current:
+            self._windows[key] = window
+        return True
 
-    def items(self) -> dict[str, int]:
-        return dict(self._windows)
+    def confirm(self, team: str, model: str) -> int | None:
+        """An operator's confirmation of a pending window: applied, whatever the floor."""
+        window = self._pending.pop((team, model), None)
+        if window is not None:
+            self.learn(team, model, window)
+        return window
+
+    def items(self) -> dict[str, dict[str, int]]:
+        return _nested(self._windows)
+
+    def pending(self) -> dict[str, dict[str, int]]:
+        return _nested(self._pending)
+
+
+def store_key(team: str, model: str) -> str:
+    """How a team's learned window is keyed in the checkpoint store."""
+    return f"{team}\t{model}"
+
+
+def from_store_key(key: str) -> tuple[str, str] | None:
+    team, sep, model = key.partition("\t")
+    return (team, model) if sep else None  # a key from before windows were per team: ignored
+
+
+def _nested(flat: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (team, model), window in flat.items():
+        out.setdefault(team, {})[model] = window
+    return out
 
 
 class Models:
@@ -69,9 +110,9 @@ class Models:
                 self._cache[name] = spec
         return spec
 
-    def window(self, spec: ModelSpec) -> int | None:
+    def window(self, spec: ModelSpec, team: str) -> int | None:
         """The configured (or table) window, lowered by what overflow errors taught us."""
-        learned = self.learned.get(spec.name)
+        learned = self.learned.get(team, spec.name)
         if spec.window is None:
             return learned
         return min(spec.window, learned) if learned else spec.window

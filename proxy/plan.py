@@ -193,6 +193,13 @@ class Planner:
         return Target(f"openai/{req.spec.name}", upstream.base_url, key)
 
 
+def learned_floor(overflow: Overflow) -> int:
+    """Below this a learned window waits for an operator: half the limit the upstream stated.
+    The limit is the upstream's own word; only the scale between its count and ours comes from
+    the request's text, so that is all a client could skew."""
+    return (overflow.limit or 0) // 2
+
+
 def shrunk_budget(plan: Plan, overflow: Overflow, shrink: float) -> tuple[Budget, int | None]:
     """A smaller budget after an upstream overflow, and the window learned (in our tokens).
 

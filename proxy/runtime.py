@@ -11,7 +11,7 @@ from proxy.auth import Authenticator
 from proxy.compaction import Compactor
 from proxy.config import Settings
 from proxy.metrics import Metrics
-from proxy.models import Models
+from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner
 from proxy.stores import GuardedStore, open_store
@@ -40,8 +40,10 @@ class Runtime:
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
         try:
-            for model, window in (await store.learned_windows()).items():
-                models.learned.learn(model, window)
+            for key, window in (await store.learned_windows()).items():
+                scoped = from_store_key(key)
+                if scoped is not None:
+                    models.learned.learn(*scoped, window)
         except Exception as exc:  # a store outage must not stop the proxy
             log.warning("could not load learned windows: %s", exc)
         metrics = Metrics(settings.models)
@@ -63,10 +65,18 @@ class Runtime:
     def api_key(self, upstream: str) -> str | None:
         return self.settings.api_key(upstream)
 
-    async def learn_window(self, model: str, window: int) -> None:
-        self.models.learned.learn(model, window)
+    async def learn_window(self, team: str, model: str, window: int, floor: int = 0) -> None:
+        if not self.models.learned.learn(team, model, window, floor):
+            log.warning(
+                "team %s: window %d for %s is under the floor %d; held for an operator "
+                "(POST /admin/learned-windows)", team, window, model, floor,
+            )  # fmt: skip
+            return
+        await self.persist_window(team, model, window)
+
+    async def persist_window(self, team: str, model: str, window: int) -> None:
         try:
-            await self.store.put_learned_window(model, window)
+            await self.store.put_learned_window(store_key(team, model), window)
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the learned window of %s: %s", model, exc)
 

@@ -1,0 +1,121 @@
+"""One team cannot shrink a model's window for another, nor below a floor on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import respx
+
+from proxy.models import LearnedWindows
+from tests.proxy.test_forwarding import BASE, OK, running
+
+TEAM_A, TEAM_B, ADMIN = "cw-a-key", "cw-b-key", "cw-admin"
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("A_KEY", TEAM_A)
+    monkeypatch.setenv("B_KEY", TEAM_B)
+    monkeypatch.setenv("ADMIN_KEY", ADMIN)
+    monkeypatch.setenv("UP_KEY", "sk-up")
+
+
+def config() -> dict[str, Any]:
+    return {
+        "upstreams": {"demo": {"base_url": BASE, "api_key_env": "UP_KEY"}},
+        "models": {"m": {"context_window": 8000, "tokenizer": "o200k_base"}},
+        "auth": "keys",
+        "admin_key_env": "ADMIN_KEY",
+        "teams": {"a": {"key_envs": ["A_KEY"]}, "b": {"key_envs": ["B_KEY"]}},
+        "policies": {"default": {"summarize": False}},
+    }
+
+
+def overflow(limit: int, prompt: int) -> httpx.Response:
+    message = (
+        f"This model's maximum context length is {limit} tokens. However, your messages "
+        f"resulted in {prompt} tokens. Please reduce the length of the messages."
+    )
+    error = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
+    return httpx.Response(400, json={"error": error})
+
+
+def body(words: int) -> dict[str, Any]:
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": "w " * words}
+             for i in range(9)]  # fmt: skip
+    return {"model": "m", "messages": turns, "max_tokens": 100}
+
+
+def budget(response: httpx.Response) -> int:
+    return int(response.headers["x-contextwarden-budget"])
+
+
+@respx.mock
+async def test_a_skewed_count_is_held_for_an_operator_and_stays_in_its_team(env: None) -> None:
+    # Team a's text makes the upstream count 20x what the proxy counts (a poisoning attempt):
+    # the learned window would be 8000 / 20 = 400, far under half the stated limit.
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent = orjson.loads(request.content)
+        mine = sum(len(str(m["content"]).split()) for m in sent["messages"])
+        poisoned = b"POISON" in request.content
+        return overflow(8000, mine * 20) if poisoned else httpx.Response(200, json=OK)
+
+    respx.post(f"{BASE}/chat/completions").mock(side_effect=answer)
+    async with running(config()) as c:
+        a = {"authorization": f"Bearer {TEAM_A}"}
+        b = {"authorization": f"Bearer {TEAM_B}"}
+        before = budget(await c.post("/v1/chat/completions", json=body(50), headers=b))
+        poison = body(50)
+        poison["messages"][-1]["content"] += " POISON"
+        await c.post("/v1/chat/completions", json=poison, headers=a)
+        after_a = budget(await c.post("/v1/chat/completions", json=body(50), headers=a))
+        after_b = budget(await c.post("/v1/chat/completions", json=body(50), headers=b))
+        admin = {"authorization": f"Bearer {ADMIN}"}
+        windows = (await c.get("/admin/learned-windows", headers=admin)).json()
+        assert windows["learned_windows"] == {}
+        assert windows["pending"]["a"]["m"] < 4000
+        confirmed = await c.post(
+            "/admin/learned-windows", json={"team": "a", "model": "m"}, headers=admin
+        )
+        assert confirmed.status_code == 200
+        after_confirm = budget(await c.post("/v1/chat/completions", json=body(50), headers=a))
+        still_b = budget(await c.post("/v1/chat/completions", json=body(50), headers=b))
+    assert before == after_a == after_b == still_b  # nothing applied without the operator
+    assert after_confirm < 4000  # the operator's confirmation applies it, to team a only
+
+
+@respx.mock
+async def test_an_honest_small_window_is_learned_for_the_team(env: None) -> None:
+    respx.post(f"{BASE}/chat/completions").mock(
+        side_effect=[
+            overflow(2048, 2600),
+            httpx.Response(200, json=OK),
+            httpx.Response(200, json=OK),
+            httpx.Response(200, json=OK),
+        ]
+    )
+    async with running(config()) as c:
+        a = {"authorization": f"Bearer {TEAM_A}"}
+        b = {"authorization": f"Bearer {TEAM_B}"}
+        first = await c.post("/v1/chat/completions", json=body(280), headers=a)
+        second = await c.post("/v1/chat/completions", json=body(10), headers=a)
+        other = await c.post("/v1/chat/completions", json=body(10), headers=b)
+    assert first.status_code == 200
+    assert first.headers["x-contextwarden-retries"] == "1"
+    assert budget(second) < 2048  # learned, applied from the start
+    assert budget(other) > 4000  # team b never sent anything that overflowed
+
+
+def test_learned_windows_table() -> None:
+    learned = LearnedWindows()
+    assert learned.learn("a", "m", 3000, floor=1000)
+    assert not learned.learn("a", "m", 500, floor=1000)
+    assert learned.get("a", "m") == 3000
+    assert learned.get("b", "m") is None
+    assert learned.confirm("a", "m") == 500
+    assert learned.get("a", "m") == 500
+    assert learned.learn("a", "m", 9000)  # applied, but windows only go down
+    assert learned.get("a", "m") == 500
