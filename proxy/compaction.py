@@ -144,7 +144,7 @@ class Compactor:
             return self._session_memory(messages, budget, ctx, session_memory)
         best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
         if best is not None:
-            view = apply_summary(messages, best.covers, best.text())
+            view = apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
             tokens = count_prompt(ctx.counter, view)
             if tokens <= budget:
                 self.stats.reused += 1
@@ -154,7 +154,11 @@ class Compactor:
         made = await self._single_flight(messages, chain, best, budget, ctx, wait=True)
         if made is None:
             return None
-        return Compacted(apply_summary(messages, made.covers, made.text()), "created", made.id)
+        return Compacted(
+            apply_summary(messages, made.covers, made.text(ctx.policy.summary_role)),
+            "created",
+            made.id,
+        )
 
     async def precompact(self, messages: list[Message], budget: int, ctx: Context) -> None:
         """Start summarizing in the background when the view would be over the soft threshold."""
@@ -163,7 +167,11 @@ class Compactor:
             return
         soft = int(budget * ctx.policy.summarizer.soft_threshold)
         best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
-        view = apply_summary(messages, best.covers, best.text()) if best else messages
+        view = (
+            apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
+            if best
+            else messages
+        )
         if count_prompt(ctx.counter, view) <= soft:
             return
         self._spawn(messages, chain, best, budget, ctx)
@@ -293,7 +301,7 @@ class Compactor:
             self._on_latency(time.monotonic() - began)
         carried = previous.files if previous else FileLists()
         files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
-        summary = SummaryText(text, files)
+        summary = SummaryText(text, files, ctx.policy.summary_role)
         covers = cut.index - lead
         checkpoint = Checkpoint(
             id=f"ck_{chain[covers][:20]}",
@@ -402,7 +410,7 @@ class Compactor:
         cut = find_cut(messages, lead, keep, ctx.counter)
         if cut is None:
             return None
-        summary = SummaryText(seed[:SESSION_MEMORY_CHARS])
+        summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
         return Compacted(apply_summary(messages, cut.index - lead, summary), "session-memory")
 
     async def _candidates(self, team: str, conversation: str) -> list[Checkpoint]:

@@ -132,6 +132,9 @@ class PolicyConfig(_Strict):
     repair_tool_calls: bool = False
     rules: list[RuleConfig] | None = None
     summarize: bool = True
+    summary_role: Literal["user", "developer", "system"] = Field(
+        "user", description="role of the summary message; user text never gains authority"
+    )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
 
     def to_policy(self) -> Policy:

@@ -1,8 +1,7 @@
 """The LLM behind summaries: one ``litellm.acompletion`` call with its own timeout and output cap.
 
 litellm is imported in a worker thread on first use (the import takes seconds and would stall
-the event loop). The engine's block-level ``summarize`` strategy is synchronous and runs in a
-worker thread too; :class:`ThreadSummarizer` bridges it to this async client.
+the event loop).
 """
 
 from __future__ import annotations
@@ -10,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from strategies.messages import Message
-from strategies.summary import SummaryText, serialize
 
 
 class SummarizerFailed(Exception):
@@ -102,33 +99,3 @@ def _import_litellm() -> Any:
     import litellm
 
     return litellm
-
-
-class ThreadSummarizer:
-    """The engine's synchronous Summarizer protocol, run from a worker thread against the loop."""
-
-    def __init__(
-        self,
-        llm: LLMSummarizer,
-        loop: asyncio.AbstractEventLoop,
-        target: Target,
-        timeout: float,
-        max_tokens: int,
-    ) -> None:
-        self._llm = llm
-        self._loop = loop
-        self._target = target
-        self._timeout = timeout
-        self._max_tokens = max_tokens
-
-    def summarize(self, messages: Sequence[Message], limit: int) -> Message:
-        prompt = [
-            {
-                "role": "system",
-                "content": "Summarize the following content faithfully and briefly.",
-            },
-            {"role": "user", "content": serialize(messages)},
-        ]
-        coro = self._llm.complete(prompt, self._target, min(limit, self._max_tokens), self._timeout)
-        text = asyncio.run_coroutine_threadsafe(coro, self._loop).result(self._timeout + 5)
-        return SummaryText(text).message()

@@ -53,8 +53,8 @@ class Checkpoint:
     created_at: float = 0.0
     previous_id: str | None = None
 
-    def text(self) -> SummaryText:
-        return SummaryText(self.summary, self.files)
+    def text(self, role: str = "user") -> SummaryText:
+        return SummaryText(self.summary, self.files, role)
 
 
 def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> Checkpoint | None:

@@ -74,7 +74,7 @@ def test_summary_replaces_old_history_and_recent_turns_stay_verbatim(
     msgs, _ = converse(stack.client, 20)
     sent = stack.received[-1]["messages"]
     assert sent[0] == SYSTEM
-    assert sent[1]["role"] == "system"
+    assert sent[1]["role"] == "user"  # a framed record, never system authority
     assert sent[1]["content"].startswith("[Conversation summary: earlier messages were compacted]")
     assert "## Goal" in sent[1]["content"]
     tail = sent[2:]
