@@ -175,7 +175,7 @@ def serialize(messages: Sequence[Message], max_chars: int = 0) -> str:
                 lines.append(f"[Assistant tool calls]: {fn.get('name', '')}({_args(fn)})")
         elif text:
             lines.append(f"[{r.capitalize() or 'Message'}]: {_cut(text, max_chars)}")
-    return "\n\n".join(lines)
+    return fence("\n\n".join(lines))
 
 
 def fence(text: str) -> str:
