@@ -11,8 +11,10 @@ against every known key (no early exit, so timing says nothing about which key c
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import os
+import secrets
 from dataclasses import dataclass
 
 from starlette.datastructures import Headers
@@ -39,6 +41,14 @@ class Principal:
     team: str
     config: Team
     forward_client_auth: bool  # passthrough: the client's Authorization goes upstream
+    caller: str | None = None  # passthrough: a keyed hash of the caller's own credential
+
+    @property
+    def scope(self) -> str:
+        """Whose checkpoints a request may reuse: its team's, and in passthrough mode only the
+        ones made with the same provider credential (callers who merely share the default team
+        never see, nor spend, each other's summaries)."""
+        return self.team if self.caller is None else f"{self.team}~{self.caller}"
 
     def check_model(self, model: str) -> None:
         if self.config.models is not None and model not in self.config.models:
@@ -46,8 +56,9 @@ class Principal:
 
 
 class Authenticator:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, scope_secret: bytes = b"") -> None:
         self._settings = settings
+        self._scope_secret = scope_secret or secrets.token_bytes(32)
         self._keys: list[tuple[bytes, str]] = [
             (os.environ[env].encode(), team)
             for team, cfg in settings.teams.items()
@@ -63,7 +74,7 @@ class Authenticator:
             name = headers.get(TEAM_HEADER) or settings.default_team
             if name not in settings.teams:
                 raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
-            return Principal(name, settings.teams[name], True)
+            return Principal(name, settings.teams[name], True, self._caller(headers))
         presented = bearer(headers)
         if presented is None:
             raise Unauthorized("missing API key: send Authorization: Bearer <contextwarden key>")
@@ -87,6 +98,13 @@ class Authenticator:
         allowed = [k for k in (self._metrics, self._admin) if k is not None]
         if not any([hmac.compare_digest(presented, k) for k in allowed]):
             raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
+
+    def _caller(self, headers: Headers) -> str | None:
+        credential = bearer(headers) or headers.get("x-api-key") or headers.get("api-key")
+        if not credential:
+            return None
+        digest = hmac.new(self._scope_secret, credential.encode(), hashlib.sha256)
+        return digest.hexdigest()[:32]  # the credential itself is never kept
 
     def _match(self, presented: bytes) -> str | None:
         found = None

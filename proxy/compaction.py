@@ -13,6 +13,7 @@ A summarizer failure or timeout, an open breaker or a store outage never fails t
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -62,6 +63,11 @@ class Context:
     reserve: int
     window: int  # the summarizer's own context window
     calls_per_hour: int | None = None  # the team's cap on summarizer calls
+    scope: str = ""  # whose checkpoints: the team, or in passthrough the team and the caller
+
+    def __post_init__(self) -> None:
+        if not self.scope:
+            object.__setattr__(self, "scope", self.team)
 
 
 @dataclass(slots=True)
@@ -79,6 +85,11 @@ class Stats:
     skipped_by_breaker: int = 0
     store_errors: int = 0
     background: int = 0
+
+
+def checkpoint_id(scope: str, chain_hash: str) -> str:
+    """Unique per scope: two callers with the same conversation get two checkpoints."""
+    return "ck_" + hashlib.blake2b(f"{scope}\n{chain_hash}".encode(), digest_size=10).hexdigest()
 
 
 class Compactor:
@@ -142,7 +153,7 @@ class Compactor:
             return None
         if session_memory:
             return self._session_memory(messages, budget, ctx, session_memory)
-        best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+        best = best_checkpoint(await self._candidates(ctx.scope, chain[1]), chain)
         if best is not None:
             view = apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
             tokens = count_prompt(ctx.counter, view)
@@ -166,7 +177,7 @@ class Compactor:
         if len(chain) < 2 or self._flight_key(ctx, chain) in self._inflight:
             return
         soft = int(budget * ctx.policy.summarizer.soft_threshold)
-        best = best_checkpoint(await self._candidates(ctx.team, chain[1]), chain)
+        best = best_checkpoint(await self._candidates(ctx.scope, chain[1]), chain)
         view = (
             apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
             if best
@@ -198,7 +209,7 @@ class Compactor:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     def _flight_key(self, ctx: Context, chain: Sequence[str]) -> str:
-        return f"{ctx.team}:{chain[1]}"
+        return f"{ctx.scope}:{chain[1]}"
 
     async def _single_flight(
         self,
@@ -258,7 +269,7 @@ class Compactor:
         while time.monotonic() < deadline:
             await asyncio.sleep(LOCK_POLL_SECONDS)
             try:
-                candidates = await self.store.candidates(ctx.team, chain[1])
+                candidates = await self.store.candidates(ctx.scope, chain[1])
             except Exception as exc:
                 self._store_fault(exc)
                 return None
@@ -304,7 +315,7 @@ class Compactor:
         summary = SummaryText(text, files, ctx.policy.summary_role)
         covers = cut.index - lead
         checkpoint = Checkpoint(
-            id=f"ck_{chain[covers][:20]}",
+            id=checkpoint_id(ctx.scope, chain[covers]),
             conversation=chain[1],
             covers=covers,
             chain_hash=chain[covers],
@@ -322,7 +333,7 @@ class Compactor:
                 "summary of %d tokens is too large for a %d budget", checkpoint.tokens_after, budget
             )
             return None
-        await self._guard(self.store.put(ctx.team, checkpoint), None)
+        await self._guard(self.store.put(ctx.scope, checkpoint), None)
         self.stats.created += 1
         return checkpoint
 

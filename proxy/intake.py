@@ -49,6 +49,7 @@ def build_request(
         window,
         models.policy(name),
         team=who.team,
+        scope=who.scope,
         bearer=bearer(headers) if who.forward_client_auth else None,
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,

@@ -38,6 +38,7 @@ class Request:
     window: int | None
     policy: ResolvedPolicy
     team: str = "default"
+    scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
     bearer: str | None = None
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
@@ -174,6 +175,7 @@ class Planner:
             self.settings.teams[req.team].summarizer_calls_per_hour
             if req.team in self.settings.teams
             else None,
+            req.scope,
         )
 
     def target(self, req: Request) -> Target:

@@ -53,7 +53,12 @@ class Runtime:
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
         planner = Planner(settings, compactor)
-        auth = Authenticator(settings)
+        try:
+            secret = await store.scope_secret()
+        except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
+            log.warning("could not read the checkpoint scope key: %s", exc)
+            secret = b""
+        auth = Authenticator(settings, secret)
         gc.freeze()  # everything built so far lives as long as the process
         return cls(settings, transport, models, store, compactor, planner, auth, metrics)
 

@@ -88,4 +88,9 @@ class CheckpointStore(Protocol):
 
     async def release(self, key: str) -> None: ...
 
+    async def scope_secret(self) -> bytes:
+        """A random key made once and kept with the checkpoints, shared by every replica of
+        the store: it keys the hash that scopes checkpoints to a caller's credential."""
+        ...
+
     async def close(self) -> None: ...

@@ -82,6 +82,9 @@ class GuardedStore:
     async def release(self, key: str) -> None:
         await self._call(self._store.release(key))
 
+    async def scope_secret(self) -> bytes:
+        return await self._call(self._store.scope_secret())
+
     async def close(self) -> None:
         if self.inner is not None:
             await self.inner.close()

@@ -7,6 +7,8 @@ with the TTL and keeps at most ``max_per_conversation`` entries; single-flight l
 
 from __future__ import annotations
 
+import secrets
+
 from redis import asyncio as aioredis
 
 from proxy.stores.codec import dump, load
@@ -56,6 +58,11 @@ class RedisStore:
 
     async def release(self, key: str) -> None:
         await self._redis.delete(f"cw:lock:{key}")
+
+    async def scope_secret(self) -> bytes:
+        await self._redis.set("cw:scope-secret", secrets.token_bytes(32), nx=True)
+        value = await self._redis.get("cw:scope-secret")
+        return value.encode() if isinstance(value, str) else bytes(value or b"")
 
     async def close(self) -> None:
         await self._redis.aclose()

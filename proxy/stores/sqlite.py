@@ -9,6 +9,7 @@ processes on one host sharing the file also summarize a conversation once.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sqlite3
 import threading
 import time
@@ -29,6 +30,7 @@ CREATE INDEX IF NOT EXISTS checkpoints_conv ON checkpoints (team, conversation);
 CREATE INDEX IF NOT EXISTS checkpoints_age ON checkpoints (created_at);
 CREATE TABLE IF NOT EXISTS learned_windows (model TEXT PRIMARY KEY, window INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 """
 
 
@@ -115,6 +117,15 @@ class SqliteStore:
 
     async def release(self, key: str) -> None:
         await self._run(lambda db: db.execute("DELETE FROM locks WHERE key=?", (key,)))
+
+    async def scope_secret(self) -> bytes:
+        def get(db: sqlite3.Connection) -> bytes:
+            fresh = secrets.token_bytes(32)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('scope_secret', ?)", (fresh,))
+            row = db.execute("SELECT value FROM meta WHERE key='scope_secret'").fetchone()
+            return bytes(row[0])
+
+        return await self._run(get)
 
     async def close(self) -> None:
         await self._run(lambda db: db.close())

@@ -86,3 +86,9 @@ async def test_sqlite_ttl_hides_and_purges_old_checkpoints(tmp_path: Path) -> No
     await s.put("t", ck(1, created=time.time() - 3600))
     assert await s.candidates("t", "conv") == []
     await s.close()
+
+
+async def test_the_scope_secret_is_made_once_and_kept(store: CheckpointStore) -> None:
+    first = await store.scope_secret()
+    assert len(first) == 32
+    assert await store.scope_secret() == first
