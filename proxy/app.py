@@ -142,7 +142,7 @@ async def admin_preview(request: Request) -> Response:
     if name not in rt.settings.teams:
         raise BadRequest(f"unknown team {name!r}", param=TEAM_HEADER)
     who = Principal(name, rt.settings.teams[name], forward_client_auth=False)
-    return await handle_preview(request, rt.models, rt.planner, who)
+    return await handle_preview(request, rt.models, rt.planner, who, may_summarize=True)
 
 
 async def health(request: Request) -> Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -54,9 +55,7 @@ def _preview(args: argparse.Namespace) -> int:
 
     from proxy.auth import Principal
     from proxy.errors import ProxyError
-    from proxy.plan import Planner
-    from proxy.preview import preview, render_table
-    from proxy.runtime import build_models
+    from proxy.preview import offline_preview, render_table
 
     settings = load_settings(args.config)
     try:
@@ -67,18 +66,18 @@ def _preview(args: argparse.Namespace) -> int:
     if args.model:
         body = _with_model(body, args.model)
     try:
-        # Offline: no summarizer is called, so the report shows the truncating fallback.
-        planner = Planner(settings, compactor=None)
         team = settings.default_team
         who = Principal(team, settings.teams[team], forward_client_auth=False)
-        result = asyncio.run(preview(body, Headers(), build_models(settings), planner, who))
+        result = asyncio.run(offline_preview(body, Headers(), settings, who))
     except ProxyError as exc:
         print(f"{args.file}: {exc.message}", file=sys.stderr)
         return 1
-    if args.json:
-        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
-    else:
-        print(render_table(result))
+    text = orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() if args.json else None
+    try:
+        print(text if text is not None else render_table(result))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` closed the pipe: not an error worth a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -73,8 +73,10 @@ class Context:
 @dataclass(slots=True)
 class Compacted:
     messages: list[Message]
-    event: str  # "created", "reused" or "session-memory"
+    event: str  # "created", "reused", "session-memory" or (a dry run) "would-summarize"
     checkpoint_id: str | None = None
+    detail: str | None = None  # a dry run: what would be summarized
+    pending_tokens: int = 0  # a dry run: how much larger the real summary may be
 
 
 @dataclass(slots=True)
@@ -85,6 +87,11 @@ class Stats:
     skipped_by_breaker: int = 0
     store_errors: int = 0
     background: int = 0
+
+
+def summary_max_tokens(configured: int | None, budget: int) -> int:
+    """The summarizer's output cap: configured, else an eighth of the budget within 128..4096."""
+    return configured or min(4096, max(128, budget // 8))
 
 
 def checkpoint_id(scope: str, chain_hash: str) -> str:
@@ -146,8 +153,13 @@ class Compactor:
         budget: int,
         ctx: Context,
         session_memory: str | None = None,
+        dry_run: bool = False,
     ) -> Compacted | None:
-        """A view of ``messages`` with old history replaced by a summary, or None (truncate)."""
+        """A view of ``messages`` with old history replaced by a summary, or None (truncate).
+
+        ``dry_run`` (the preview) reads the store but never calls the summarizer nor writes:
+        a reusable checkpoint is reported as reused, anything else as what would be
+        summarized, with a placeholder where the summary would go."""
         chain = prefix_chain(messages)
         if len(chain) < 2:
             return None
@@ -158,10 +170,14 @@ class Compactor:
             view = apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
             tokens = count_prompt(ctx.counter, view)
             if tokens <= budget:
+                if dry_run:
+                    return Compacted(view, "reused", best.id)
                 self.stats.reused += 1
                 if tokens > int(budget * ctx.policy.summarizer.soft_threshold):
                     self._spawn(messages, chain, best, budget, ctx)  # update it ahead of time
                 return Compacted(view, "reused", best.id)
+        if dry_run:
+            return self._estimate(messages, best, budget, ctx)
         made = await self._single_flight(messages, chain, best, budget, ctx, wait=True)
         if made is None:
             return None
@@ -351,7 +367,7 @@ class Compactor:
         """Summarize ``[start, end)``: the history as a chain of calls that each fit the
         summarizer's window (each one updating the summary so far), and the beginning of a split
         turn in parallel."""
-        max_tokens = ctx.policy.summarizer.max_tokens or min(4096, max(128, budget // 8))
+        max_tokens = summary_max_tokens(ctx.policy.summarizer.max_tokens, budget)
         # The prompt around the conversation, with the largest previous summary it can carry.
         prompts = ctx.policy.prompts()
         overhead = count_prompt(ctx.counter, summary_request([], "x " * max_tokens, prompts))
@@ -412,6 +428,26 @@ class Compactor:
         )
         summary, turn = await asyncio.gather(history(), prefix)
         return merge_split(summary, turn)
+
+    def _estimate(
+        self, messages: list[Message], previous: Checkpoint | None, budget: int, ctx: Context
+    ) -> Compacted | None:
+        """What ``_make`` would summarize, without summarizing: the same cut, a placeholder."""
+        lead = leading_count(messages)
+        covered = previous.covers if previous else 0
+        keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
+        cut = find_cut(messages, lead + covered, keep, ctx.counter)
+        if cut is None:
+            return None
+        count = cut.index - lead - covered
+        tokens = count_messages(ctx.counter, messages[lead + covered : cut.index])
+        detail = f"{count} messages (about {tokens} tokens)"
+        note = f"[preview: the summary of {detail} would be written here]"
+        placeholder = SummaryText(note, role=ctx.policy.summary_role)
+        expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, budget)
+        pending = max(0, expected - ctx.counter.message(placeholder.message()))
+        view = apply_summary(messages, cut.index - lead, placeholder)
+        return Compacted(view, "would-summarize", None, detail, pending)
 
     def _session_memory(
         self, messages: list[Message], budget: int, ctx: Context, seed: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -64,10 +64,11 @@ class Planner:
         self.settings = settings
         self.compactor = compactor
 
-    async def plan_first(self, req: Request, exact: bool = False) -> Plan:
+    async def plan_first(self, req: Request, exact: bool = False, dry_run: bool = False) -> Plan:
         """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
 
-        ``exact`` skips the byte-bound fast path (the preview always counts)."""
+        ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
+        preview) calls no summarizer and writes nothing."""
         if req.window is None:
             return Plan(req.body, None, actions=["unknown-window"], counted="none")
         if not req.trim:
@@ -85,8 +86,8 @@ class Planner:
         memo = MemoCounter(counter)
         tokens = await asyncio.to_thread(count_prompt, memo, messages)
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
-            return await self.plan_fitted(req, budget, tokens, memo)
-        if tokens > soft and self.compactor is not None:
+            return await self.plan_fitted(req, budget, tokens, memo, dry_run)
+        if tokens > soft and self.compactor is not None and not dry_run:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
         counted = "exact" if pricing.exact else "estimate"
         return Plan(req.body, budget, tokens, tokens, counted=counted)
@@ -97,22 +98,28 @@ class Planner:
         budget: Budget,
         tokens: int | None = None,
         memo: MemoCounter | None = None,
+        dry_run: bool = False,
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages."""
         spec = req.spec
         counter = memo or MemoCounter(spec.pricing.counter)
         original = req.payload["messages"]
         before = tokens if tokens is not None else count_prompt(counter, original)
-        messages, checkpoint, actions = original, None, []
+        messages, checkpoint, actions, pending = original, None, [], 0
         if before > budget.messages and self._summarizes(req) and self.compactor is not None:
             ctx = self._context(req, budget)
             compacted = await self.compactor.compact(
-                original, budget.messages, ctx, req.session_memory
+                original, budget.messages, ctx, req.session_memory, dry_run
             )
             if compacted is not None:
                 messages, actions = compacted.messages, ["summarize"]
-                checkpoint = f"{compacted.event} {compacted.checkpoint_id or ''}".strip()
-        result = await self._fit(messages, budget, req, counter)
+                what = compacted.checkpoint_id or compacted.detail or ""
+                checkpoint = f"{compacted.event} {what}".strip()
+                pending = compacted.pending_tokens
+        # A dry run leaves room for the summary its placeholder stands for.
+        fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
+        result = await self._fit(messages, fit_budget, req, counter)
+        result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
         if not actions:

@@ -10,19 +10,31 @@ from starlette.datastructures import Headers
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
-from proxy.auth import Principal
+from proxy.auth import Forbidden, Principal
+from proxy.compaction import Compactor
+from proxy.config import Settings
 from proxy.intake import build_request
 from proxy.models import Models
 from proxy.plan import Plan, Planner, Request
+from proxy.runtime import build_models
+from proxy.stores import open_store
+from proxy.summarizer import LLMSummarizer
 from proxy.validation import read_body
 from strategies.engine import breakdown
 
 
 async def preview(
-    body: bytes, headers: Headers, models: Models, planner: Planner, who: Principal
+    body: bytes,
+    headers: Headers,
+    models: Models,
+    planner: Planner,
+    who: Principal,
+    dry_run: bool = True,
 ) -> dict[str, Any]:
+    """What the proxy would forward. A dry run by default: no summarizer call, no checkpoint
+    or learned window written; a summary it would make is reported as ``would-summarize``."""
     req = build_request(body, headers, planner.settings, models, who)
-    plan = await planner.plan_first(req, exact=True)
+    plan = await planner.plan_first(req, exact=True, dry_run=dry_run)
     original = req.payload["messages"]
     messages = orjson.loads(plan.body)["messages"] if plan.actions else original
     return {"messages": messages, "report": report(plan, req, req.window, original)}
@@ -71,11 +83,36 @@ def report(plan: Plan, req: Request, window: int | None, original: list[Any]) ->
     }
 
 
+async def offline_preview(
+    body: bytes, headers: Headers, settings: Settings, who: Principal
+) -> dict[str, Any]:
+    """The CLI's preview: the same planner and compactor as the proxy's (reading the same
+    checkpoint store), so the CLI and ``POST /v1/contextwarden/preview`` agree on a body."""
+    store = open_store(settings)
+    try:
+        planner = Planner(settings, Compactor(store, LLMSummarizer()))
+        return await preview(body, headers, build_models(settings), planner, who)
+    finally:
+        await store.close()
+
+
 async def handle_preview(
-    request: StarletteRequest, models: Models, planner: Planner, who: Principal
+    request: StarletteRequest,
+    models: Models,
+    planner: Planner,
+    who: Principal,
+    may_summarize: bool = False,
 ) -> Response:
+    """``?summarize=true`` makes the real summary (a billed call, a stored checkpoint): only
+    where ``may_summarize`` (the admin API)."""
+    summarize = request.query_params.get("summarize", "false").lower() == "true"
+    if summarize and not may_summarize:
+        raise Forbidden(
+            "?summarize=true (a real, billed summary) is for the admin API's /admin/preview",
+            code="summarize_not_allowed",
+        )
     body = await read_body(request, planner.settings.limits.max_body_bytes)
-    result = await preview(body, request.headers, models, planner, who)
+    result = await preview(body, request.headers, models, planner, who, dry_run=not summarize)
     return Response(orjson.dumps(result), media_type="application/json")
 
 

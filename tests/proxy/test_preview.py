@@ -82,7 +82,7 @@ def test_cli_preview_prints_the_same_report(
     import yaml
 
     config = tmp_path / "cw.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
+    config.write_text(yaml.safe_dump({**CONFIG, "data_dir": str(tmp_path / "data")}))
     body = tmp_path / "body.json"
     body.write_bytes(orjson.dumps({**long_body(), "model": "other"}))
     assert main(["preview", str(body), "--model", "small", "--config", str(config), "--json"]) == 0
