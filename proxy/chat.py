@@ -25,7 +25,7 @@ from proxy.intake import build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow import Overflow, is_context_overflow
-from proxy.plan import Plan, learned_floor, shrunk_budget
+from proxy.plan import Plan, budget_after_overflow, learned_floor
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, decoded, is_event_stream, join_url
@@ -112,7 +112,10 @@ async def send_with_overflow_retry(
             return reply, plan, retries
         if plan.counted == "bound":  # the shrink must start from the real count, not a bound
             plan.tokens_after = count_prompt(counter, req.payload["messages"])
-        budget, learned = shrunk_budget(plan, overflow, trimming.overflow_shrink)
+        try:
+            budget, learned = budget_after_overflow(req, plan, overflow, trimming)
+        except ContextTooLarge:  # nothing left: the upstream's own error stands
+            return reply, plan, retries
         if learned is not None:
             await rt.learn_window(req.team, req.spec.name, learned, learned_floor(overflow))
         try:

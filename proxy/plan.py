@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from proxy.compaction import Compactor, Context
-from proxy.config import Settings
+from proxy.config import Settings, Trimming
 from proxy.errors import ContextTooLarge
 from proxy.models import ModelSpec, ResolvedPolicy
 from proxy.overflow import Overflow
@@ -130,19 +130,7 @@ class Planner:
         )
 
     def budget(self, req: Request, window: int) -> Budget:
-        trimming = self.settings.trimming
-        spec = req.spec
-        default = req.reserve_default
-        if default is None:
-            default = trimming.reserve_output_tokens
-        reserve = reply_reserve(req.payload, default, spec.max_output, window)
-        tools = spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
-        budget = Budget(window, reserve, tools, trimming.safety_margin_tokens)
-        if budget.messages <= 0:
-            raise ContextTooLarge(
-                f"no room is left for the messages: {budget.explain()}", param="messages"
-            )
-        return budget
+        return budget_for(req, window, self.settings.trimming)
 
     async def _fit(
         self, messages: list[Any], budget: Budget, req: Request, counter: MemoCounter
@@ -209,24 +197,57 @@ def learned_floor(overflow: Overflow) -> int:
     return (overflow.limit or 0) // 2
 
 
-def shrunk_budget(plan: Plan, overflow: Overflow, shrink: float) -> tuple[Budget, int | None]:
-    """A smaller budget after an upstream overflow, and the window learned (in our tokens).
+def budget_after_overflow(
+    req: Request, plan: Plan, overflow: Overflow, trimming: Trimming
+) -> tuple[Budget, int | None]:
+    """The budget for a retry after an upstream overflow, and the window learned (our tokens).
 
     When the upstream says its limit and its count, the ratio between its count and ours tells
-    how its tokenizer compares to our counter; the window is rescaled by it. Otherwise the budget
-    shrinks by ``shrink``. Either way it ends below what was just sent, so each retry progresses.
+    how its tokenizer compares to our counter, and the learned window is the limit rescaled by
+    it. The whole budget is then recomputed for that window by the first attempt's own rules
+    (:func:`budget_for`): a reply reserve sized for a 64k window must not eat a 2k one. Without
+    numbers the messages' share shrinks by ``overflow_shrink``. Either way the budget for the
+    messages ends below what was just sent, so each retry progresses; ContextTooLarge when no
+    room is left.
     """
     assert plan.budget is not None and plan.tokens_after is not None
-    budget = plan.budget
-    sent = plan.tokens_after
-    cut = math.floor(sent * (1 - shrink))
-    learned: int | None = None
+    old, sent = plan.budget, plan.tokens_after
     if overflow.limit and overflow.prompt:
-        scale = max(1.0, overflow.prompt / max(1, sent + budget.tools))
+        scale = max(1.0, overflow.prompt / max(1, sent + old.tools))
         learned = math.floor(overflow.limit / scale)
-        reserve = max(budget.reserve, overflow.completion or 0)
-        from_window = math.floor((learned - reserve - budget.tools - budget.margin) * 0.98)
-        if from_window < sent:
-            cut = from_window
-    window = cut + budget.reserve + budget.tools + budget.margin
-    return Budget(min(window, budget.window), budget.reserve, budget.tools, budget.margin), learned
+        fresh = budget_for(req, min(learned, old.window), trimming)
+        if overflow.completion and overflow.completion > fresh.reserve:
+            fresh = replace(fresh, reserve=overflow.completion)
+        slack = fresh.messages - math.floor(fresh.messages * 0.98)  # our count may be a bit low
+        if fresh.messages - slack < sent:
+            return _checked(replace(fresh, margin=fresh.margin + slack)), learned
+        return _shrunk(old, sent, trimming.overflow_shrink), learned
+    return _shrunk(old, sent, trimming.overflow_shrink), None
+
+
+def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:
+    messages = math.floor(sent * (1 - shrink))
+    return _checked(
+        replace(budget, window=messages + budget.reserve + budget.tools + budget.margin)
+    )
+
+
+def budget_for(req: Request, window: int, trimming: Trimming) -> Budget:
+    """The one budget rule, for the first attempt, a retry and the preview alike:
+    ``window - reply reserve - tool definitions - safety margin``. The reserve is the request's
+    own output limit, else the team's or the default reserve capped by the model's output limit
+    and a quarter of the window."""
+    default = req.reserve_default
+    if default is None:
+        default = trimming.reserve_output_tokens
+    reserve = reply_reserve(req.payload, default, req.spec.max_output, window)
+    tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
+    return _checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
+
+
+def _checked(budget: Budget) -> Budget:
+    if budget.messages <= 0:
+        raise ContextTooLarge(
+            f"no room is left for the messages: {budget.explain()}", param="messages"
+        )
+    return budget
