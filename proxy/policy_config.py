@@ -6,10 +6,13 @@ before validation, so common settings are written once.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
+import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from strategies import registry
 from strategies.engine import Pass, Policy
@@ -59,7 +62,36 @@ class StrategyRef(_Strict):
             registry.check_options(self.strategy, self.options)
         except InvalidConfig as exc:
             raise ValueError(str(exc)) from None
+        self.options = options_model(self.strategy)(**self.options).model_dump(exclude_unset=True)
         return self
+
+
+@functools.cache
+def options_model(ref: str) -> type[BaseModel]:
+    """A pydantic model of a strategy's options, from its constructor's typed signature
+    (``extra="forbid"``), so that a wrong type fails when the config loads, never as a 500 on
+    the first request that needs the strategy. A parameter with no default and no place in
+    YAML (a collaborator such as ``summarize``'s summarizer) makes the strategy unusable from
+    config, and says so."""
+    cls = registry.load_class(ref)
+    hints = typing.get_type_hints(cls.__init__)
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(cls).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.default is param.empty:
+            raise ValueError(
+                f"strategy {ref!r} needs {name!r}, which a config cannot give"
+                + (
+                    "; for LLM summaries use `summarize: true` (summary checkpoints)"
+                    if name == "summarizer"
+                    else ""
+                )
+            )
+        fields[name] = (hints.get(name, Any), param.default)
+    config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
+    model: type[BaseModel] = create_model(f"{cls.__name__}Options", __config__=config, **fields)
+    return model
 
 
 class MatchConfig(_Strict):
