@@ -19,12 +19,7 @@ FREE_FORM = {"headers", "prompts"}
 
 
 def leaves(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    if (
-        isinstance(node, dict)
-        and node
-        and path[-1:] != ("match",)
-        or (isinstance(node, dict) and node and path[-1:] == ("match",))
-    ):
+    if isinstance(node, dict) and node:
         for key, value in node.items():
             if key in FREE_FORM or key == "extends":
                 continue
