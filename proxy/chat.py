@@ -62,6 +62,7 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
         )
         rt.metrics.record(outcome)
         log_request(outcome)
+        exc.headers = refused_headers()
         raise
     response = respond(reply, cw_headers(plan, retries))
     outcome = Outcome(
@@ -187,6 +188,18 @@ def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
         ("x-contextwarden-actions", ",".join(plan.actions) or "none"),
         ("x-contextwarden-retries", str(retries)),
         ("x-contextwarden-count", plan.counted),
+    ]
+
+
+def refused_headers() -> list[tuple[str, str]]:
+    """The same x-contextwarden-* headers on a request the proxy itself refused."""
+    return [
+        ("x-contextwarden-tokens-before", "unknown"),
+        ("x-contextwarden-tokens-after", "unknown"),
+        ("x-contextwarden-budget", "unknown"),
+        ("x-contextwarden-actions", "rejected"),
+        ("x-contextwarden-retries", "0"),
+        ("x-contextwarden-count", "none"),
     ]
 
 

@@ -56,7 +56,10 @@ def _converse(client: openai.OpenAI, received: list[dict[str, Any]], turns: int)
         answer = raw.parse().choices[0].message.content or ""
         h = raw.headers
         forwarded = received[-1]["messages"]
-        tokens = f"{h['x-contextwarden-tokens-before']}->{h['x-contextwarden-tokens-after']}"
+        # A request that fits by the byte bound is not tokenized: its count is an upper bound.
+        bound = "≤" if h["x-contextwarden-count"] == "bound" else ""
+        before, after = h["x-contextwarden-tokens-before"], h["x-contextwarden-tokens-after"]
+        tokens = f"{bound}{before}->{bound}{after}"
         print(
             f"{turn:>4} {len(messages):>5} {len(forwarded):>4} {tokens:>13} "
             f"{h['x-contextwarden-budget']:>6}  {h['x-contextwarden-actions']}"
@@ -67,4 +70,5 @@ def _converse(client: openai.OpenAI, received: list[dict[str, Any]], turns: int)
             )
         )
         messages.append({"role": "assistant", "content": answer})
-    print("\nsent: messages the client sent; fwd: messages the upstream received.")
+    print("\nsent: messages the client sent; fwd: messages the upstream received;")
+    print("≤: an upper bound from the body's size (a request that clearly fits is not counted).")

@@ -23,6 +23,7 @@ class ProxyError(Exception):
         super().__init__(message)
         self.message = message
         self.param = param
+        self.headers: list[tuple[str, str]] = []  # x-contextwarden-* on a refused request
         if code is not None:
             self.code = code
 
@@ -64,4 +65,5 @@ def error_body(message: str, type_: str, code: str | None, param: str | None = N
 
 
 def error_response(exc: ProxyError, headers: dict[str, str] | None = None) -> Response:
-    return Response(exc.body(), exc.status, headers=headers, media_type="application/json")
+    merged = {**dict(exc.headers), **(headers or {})}
+    return Response(exc.body(), exc.status, headers=merged, media_type="application/json")

@@ -106,6 +106,8 @@ def _model_of(body: bytes | None, content_type: str) -> str | None:
 
 async def handle_models(request: Request, rt: Runtime) -> Response:
     """The default upstream's model list when it answers, with the configured models added."""
+    from proxy.chat import respond
+
     who = rt.auth.team(request.headers)
     listed: list[dict[str, object]] = []
     name = rt.settings.default_upstream
@@ -116,13 +118,16 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
         )
         url = join_url(upstream.base_url, "models")
+        # Unreachable: the 502 or 504 stands (an empty list would say there are no models).
+        reply = await rt.transport.send(upstream, "GET", url, headers, None)
+        if reply.status != 200:
+            return respond(reply, [])
+        raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
         try:
-            reply = await rt.transport.send(upstream, "GET", url, headers, None)
-            raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
-            data = orjson.loads(raw or b"{}") if reply.status == 200 else {}
+            data = orjson.loads(raw or b"{}")
             listed = [m for m in data.get("data", []) if isinstance(m, dict)]
-        except (ProxyError, orjson.JSONDecodeError, AttributeError):
-            listed = []
+        except (orjson.JSONDecodeError, AttributeError):
+            listed = []  # not a list we can read: the configured models still are
     if who.config.models is not None:
         listed = [m for m in listed if m.get("id") in who.config.models]
     known = {m.get("id") for m in listed}

@@ -142,10 +142,12 @@ class Planner:
                 fit, messages, budget.messages, counter, req.policy.engine
             )
         except DoesNotFit as exc:
+            taken = budget.messages - exc.limit
             raise ContextTooLarge(
-                f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} are "
-                f"left for them ({budget.explain()}); shorten them or use a model with a larger "
-                "window",
+                f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} of "
+                f"the {budget.messages} tokens for messages are left for them ({taken} go to the "
+                f"reply priming and to messages kept before them; {budget.explain()}); shorten "
+                "them or use a model with a larger window",
                 param="messages",
             ) from None
 

@@ -55,6 +55,13 @@ class AiohttpTransport:
             )
         except TimeoutError as exc:
             raise UpstreamTimeout("the upstream did not answer in time") from exc
+        except aiohttp.ClientConnectorError as exc:
+            # Its own text names the TLS context ("ssl:default") even for plain http://.
+            reason = exc.os_error.strerror or type(exc.os_error).__name__
+            raise UpstreamUnavailable(
+                f"the upstream could not be reached: cannot connect to {exc.host}:{exc.port} "
+                f"({reason})"
+            ) from exc
         except aiohttp.ClientError as exc:
             raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
 

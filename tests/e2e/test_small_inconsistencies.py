@@ -1,0 +1,71 @@
+"""Small things a user notices: headers on refusals, error arithmetic, honest model lists."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import httpx
+
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.servers import BackgroundServer
+from tests.e2e.conftest import MODEL, Stack
+
+
+def test_the_proxys_own_400s_carry_the_headers(stack: Stack) -> None:
+    response = httpx.post(
+        f"{stack.proxy_url}/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [
+                {"role": "system", "content": "rule " * 3000},
+                {"role": "user", "content": "hi"},
+            ],
+        },
+    )
+    assert response.status_code == 400
+    for name in ("tokens-before", "tokens-after", "budget", "actions", "retries", "count"):
+        assert f"x-contextwarden-{name}" in response.headers
+    assert response.headers["x-contextwarden-actions"] == "rejected"
+
+
+def test_a_does_not_fit_message_adds_up(stack: Stack) -> None:
+    response = httpx.post(
+        f"{stack.proxy_url}/v1/chat/completions",
+        json={
+            "model": MODEL,
+            "messages": [
+                {"role": "system", "content": "rule " * 3000},
+                {"role": "user", "content": "hi"},
+            ],
+        },
+    )
+    message = response.json()["error"]["message"]
+    left, total, taken = map(int, re.search(
+        r"only (\d+) of the (\d+) tokens for messages are left for them \((\d+) go", message
+    ).groups())  # fmt: skip
+    assert left + taken == total
+    assert f"= {total} tokens for messages" in message
+
+
+def test_models_with_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    config = {
+        "upstreams": {"up": {"base_url": f"http://127.0.0.1:{dead}/v1"}},
+        "data_dir": str(tmp_path),
+    }
+    with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+        models = httpx.get(f"{proxy.url}/v1/models")
+        chat = httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert models.status_code == 502
+    assert chat.status_code == 502
+    for response in (models, chat):
+        assert "ssl:default" not in response.text
+        assert f"127.0.0.1:{dead}" in response.json()["error"]["message"]
