@@ -153,6 +153,50 @@ def messy_body(draw: st.DrawFn) -> bytes:
     return raw
 
 
+WORDS = st.text(alphabet="abc xyz", min_size=0, max_size=400)
+
+
+@st.composite
+def near_valid_message(draw: st.DrawFn, i: int) -> dict[str, Any]:
+    """A well-formed message with, now and then, one field of the wrong type at any depth:
+    inside content parts, image_url, tool calls and their function, function_call."""
+    wrong = draw(st.booleans()) and draw(st.integers(0, 3)) == 0
+
+    def maybe(valid: Any) -> Any:
+        return draw(JSON) if wrong and draw(st.booleans()) else valid
+
+    kind = draw(st.sampled_from(["text", "parts", "call", "function_call"]))
+    if kind == "parts":
+        parts = [
+            {"type": "text", "text": maybe(draw(WORDS))},
+            {"type": "image_url", "image_url": maybe({"url": maybe("https://x/i.png"),
+                                                        "detail": maybe("low")})},
+        ]  # fmt: skip
+        return {"role": "user", "content": maybe(parts)}
+    if kind == "call":
+        call = {"id": maybe(f"c{i}"), "type": "function",
+                "function": maybe({"name": maybe("f"), "arguments": maybe('{"path": "a"}')})}  # fmt: skip
+        return {"role": "assistant", "content": None, "tool_calls": maybe([call])}
+    if kind == "function_call":
+        fc = maybe({"name": maybe("f"), "arguments": maybe("{}")})
+        return {"role": "assistant", "content": None, "function_call": fc}
+    return {"role": draw(st.sampled_from(["user", "assistant", "tool"])), "content": draw(WORDS),
+            "tool_call_id": maybe(f"c{i}"), "name": maybe("n")}  # fmt: skip
+
+
+@st.composite
+def near_valid_body(draw: st.DrawFn) -> bytes:
+    """Long enough, often, that the engine trims it: the wrong type must be a 400, never a 500
+    from somewhere deep in counting or trimming."""
+    n = draw(st.integers(1, 30))
+    messages = [draw(near_valid_message(i)) for i in range(n)]
+    body: dict[str, Any] = {"model": "small", "messages": messages, "max_tokens": 50}
+    if draw(st.booleans()):
+        fn = draw(JSON) if draw(st.booleans()) else {"name": "f", "parameters": draw(JSON)}
+        body["tools"] = [{"type": "function", "function": fn}]
+    return orjson.dumps(body)
+
+
 @respx.mock
 def test_fuzzed_bodies_never_get_a_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     """One app for every example (starting one per example would dominate the run)."""
@@ -164,7 +208,7 @@ def test_fuzzed_bodies_never_get_a_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     @settings(
         max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), database=None
     )
-    @given(body=messy_body())
+    @given(body=messy_body() | near_valid_body())
     def post(body: bytes) -> None:
         response = loop.run_until_complete(client.post("/v1/chat/completions", content=body))
         assert response.status_code < 500, (body, response.text)
