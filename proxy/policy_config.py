@@ -66,6 +66,10 @@ class StrategyRef(_Strict):
         return self
 
 
+# Filled in by the engine for every request (the user's current message), never from YAML.
+ENGINE_INJECTED = frozenset({"query"})
+
+
 @functools.cache
 def options_model(ref: str) -> type[BaseModel]:
     """A pydantic model of a strategy's options, from its constructor's typed signature
@@ -77,7 +81,7 @@ def options_model(ref: str) -> type[BaseModel]:
     hints = typing.get_type_hints(cls.__init__)
     fields: dict[str, Any] = {}
     for name, param in inspect.signature(cls).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or name in ENGINE_INJECTED:
             continue
         if param.default is param.empty:
             raise ValueError(
@@ -97,7 +101,7 @@ def options_model(ref: str) -> type[BaseModel]:
 class MatchConfig(_Strict):
     role: str | list[str] | None = None
     name: str | None = None
-    position: Literal["any", "leading", "current", "history"] = "any"
+    position: Literal["any", "first", "leading", "current", "history"] = "any"
     last: int = Field(0, ge=0)
     content_regex: str | None = None
 

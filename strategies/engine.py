@@ -22,7 +22,14 @@ from strategies.blocks import Block, BlockReport, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.formatter import facts_of, inject_into_system
 from strategies.light_trim import LightTrim
-from strategies.messages import LEADING_ROLES, Message, last_user_index, leading_count, role
+from strategies.messages import (
+    LEADING_ROLES,
+    Message,
+    iter_text,
+    last_user_index,
+    leading_count,
+    role,
+)
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.repair import repair_tool_calls
 from strategies.rules import DEFAULT_RULES, TIERS, Assignment, Match, Rule, assign
@@ -153,7 +160,9 @@ def _allocate(
     steps: list[Step],
 ) -> Fit:
     assignments = assign(messages, policy.rules, policy.history_rule(budget))
-    blocks = [_block(a, messages, summarizer) for a in assignments]
+    last_user = last_user_index(messages)
+    query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
+    blocks = [_block(a, messages, summarizer, query) for a in assignments]
     outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
     kept = _reassemble(messages, assignments, outputs)
     after = count_prompt(counter, kept)
@@ -166,9 +175,14 @@ def _allocate(
     return Fit(kept, before, after, budget, actions, steps, report, stable)
 
 
-def _block(a: Assignment, messages: Sequence[Message], summarizer: Summarizer | None) -> Block:
+def _block(
+    a: Assignment, messages: Sequence[Message], summarizer: Summarizer | None, query: str
+) -> Block:
     rule = a.rule
-    injected = {"summarizer": summarizer} if summarizer is not None else {}
+    # What a strategy may ask for by name: the summarizer, the user's current message.
+    injected: dict[str, Any] = {"query": query}
+    if summarizer is not None:
+        injected["summarizer"] = summarizer
     strategy = registry.build(rule.strategy, rule.options, **injected)
     picked = [messages[i] for i in a.indices]
     return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)

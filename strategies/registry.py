@@ -19,6 +19,7 @@ BUILTIN: dict[str, str] = {
     "truncate_oldest": "strategies.truncate_oldest:TruncateOldest",
     "middle_out": "strategies.middle_out:MiddleOut",
     "summarize": "strategies.summarize:Summarize",
+    "relevance_drop": "strategies.relevance_drop:RelevanceDrop",
 }
 
 

@@ -18,7 +18,7 @@ from strategies.formatter import FormatterName
 from strategies.messages import Message, Unit, leading_count, role, units
 from strategies.messages import iter_text as _texts
 
-Position = Literal["any", "leading", "current", "history"]
+Position = Literal["any", "first", "leading", "current", "history"]
 TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
 
 
@@ -35,7 +35,9 @@ class Match:
             return False
         if self.name is not None and message.get("name") != self.name:
             return False
-        if self.position != "any" and self.position != where:
+        # "first" is the first leading message; a rule for "leading" takes it too.
+        leading = self.position == "leading" and where == "first"
+        if self.position != "any" and self.position != where and not leading:
             return False
         if self.last and from_end > self.last:
             return False
@@ -56,7 +58,11 @@ class Rule:
     inject_into_system: FormatterName | None = None
 
 
-SYSTEM_RULE = Rule("system", Match(position="leading"), TIERS["system"], "strict")
+# The system prompt is the first system/developer message: kept whole or the request refused.
+SYSTEM_RULE = Rule("system", Match(position="first"), TIERS["system"], "strict")
+# Further leading system/developer messages are what RAG apps put there: retrieved documents,
+# evicted whole, the least relevant to the user's current message first.
+DOCUMENTS_RULE = Rule("documents", Match(position="leading"), TIERS["rag"], "relevance_drop")
 CURRENT_RULE = Rule(
     "current",
     Match(position="current"),
@@ -64,7 +70,7 @@ CURRENT_RULE = Rule(
     "truncate_oldest",
     {"unit": "message", "protect_roles": ["user"]},
 )
-DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, CURRENT_RULE)
+DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, DOCUMENTS_RULE, CURRENT_RULE)
 
 
 @dataclass(slots=True)
@@ -93,7 +99,7 @@ def assign(messages: Sequence[Message], rules: Sequence[Rule], history: Rule) ->
 
 def _position(unit: Unit, lead: int, current: int) -> Position:
     if unit.start < lead:
-        return "leading"
+        return "first" if unit.start == 0 else "leading"
     if unit.start >= current:
         return "current"
     return "history"
