@@ -2,8 +2,9 @@
 
 Starts the mock upstream and the proxy as separate processes on loopback, then measures:
 added latency and throughput (proxy vs direct), decision time as conversations grow (cold and
-warm), trimming quality against ``litellm.utils.trim_messages``, and the proxy's memory while it
-relays a large stream. Prints a table and writes it to BENCHMARKS.md.
+warm), trimming quality against ``litellm.utils.trim_messages``, the proxy's memory while it
+relays a large stream, and summarizer calls per conversation growth. Prints a table and writes
+it to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bench.client import Connection
 from bench.decision import decision_rows
 from bench.load import load_rows
 from bench.quality import quality_rows
+from bench.summaries import summary_rows
 
 HERE = Path(__file__).resolve().parent
 
@@ -380,6 +382,9 @@ def main() -> int:
     body += table(*decision_rows(sizes.conversation_tokens))
     body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
     body += table(*quality_rows(sizes.quality_cases))
+    body += "\n\n## Summarizer calls as conversations grow (demo upstream, summaries on)\n\n"
+    body += table(*summary_rows(args.quick))
+    body += "\n\n" + (HERE / "summaries_before.md").read_text().strip()
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
     when = time.strftime("%Y-%m-%d")

@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -49,6 +50,7 @@ log = logging.getLogger("contextwarden.compaction")
 T = TypeVar("T")
 
 SESSION_MEMORY_CHARS = 20000
+SEEN_CONVERSATIONS = 65536
 LOCK_POLL_SECONDS = 0.1
 
 
@@ -114,6 +116,7 @@ class Compactor:
         self._background: set[asyncio.Task[Checkpoint | None]] = set()
         self._breakers: dict[str, Breaker] = {}
         self._quotas: dict[str, TeamQuota] = {}
+        self._conversations: OrderedDict[str, None] = OrderedDict()  # seen, most recent last
 
     def figures(self) -> dict[str, float]:
         """Counters for /metrics."""
@@ -176,9 +179,23 @@ class Compactor:
                 if tokens > int(budget * ctx.policy.summarizer.soft_threshold):
                     self._spawn(messages, chain, best, budget, ctx)  # update it ahead of time
                 return Compacted(view, "reused", best.id)
+        if (
+            best is None
+            and not self._seen(ctx, chain)
+            and not ctx.policy.summarizer.summarize_unseen
+        ):
+            # A conversation never seen before may be a one-off: truncate it rather than pay
+            # for a summary nobody reuses; if it comes back, it is summarized then.
+            return None
         if dry_run:
             return self._estimate(messages, best, budget, ctx)
         made = await self._single_flight(messages, chain, best, budget, ctx, wait=True)
+        if made is None and best is not None:
+            # No newer summary (nothing to cut, the summarizer failed, the allowance is spent):
+            # keep the one the conversation has, so its prompt prefix stays as it was; the
+            # engine trims within that view.
+            view = apply_summary(messages, best.covers, best.text(ctx.policy.summary_role))
+            return Compacted(view, "reused", best.id)
         if made is None:
             return None
         return Compacted(
@@ -192,6 +209,8 @@ class Compactor:
         chain = prefix_chain(messages)
         if len(chain) < 2 or self._flight_key(ctx, chain) in self._inflight:
             return
+        if not self._seen(ctx, chain) and not ctx.policy.summarizer.summarize_unseen:
+            return  # prepared from its next request on, if there is one
         soft = int(budget * ctx.policy.summarizer.soft_threshold)
         best = best_checkpoint(await self._candidates(ctx.scope, chain[1]), chain)
         view = (
@@ -226,6 +245,18 @@ class Compactor:
 
     def _flight_key(self, ctx: Context, chain: Sequence[str]) -> str:
         return f"{ctx.scope}:{chain[1]}"
+
+    def _seen(self, ctx: Context, chain: Sequence[str], remember: bool = True) -> bool:
+        """Whether this conversation came by before (and remember that it has now)."""
+        key = self._flight_key(ctx, chain)
+        seen = key in self._conversations
+        if not remember:
+            return seen
+        self._conversations[key] = None
+        self._conversations.move_to_end(key)
+        if len(self._conversations) > SEEN_CONVERSATIONS:
+            self._conversations.popitem(last=False)
+        return seen
 
     async def _single_flight(
         self,
@@ -305,7 +336,7 @@ class Compactor:
         lead = leading_count(messages)
         start = lead + (previous.covers if previous else 0)
         keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
-        cut = find_cut(messages, start, keep, ctx.counter)
+        cut = find_cut(messages, start, keep, ctx.counter, budget // 2)
         if cut is None:
             return None
         breaker = self.breaker(ctx)
@@ -436,7 +467,7 @@ class Compactor:
         lead = leading_count(messages)
         covered = previous.covers if previous else 0
         keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
-        cut = find_cut(messages, lead + covered, keep, ctx.counter)
+        cut = find_cut(messages, lead + covered, keep, ctx.counter, budget // 2)
         if cut is None:
             return None
         count = cut.index - lead - covered
@@ -454,7 +485,7 @@ class Compactor:
     ) -> Compacted | None:
         lead = leading_count(messages)
         keep = keep_recent_tokens(budget, ctx.policy.summarizer.keep_recent_tokens)
-        cut = find_cut(messages, lead, keep, ctx.counter)
+        cut = find_cut(messages, lead, keep, ctx.counter, budget // 2)
         if cut is None:
             return None
         summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)

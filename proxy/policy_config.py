@@ -150,6 +150,10 @@ class SummarizerConfig(_Strict):
     max_tokens: int | None = Field(None, gt=0)
     keep_recent_tokens: int | None = Field(None, gt=0)
     soft_threshold: float = Field(0.75, gt=0, le=1)
+    summarize_unseen: bool = Field(
+        False,
+        description="summarize a conversation on its first request (a one-off pays for nothing)",
+    )
     breaker_failures: int = Field(3, gt=0)
     read_tools: list[str] = Field(default_factory=lambda: list(FileTools().read))
     write_tools: list[str] = Field(default_factory=lambda: list(FileTools().write))

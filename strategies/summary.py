@@ -126,12 +126,18 @@ def keep_recent_tokens(budget: int, configured: int | None = None) -> int:
 
 
 def find_cut(
-    messages: Sequence[Message], start: int, keep_tokens: int, counter: Counter
+    messages: Sequence[Message],
+    start: int,
+    keep_tokens: int,
+    counter: Counter,
+    max_keep: int = 0,
 ) -> Cut | None:
     """Where to cut ``messages[start:]`` so that at least ``keep_tokens`` stay verbatim.
 
-    Returns None when there is nothing worth summarizing (everything fits in ``keep_tokens``, or
-    no valid cut exists before the end)."""
+    A cut inside a turn costs a second summarizer call (the turn's beginning is summarized on
+    its own), so when the whole turn fits in ``max_keep`` tokens the cut moves back to the
+    turn's start instead. Returns None when there is nothing worth summarizing (everything fits
+    in ``keep_tokens``, or no valid cut exists before the end)."""
     acc = 0
     i = len(messages)
     while i > start and acc < keep_tokens:
@@ -146,6 +152,10 @@ def find_cut(
     if role(messages[i]) == "user":
         return Cut(i)
     turn = next((k for k in range(i - 1, start - 1, -1) if role(messages[k]) == "user"), None)
+    if turn is not None and turn > start and max_keep:
+        kept = acc + sum(counter.message(m) for m in messages[turn:i])
+        if kept <= max_keep:
+            return Cut(turn)
     return Cut(i, turn)
 
 

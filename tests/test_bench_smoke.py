@@ -19,7 +19,13 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
-    for section in ("Proxy vs direct", "Load:", "Decision time", "Trimming quality"):
+    for section in (
+        "Proxy vs direct",
+        "Load:",
+        "Decision time",
+        "Trimming quality",
+        "Summarizer calls",
+    ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out
     assert "| contextwarden (default)" in out and "| litellm" in out

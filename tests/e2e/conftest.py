@@ -44,6 +44,17 @@ class Stack:
 StackFactory = Callable[..., Stack]
 
 
+def first_request_summaries(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every policy summarizing from a conversation's first request on.
+
+    By default a conversation the proxy has never seen is truncated (it may be a one-off);
+    the tests of checkpoint machinery send a long conversation once and want its summary."""
+    policies = config.setdefault("policies", {})
+    for policy in [policies.setdefault("default", {}), *policies.values()]:
+        policy.setdefault("summarizer", {}).setdefault("summarize_unseen", True)
+    return config
+
+
 @pytest.fixture
 def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
     with ExitStack() as stack:
@@ -81,6 +92,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             policies = config.setdefault("policies", {})
             for policy in [policies.setdefault("default", {}), *policies.values()]:
                 policy.setdefault("summarize", summarize)
+            first_request_summaries(config)
             proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
             return Stack(app, proxy.url, client, window)

@@ -13,7 +13,7 @@ from proxy.app import create_app
 from proxy.config import load_settings
 from proxy.demo_upstream import create_upstream
 from proxy.servers import BackgroundServer
-from tests.e2e.conftest import MODEL, Stack, StackFactory
+from tests.e2e.conftest import MODEL, Stack, StackFactory, first_request_summaries
 from tests.e2e.redis_server import redis_server
 from tests.strategies.invariants import assert_tool_pairs_intact
 
@@ -82,13 +82,15 @@ def test_summary_replaces_old_history_and_recent_turns_stay_verbatim(
 
 
 def proxy_config(upstream_url: str, data_dir: Path, **extra: Any) -> dict[str, Any]:
-    return {
-        "upstreams": {"demo": {"base_url": f"{upstream_url}/v1"}},
-        "default_upstream": "demo",
-        "models": {MODEL: {"context_window": 1024, "tokenizer": "o200k_base"}},
-        "data_dir": str(data_dir),
-        **extra,
-    }
+    return first_request_summaries(
+        {
+            "upstreams": {"demo": {"base_url": f"{upstream_url}/v1"}},
+            "default_upstream": "demo",
+            "models": {MODEL: {"context_window": 1024, "tokenizer": "o200k_base"}},
+            "data_dir": str(data_dir),
+            **extra,
+        }
+    )
 
 
 def test_a_restarted_proxy_reuses_checkpoints_from_its_sqlite_file(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_slow_summarizer_falls_back_to_truncation(tmp_path: Path) -> None:
             "default_upstream": "demo",
             "models": {"demo-model": {"context_window": 1024, "tokenizer": "o200k_base"}},
             "data_dir": str(tmp_path),
-            "policies": {"default": {"summarizer": {"timeout": 0.5}}},
+            "policies": {"default": {"summarizer": {"timeout": 0.5, "summarize_unseen": True}}},
         }
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)

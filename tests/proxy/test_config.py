@@ -111,7 +111,7 @@ def test_policies_extend_and_rules_come_before_the_defaults(tmp_path: Path) -> N
     assert policy.cache_cut_share == 0.5
     trim = next(p for p in policy.passes if p.name == "light_trim")
     assert (trim.keep_recent, trim.text_threshold) == (8, 2000)  # type: ignore[attr-defined]
-    assert [r.id for r in policy.rules] == ["docs", "system", "current"]
+    assert [r.id for r in policy.rules] == ["docs", "system", "documents", "current"]
     assert policy.rules[0].inject_into_system == "markdown"
     assert policy.rules[0].tier == 2
 

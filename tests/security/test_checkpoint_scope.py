@@ -11,6 +11,7 @@ from proxy.app import create_app
 from proxy.config import load_settings
 from proxy.demo_upstream import create_upstream
 from proxy.servers import BackgroundServer
+from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation
 
 
@@ -27,11 +28,13 @@ def ask(url: str, key: str, extra: dict[str, str] | None = None) -> Any:
 def test_callers_sharing_a_team_do_not_share_checkpoints(tmp_path: Path) -> None:
     app = create_upstream(window=1024)
     with BackgroundServer(app) as demo:
-        config = {
-            "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
-            "models": {"demo-model": {"context_window": 1024, "tokenizer": "o200k_base"}},
-            "data_dir": str(tmp_path),
-        }
+        config = first_request_summaries(
+            {
+                "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
+                "models": {"demo-model": {"context_window": 1024, "tokenizer": "o200k_base"}},
+                "data_dir": str(tmp_path),
+            }
+        )
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             alice = ask(proxy.url, "sk-alice")
             again = ask(proxy.url, "sk-alice")

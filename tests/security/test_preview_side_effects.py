@@ -21,6 +21,7 @@ from proxy.cli import main
 from proxy.config import load_settings
 from proxy.demo_upstream import create_upstream
 from proxy.servers import BackgroundServer
+from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation
 
 ADMIN = "cw-admin-preview"
@@ -30,12 +31,14 @@ ADMIN = "cw-admin-preview"
 def stack(tmp_path: Path) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
     app = create_upstream(window=1024)
     with BackgroundServer(app) as demo:
-        config: dict[str, Any] = {
-            "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
-            "models": {"demo-model": {"context_window": 1024, "tokenizer": "o200k_base"}},
-            "data_dir": str(tmp_path / "data"),
-            "admin_key_env": "ADMIN_KEY",
-        }
+        config: dict[str, Any] = first_request_summaries(
+            {
+                "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
+                "models": {"demo-model": {"context_window": 1024, "tokenizer": "o200k_base"}},
+                "data_dir": str(tmp_path / "data"),
+                "admin_key_env": "ADMIN_KEY",
+            }
+        )
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             yield proxy, app, config
 

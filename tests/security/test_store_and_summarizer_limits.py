@@ -18,6 +18,7 @@ from proxy.app import create_app
 from proxy.config import load_settings
 from proxy.demo_upstream import create_upstream
 from proxy.servers import BackgroundServer
+from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation
 
 MODEL = "demo-model"
@@ -27,12 +28,14 @@ MODEL = "demo-model"
 def stack(tmp_path: Path, summary_delay: float = 0.0, **extra: Any) -> Iterator[Any]:
     app = create_upstream(window=1024, summary_delay=summary_delay)
     with BackgroundServer(app) as demo:
-        config = {
-            "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
-            "models": {MODEL: {"context_window": 1024, "tokenizer": "o200k_base"}},
-            "data_dir": str(tmp_path / "data"),
-            **extra,
-        }
+        config = first_request_summaries(
+            {
+                "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
+                "models": {MODEL: {"context_window": 1024, "tokenizer": "o200k_base"}},
+                "data_dir": str(tmp_path / "data"),
+                **extra,
+            }
+        )
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
             proxy.upstream_app = app  # type: ignore[attr-defined]
             yield proxy

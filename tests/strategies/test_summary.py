@@ -121,3 +121,21 @@ def test_chunks_respect_capacity() -> None:
     msgs = [{"role": "user", "content": str(i)} for i in range(7)]
     assert [len(c) for c in chunks(msgs, 30, C)] == [3, 3, 1]
     assert [len(c) for c in chunks(msgs, 5, C)] == [1] * 7
+
+
+def test_a_cut_moves_back_to_the_turn_start_when_the_turn_fits() -> None:
+    from strategies.summary import find_cut
+    from strategies.tokens import FixedCounter
+
+    counter = FixedCounter(10)  # every message costs 10
+    msgs = [{"role": "system", "content": "s"}]
+    for i in range(6):
+        msgs += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    # Keeping 5 tokens lands on an assistant message: a split turn (two summarizer calls)...
+    split = find_cut(msgs, 1, 5, counter)
+    assert split is not None and split.turn_start is not None
+    # ...unless the whole turn fits in max_keep: then the cut is the turn's start, one call.
+    whole = find_cut(msgs, 1, 5, counter, max_keep=40)
+    assert whole is not None and whole.turn_start is None
+    assert msgs[whole.index]["role"] == "user" and whole.index == split.turn_start
+    assert find_cut(msgs, 1, 5, counter, max_keep=15) == split  # too big to keep: split
