@@ -140,3 +140,15 @@ def test_policy_mistakes_fail_at_load(tmp_path: Path, snippet: str, message: str
     with pytest.raises(ConfigError) as err:
         load_settings(path)
     assert message in str(err.value)
+
+
+def test_a_single_upstream_is_the_default_whatever_its_name() -> None:
+    settings = load_settings(None, upstreams={"local": {"base_url": "http://localhost:8000/v1"}})
+    assert settings.default_upstream == "local"
+
+
+def test_several_upstreams_without_a_default_name_them() -> None:
+    with pytest.raises(ConfigError, match="name one of: a, b"):
+        load_settings(
+            None, upstreams={"b": {"base_url": "http://b"}, "a": {"base_url": "http://a"}}
+        )
