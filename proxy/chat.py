@@ -1,7 +1,7 @@
 """``POST /v1/chat/completions``, in layers (one concern each):
 
     handle_chat               read and validate the body, resolve the model, plan the first try
-     └─ send_with_overflow_retry   on an upstream overflow: shrink the budget, re-fit, try again
+     └─ send_with_overflow_retry   (proxy/overflow) on an upstream overflow: shrink, re-fit, retry
          └─ send_once              pick the transport (OpenAI-compatible HTTP or litellm)
 
 The client gets the upstream's own status, headers and bytes, plus ``x-contextwarden-*`` headers.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -19,16 +18,17 @@ from starlette.responses import Response, StreamingResponse
 from proxy import litellm_upstream
 from proxy.accesslog import log_request
 from proxy.auth import Principal
-from proxy.errors import ContextTooLarge, ProxyError
+from proxy.errors import ProxyError
 from proxy.headers import decode_headers, upstream_headers
 from proxy.intake import build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
-from proxy.overflow import Overflow, is_context_overflow
-from proxy.plan import Plan, budget_after_overflow, learned_floor
+from proxy.overflow import send_with_overflow_retry
+from proxy.overflow.retry import Retrying
+from proxy.plan import Plan, budget_for
 from proxy.plan import Request as PlanRequest
 from proxy.runtime import Runtime
-from proxy.upstream import Reply, decoded, is_event_stream, join_url
+from proxy.upstream import Reply, join_url
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -44,7 +44,9 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
         req = build_request(body, request.headers, rt.settings, rt.models, who)
         model = req.spec.name
         plan = await rt.planner.plan_first(req)
-        reply, plan, retries = await send_with_overflow_retry(request, rt, req, plan, who, clock)
+        reply, plan, retries = await send_with_overflow_retry(
+            plan, retrying(request, rt, req, who, clock), rt.settings.trimming
+        )
     except ProxyError as exc:  # refused by the proxy itself: counted and logged too
         elapsed = time.perf_counter() - started
         outcome = Outcome(
@@ -91,42 +93,28 @@ class UpstreamClock:
     seconds: float = 0.0
 
 
-async def send_with_overflow_retry(
-    request: Request,
-    rt: Runtime,
-    req: PlanRequest,
-    plan: Plan,
-    who: Principal,
-    clock: UpstreamClock,
-) -> tuple[Reply, Plan, int]:
-    trimming = rt.settings.trimming
-    counter = req.spec.pricing.counter
-    retries = 0
-    while True:
+def retrying(
+    request: Request, rt: Runtime, req: PlanRequest, who: Principal, clock: UpstreamClock
+) -> Retrying:
+    """The overflow loop's collaborators for one chat request."""
+
+    async def send(plan: Plan) -> Reply:
         sent = time.perf_counter()
         try:
-            reply = await send_once(request, rt, req.spec, plan, who)
+            return await send_once(request, rt, req.spec, plan, who)
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
-        overflow = await overflow_of(reply)
-        if overflow is None or plan.budget is None or retries >= trimming.max_overflow_retries:
-            return reply, plan, retries
-        if plan.counted == "bound":  # the shrink must start from the real count, not a bound
-            plan.tokens_after = count_prompt(counter, req.payload["messages"])
-        try:
-            budget, learned = budget_after_overflow(req, plan, overflow, trimming)
-        except ContextTooLarge:  # nothing left: the upstream's own error stands
-            return reply, plan, retries
-        if learned is not None:
-            await rt.learn_window(req.team, req.spec.name, learned, learned_floor(overflow))
-        try:
-            retry = await rt.planner.plan_fitted(req, budget)
-        except ContextTooLarge:
-            return reply, plan, retries  # cannot shrink further: the upstream's own error stands
-        await reply.aclose()
-        retries += 1
-        retry.actions = [*retry.actions, "overflow-retry"]
-        plan = retry
+
+    async def learn(window: int, floor: int) -> None:
+        await rt.learn_window(req.team, req.spec.name, window, floor)
+
+    return Retrying(
+        send=send,
+        refit=lambda budget: rt.planner.plan_fitted(req, budget),
+        budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
+        learn=learn,
+        recount=lambda: count_prompt(req.spec.pricing.counter, req.payload["messages"]),
+    )
 
 
 async def send_once(
@@ -142,23 +130,6 @@ async def send_once(
     assert upstream.base_url is not None
     url = join_url(upstream.base_url, "chat/completions", request.url.query)
     return await rt.transport.send(upstream, "POST", url, headers, plan.body)
-
-
-async def overflow_of(reply: Reply) -> Overflow | None:
-    """Whether the reply is a context overflow; peeks at a 200 stream's first event (SGLang)."""
-    if reply.overflow is not None:
-        return reply.overflow
-    if reply.body is not None:
-        if reply.status < 400:
-            return None
-        return is_context_overflow(reply.status, decoded(reply.body, reply.headers))
-    if reply.stream is None or not _is_plain_event_stream(reply.headers):
-        return None
-    first = await anext(reply.stream, b"")
-    reply.stream = _prepend(first, reply.stream)
-    if b'"error"' in first:
-        return is_context_overflow(200, first)
-    return None
 
 
 def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
@@ -201,16 +172,3 @@ def refused_headers() -> list[tuple[str, str]]:
         ("x-contextwarden-retries", "0"),
         ("x-contextwarden-count", "none"),
     ]
-
-
-def _is_plain_event_stream(headers: list[tuple[str, str]]) -> bool:
-    """An uncompressed event stream, whose first event can be read as text."""
-    encoded = any(k.lower() == "content-encoding" for k, _ in headers)
-    return is_event_stream(headers) and not encoded
-
-
-async def _prepend(first: bytes, rest: Any) -> Any:
-    if first:
-        yield first
-    async for chunk in rest:
-        yield chunk

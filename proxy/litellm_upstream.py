@@ -16,7 +16,7 @@ import orjson
 
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
-from proxy.overflow import Overflow, is_context_overflow
+from proxy.overflow.detect import Overflow, is_context_overflow
 from proxy.upstream import Reply
 
 # The OpenAI chat-completion fields a client may set. litellm.acompletion also takes credentials

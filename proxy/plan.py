@@ -10,7 +10,6 @@ plan_fitted    summary checkpoint (reused or created) when the policy summarizes
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +19,6 @@ from proxy.compaction import Compactor, Context
 from proxy.config import Settings, Trimming
 from proxy.errors import ContextTooLarge
 from proxy.models import ModelSpec, ResolvedPolicy
-from proxy.overflow import Overflow
 from proxy.summarizer import Target
 from strategies.budget import Budget, byte_bound, reply_reserve
 from strategies.engine import Fit, fit
@@ -192,48 +190,6 @@ class Planner:
         return Target(f"openai/{req.spec.name}", upstream.base_url, key)
 
 
-def learned_floor(overflow: Overflow) -> int:
-    """Below this a learned window waits for an operator: half the limit the upstream stated.
-    The limit is the upstream's own word; only the scale between its count and ours comes from
-    the request's text, so that is all a client could skew."""
-    return (overflow.limit or 0) // 2
-
-
-def budget_after_overflow(
-    req: Request, plan: Plan, overflow: Overflow, trimming: Trimming
-) -> tuple[Budget, int | None]:
-    """The budget for a retry after an upstream overflow, and the window learned (our tokens).
-
-    When the upstream says its limit and its count, the ratio between its count and ours tells
-    how its tokenizer compares to our counter, and the learned window is the limit rescaled by
-    it. The whole budget is then recomputed for that window by the first attempt's own rules
-    (:func:`budget_for`): a reply reserve sized for a 64k window must not eat a 2k one. Without
-    numbers the messages' share shrinks by ``overflow_shrink``. Either way the budget for the
-    messages ends below what was just sent, so each retry progresses; ContextTooLarge when no
-    room is left.
-    """
-    assert plan.budget is not None and plan.tokens_after is not None
-    old, sent = plan.budget, plan.tokens_after
-    if overflow.limit and overflow.prompt:
-        scale = max(1.0, overflow.prompt / max(1, sent + old.tools))
-        learned = math.floor(overflow.limit / scale)
-        fresh = budget_for(req, min(learned, old.window), trimming)
-        if overflow.completion and overflow.completion > fresh.reserve:
-            fresh = replace(fresh, reserve=overflow.completion)
-        slack = fresh.messages - math.floor(fresh.messages * 0.98)  # our count may be a bit low
-        if fresh.messages - slack < sent:
-            return _checked(replace(fresh, margin=fresh.margin + slack)), learned
-        return _shrunk(old, sent, trimming.overflow_shrink), learned
-    return _shrunk(old, sent, trimming.overflow_shrink), None
-
-
-def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:
-    messages = math.floor(sent * (1 - shrink))
-    return _checked(
-        replace(budget, window=messages + budget.reserve + budget.tools + budget.margin)
-    )
-
-
 def budget_for(req: Request, window: int, trimming: Trimming) -> Budget:
     """The one budget rule, for the first attempt, a retry and the preview alike:
     ``window - reply reserve - tool definitions - safety margin``. The reserve is the request's
@@ -244,10 +200,11 @@ def budget_for(req: Request, window: int, trimming: Trimming) -> Budget:
         default = trimming.reserve_output_tokens
     reserve = reply_reserve(req.payload, default, req.spec.max_output, window)
     tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
-    return _checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
+    return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
 
 
-def _checked(budget: Budget) -> Budget:
+def checked(budget: Budget) -> Budget:
+    """``budget``, or ContextTooLarge when it leaves no room for the messages."""
     if budget.messages <= 0:
         raise ContextTooLarge(
             f"no room is left for the messages: {budget.explain()}", param="messages"

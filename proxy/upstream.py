@@ -17,7 +17,7 @@ import httpx
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.headers import response_headers
-from proxy.overflow import Overflow
+from proxy.overflow.detect import Overflow
 
 MAX_ERROR_BODY = 1024 * 1024
 

@@ -8,8 +8,8 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.errors import ContextTooLarge
-from proxy.overflow import Overflow
-from proxy.plan import Plan, Request, budget_after_overflow, budget_for
+from proxy.overflow import Overflow, budget_after_overflow, should_retry
+from proxy.plan import Plan, Request, budget_for
 from proxy.runtime import build_models
 
 SETTINGS = load_settings(
@@ -29,6 +29,11 @@ def sent(req: Request, tokens: int) -> Plan:
     return Plan(b"", budget_for(req, 64000, SETTINGS.trimming), tokens, tokens)
 
 
+def after(req: Request, plan: Plan, overflow: Overflow) -> Any:
+    rule = lambda window: budget_for(req, window, SETTINGS.trimming)  # noqa: E731
+    return budget_after_overflow(plan, overflow, rule, SETTINGS.trimming)
+
+
 def test_the_reserve_follows_the_window() -> None:
     req = request()
     assert budget_for(req, 64000, SETTINGS.trimming).reserve == 4096
@@ -38,9 +43,7 @@ def test_the_reserve_follows_the_window() -> None:
 
 def test_a_much_smaller_real_window_is_budgeted_by_the_same_rules() -> None:
     req = request()
-    budget, learned = budget_after_overflow(
-        req, sent(req, 18801), Overflow(limit=2048, prompt=18801), SETTINGS.trimming
-    )
+    budget, learned = after(req, sent(req, 18801), Overflow(limit=2048, prompt=18801))
     assert learned == 2048
     assert budget.window == 2048 and budget.reserve == 512
     assert 0 < budget.messages < 2048 - 512
@@ -48,16 +51,14 @@ def test_a_much_smaller_real_window_is_budgeted_by_the_same_rules() -> None:
 
 def test_a_count_that_differs_rescales_the_window() -> None:
     req = request()
-    budget, learned = budget_after_overflow(
-        req, sent(req, 10000), Overflow(limit=8000, prompt=13000), SETTINGS.trimming
-    )
+    budget, learned = after(req, sent(req, 10000), Overflow(limit=8000, prompt=13000))
     assert learned == 8000 * 10000 // 13000
     assert budget.messages < 10000
 
 
 def test_without_numbers_the_messages_shrink_by_the_factor() -> None:
     req = request()
-    budget, learned = budget_after_overflow(req, sent(req, 10000), Overflow(), SETTINGS.trimming)
+    budget, learned = after(req, sent(req, 10000), Overflow())
     assert learned is None
     assert budget.messages == 8500
 
@@ -65,6 +66,22 @@ def test_without_numbers_the_messages_shrink_by_the_factor() -> None:
 def test_no_room_left_is_context_too_large() -> None:
     req = request(max_tokens=3000)  # the client's own reserve is over the real window
     with pytest.raises(ContextTooLarge):
-        budget_after_overflow(
-            req, sent(req, 5000), Overflow(limit=2048, prompt=5000), SETTINGS.trimming
-        )
+        after(req, sent(req, 5000), Overflow(limit=2048, prompt=5000))
+
+
+@pytest.mark.parametrize(
+    ("overflow", "budget", "retries", "expected"),
+    [
+        (None, True, 0, False),
+        (Overflow(2048, 3000), False, 0, False),
+        (Overflow(2048, 3000), True, 2, False),
+        (Overflow(2048, 3000), True, 1, True),
+        (Overflow(), True, 0, True),
+    ],
+)
+def test_should_retry_table(
+    overflow: Overflow | None, budget: bool, retries: int, expected: bool
+) -> None:
+    req = request()
+    plan = sent(req, 3000) if budget else Plan(b"", None)
+    assert should_retry(overflow, plan, retries, limit=2) is expected

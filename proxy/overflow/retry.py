@@ -1,0 +1,144 @@
+"""The overflow retry: send, and while the upstream says the prompt was too long, re-fit
+smaller from the original transcript and send again.
+
+The loop knows nothing of HTTP requests or the runtime: it is given the first plan and four
+callables (send a plan, re-fit for a budget, the budget rule for a window, learn a window), so
+chat and every later wire format share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from proxy.config import Trimming
+from proxy.errors import ContextTooLarge
+from proxy.overflow.detect import Overflow, is_context_overflow
+from proxy.plan import Plan, checked
+from proxy.upstream import Reply, decoded, is_event_stream
+from strategies.budget import Budget
+
+log = logging.getLogger("contextwarden.overflow")
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """What the loop may call: each one a single concern of the request path."""
+
+    send: Callable[[Plan], Awaitable[Reply]]
+    refit: Callable[[Budget], Awaitable[Plan]]  # from the original transcript, never a view
+    budget_for: Callable[[int], Budget]  # the first attempt's budget rule, for a window
+    learn: Callable[[int, int], Awaitable[None]]  # (window, floor)
+    recount: Callable[[], int]  # the exact count, when the plan only has a bound
+
+
+async def send_with_overflow_retry(
+    plan: Plan, do: Retrying, trimming: Trimming
+) -> tuple[Reply, Plan, int]:
+    retries = 0
+    while True:
+        reply = await do.send(plan)
+        overflow = await overflow_of(reply)
+        if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
+            return reply, plan, retries
+        assert overflow is not None
+        if plan.counted == "bound":  # the shrink must start from the real count, not a bound
+            plan.tokens_after = do.recount()
+        try:
+            budget, learned = budget_after_overflow(plan, overflow, do.budget_for, trimming)
+            if learned is not None:
+                await do.learn(learned, learned_floor(overflow))
+            retry = await do.refit(budget)
+        except ContextTooLarge as exc:
+            log.info("overflow not retried: %s; the upstream's own error stands", exc.message)
+            return reply, plan, retries
+        await reply.aclose()
+        retries += 1
+        retry.actions = [*retry.actions, "overflow-retry"]
+        plan = retry
+
+
+def should_retry(overflow: Overflow | None, plan: Plan, retries: int, limit: int) -> bool:
+    """Whether to retry after this answer; the reason is logged on every exit."""
+    if overflow is None:
+        reason, retry = "not a context overflow", False
+    elif plan.budget is None:
+        reason, retry = "overflow, but the window is unknown or trimming is off", False
+    elif retries >= limit:
+        reason, retry = f"overflow, but the {limit} retries are used up", False
+    else:
+        reason, retry = f"overflow (limit {overflow.limit}, counted {overflow.prompt})", True
+    level = logging.DEBUG if overflow is None else logging.INFO
+    log.log(level, "attempt %d: %s: %s", retries + 1, reason, "retrying" if retry else "done")
+    return retry
+
+
+def budget_after_overflow(
+    plan: Plan, overflow: Overflow, budget_for: Callable[[int], Budget], trimming: Trimming
+) -> tuple[Budget, int | None]:
+    """The budget for a retry after an upstream overflow, and the window learned (our tokens).
+
+    When the upstream says its limit and its count, the ratio between its count and ours tells
+    how its tokenizer compares to our counter, and the learned window is the limit rescaled by
+    it. The whole budget is then recomputed for that window by the first attempt's own rule: a
+    reply reserve sized for a 64k window must not eat a 2k one. Without numbers the messages'
+    share shrinks by ``overflow_shrink``. Either way the budget for the messages ends below what
+    was just sent, so each retry progresses; ContextTooLarge when no room is left.
+    """
+    assert plan.budget is not None and plan.tokens_after is not None
+    old, sent = plan.budget, plan.tokens_after
+    if overflow.limit and overflow.prompt:
+        scale = max(1.0, overflow.prompt / max(1, sent + old.tools))
+        learned = math.floor(overflow.limit / scale)
+        fresh = budget_for(min(learned, old.window))
+        if overflow.completion and overflow.completion > fresh.reserve:
+            fresh = replace(fresh, reserve=overflow.completion)
+        slack = fresh.messages - math.floor(fresh.messages * 0.98)  # our count may be a bit low
+        if fresh.messages - slack < sent:
+            return checked(replace(fresh, margin=fresh.margin + slack)), learned
+        return _shrunk(old, sent, trimming.overflow_shrink), learned
+    return _shrunk(old, sent, trimming.overflow_shrink), None
+
+
+def learned_floor(overflow: Overflow) -> int:
+    """Below this a learned window waits for an operator: half the limit the upstream stated.
+    The limit is the upstream's own word; only the scale between its count and ours comes from
+    the request's text, so that is all a client could skew."""
+    return (overflow.limit or 0) // 2
+
+
+def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:
+    messages = math.floor(sent * (1 - shrink))
+    return checked(replace(budget, window=messages + budget.reserve + budget.tools + budget.margin))
+
+
+async def overflow_of(reply: Reply) -> Overflow | None:
+    """Whether the reply is a context overflow; peeks at a 200 stream's first event (SGLang)."""
+    if reply.overflow is not None:
+        return reply.overflow
+    if reply.body is not None:
+        if reply.status < 400:
+            return None
+        return is_context_overflow(reply.status, decoded(reply.body, reply.headers))
+    if reply.stream is None or not _is_plain_event_stream(reply.headers):
+        return None
+    first = await anext(reply.stream, b"")
+    reply.stream = _prepend(first, reply.stream)
+    if b'"error"' in first:
+        return is_context_overflow(200, first)
+    return None
+
+
+def _is_plain_event_stream(headers: list[tuple[str, str]]) -> bool:
+    """An uncompressed event stream, whose first event can be read as text."""
+    encoded = any(k.lower() == "content-encoding" for k, _ in headers)
+    return is_event_stream(headers) and not encoded
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in rest:
+        yield chunk
