@@ -20,20 +20,8 @@ from dataclasses import dataclass
 from starlette.datastructures import Headers
 
 from proxy.config import Settings, Team
-from proxy.errors import ProxyError
+from proxy.errors import Forbidden, Unauthorized
 from proxy.headers import TEAM as TEAM_HEADER
-
-
-class Unauthorized(ProxyError):
-    status = 401
-    type = "authentication_error"
-    code = "invalid_api_key"
-
-
-class Forbidden(ProxyError):
-    status = 403
-    type = "permission_error"
-    code = "model_not_allowed"
 
 
 @dataclass(frozen=True, slots=True)

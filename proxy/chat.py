@@ -13,22 +13,21 @@ import time
 from dataclasses import dataclass
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from proxy import litellm_upstream
 from proxy.accesslog import log_request
 from proxy.auth import Principal
+from proxy.budget import budget_for
 from proxy.errors import ProxyError
-from proxy.headers import decode_headers, upstream_headers
-from proxy.intake import build_request
+from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
+from proxy.intake import ChatRequest, build_request
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
-from proxy.overflow import send_with_overflow_retry
-from proxy.overflow.retry import Retrying
-from proxy.plan import Plan, budget_for
-from proxy.plan import Request as PlanRequest
+from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.plan import Plan
 from proxy.runtime import Runtime
-from proxy.upstream import Reply, join_url
+from proxy.upstream import Reply, join_url, respond
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -94,7 +93,7 @@ class UpstreamClock:
 
 
 def retrying(
-    request: Request, rt: Runtime, req: PlanRequest, who: Principal, clock: UpstreamClock
+    request: Request, rt: Runtime, req: ChatRequest, who: Principal, clock: UpstreamClock
 ) -> Retrying:
     """The overflow loop's collaborators for one chat request."""
 
@@ -130,45 +129,3 @@ async def send_once(
     assert upstream.base_url is not None
     url = join_url(upstream.base_url, "chat/completions", request.url.query)
     return await rt.transport.send(upstream, "POST", url, headers, plan.body)
-
-
-def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
-    headers = reply.headers + extra
-    response: Response
-    if reply.body is not None:
-        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
-        headers.append(("content-length", str(len(reply.body))))
-        response = Response(reply.body, reply.status)
-    else:
-        assert reply.stream is not None
-        response = StreamingResponse(reply.stream, reply.status)
-    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-    return response
-
-
-def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
-    def num(value: int | None) -> str:
-        return "unknown" if value is None else str(value)
-
-    checkpoint = [("x-contextwarden-checkpoint", plan.checkpoint)] if plan.checkpoint else []
-    return [
-        *checkpoint,
-        ("x-contextwarden-tokens-before", num(plan.tokens_before)),
-        ("x-contextwarden-tokens-after", num(plan.tokens_after)),
-        ("x-contextwarden-budget", num(plan.budget.messages if plan.budget else None)),
-        ("x-contextwarden-actions", ",".join(plan.actions) or "none"),
-        ("x-contextwarden-retries", str(retries)),
-        ("x-contextwarden-count", plan.counted),
-    ]
-
-
-def refused_headers() -> list[tuple[str, str]]:
-    """The same x-contextwarden-* headers on a request the proxy itself refused."""
-    return [
-        ("x-contextwarden-tokens-before", "unknown"),
-        ("x-contextwarden-tokens-after", "unknown"),
-        ("x-contextwarden-budget", "unknown"),
-        ("x-contextwarden-actions", "rejected"),
-        ("x-contextwarden-retries", "0"),
-        ("x-contextwarden-count", "none"),
-    ]

@@ -2,7 +2,9 @@
 
 ProxyError (status, type, code, param)
  ├── BadRequest            400 invalid_request_error
- ├── ContextTooLarge       400 context_length_exceeded: cannot be made to fit
+ │    └── ContextTooLarge  400 context_length_exceeded: cannot be made to fit
+ ├── Unauthorized          401 authentication_error: no key, an unknown key or team
+ ├── Forbidden             403 permission_error: a model, path, policy or control not allowed
  ├── PayloadTooLarge       413 the body is over the configured limit
  ├── UpstreamUnavailable   502 the upstream could not be reached
  └── UpstreamTimeout       504 the upstream did not answer in time
@@ -38,6 +40,18 @@ class BadRequest(ProxyError):
 
 class ContextTooLarge(BadRequest):
     code = "context_length_exceeded"
+
+
+class Unauthorized(ProxyError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class Forbidden(ProxyError):
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
 
 
 class PayloadTooLarge(ProxyError):

@@ -1,5 +1,7 @@
 """Every header the proxy reads, writes or forwards, by name, in one place.
 
+Responses: the ``x-contextwarden-*`` headers that say what the proxy did (``cw_headers``).
+
 Requests: which of the client's headers may go upstream. In ``keys`` mode the client is a team,
 not the provider account's owner, so only an allowlist goes (content negotiation, API versions,
 SDK telemetry, tracing); credentials, cookies and anything unknown stay here. In ``passthrough``
@@ -11,8 +13,12 @@ the same name, so a client cannot pick the operator's organisation or project.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from proxy.errors import BadRequest
+
+if TYPE_CHECKING:
+    from proxy.plan import Plan
 
 TEAM = "x-contextwarden-team"
 POLICY = "x-contextwarden-policy"
@@ -115,3 +121,31 @@ def text_header(raw: Iterable[tuple[bytes, bytes]], name: str) -> str | None:
             except UnicodeDecodeError:
                 raise BadRequest(f"the {name} header is not valid UTF-8", param=name) from None
     return None
+
+
+def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
+    def num(value: int | None) -> str:
+        return "unknown" if value is None else str(value)
+
+    checkpoint = [("x-contextwarden-checkpoint", plan.checkpoint)] if plan.checkpoint else []
+    return [
+        *checkpoint,
+        ("x-contextwarden-tokens-before", num(plan.tokens_before)),
+        ("x-contextwarden-tokens-after", num(plan.tokens_after)),
+        ("x-contextwarden-budget", num(plan.budget.messages if plan.budget else None)),
+        ("x-contextwarden-actions", ",".join(plan.actions) or "none"),
+        ("x-contextwarden-retries", str(retries)),
+        ("x-contextwarden-count", plan.counted),
+    ]
+
+
+def refused_headers() -> list[tuple[str, str]]:
+    """The same x-contextwarden-* headers on a request the proxy itself refused."""
+    return [
+        ("x-contextwarden-tokens-before", "unknown"),
+        ("x-contextwarden-tokens-after", "unknown"),
+        ("x-contextwarden-budget", "unknown"),
+        ("x-contextwarden-actions", "rejected"),
+        ("x-contextwarden-retries", "0"),
+        ("x-contextwarden-count", "none"),
+    ]

@@ -3,20 +3,39 @@ out, model resolved and allowed, the team's policy (or the one the request may c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from starlette.datastructures import Headers
 
-from proxy.auth import Forbidden, Principal, bearer
+from proxy.auth import Principal, bearer
 from proxy.config import Settings
 from proxy.controls import take_controls
-from proxy.errors import BadRequest
-from proxy.models import Models
-from proxy.plan import Request
+from proxy.errors import BadRequest, Forbidden
+from proxy.models import Models, ModelSpec, ResolvedPolicy
 from proxy.validation import parse_chat
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """One chat request as the planner sees it: validated, controls taken out, model resolved."""
+
+    body: bytes
+    payload: dict[str, Any]
+    spec: ModelSpec
+    window: int | None
+    policy: ResolvedPolicy
+    team: str = "default"
+    scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
+    bearer: str | None = None
+    session_memory: str | None = None
+    reserve_default: int | None = None  # the team's reply reserve, else trimming's
+    trim: bool = True
 
 
 def build_request(
     body: bytes, headers: Headers, settings: Settings, models: Models, who: Principal
-) -> Request:
+) -> ChatRequest:
     payload = parse_chat(body)
     body, payload, controls = take_controls(body, payload, headers)
     who.check_model(payload["model"])
@@ -42,7 +61,7 @@ def build_request(
     window = models.window(spec, who.team)
     if window is not None and team.max_context_tokens:
         window = min(window, team.max_context_tokens)
-    return Request(
+    return ChatRequest(
         body,
         payload,
         spec,

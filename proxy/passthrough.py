@@ -9,13 +9,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.accesslog import log_request
-from proxy.auth import Forbidden, Principal
-from proxy.errors import BadRequest, ProxyError
+from proxy.auth import Principal
+from proxy.errors import BadRequest, Forbidden, ProxyError
 from proxy.headers import decode_headers, upstream_headers
 from proxy.metrics import Outcome
 from proxy.paths import forwardable
 from proxy.runtime import Runtime
-from proxy.upstream import join_url
+from proxy.upstream import join_url, respond
 from proxy.validation import read_body
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
@@ -25,8 +25,6 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     """Forward a path the proxy does not fit: the body's ``model`` picks the upstream and must be
     one the team may use; with the proxy's own key (``keys`` mode, or a key in config) only
     allowlisted paths go; the answer says ``not-fitted`` and is counted by path."""
-    from proxy.chat import respond  # one response builder for every relayed answer
-
     started = time.perf_counter()
     who = rt.auth.team(request.headers)
     label = path_label(subpath, rt.settings.forward_paths)
@@ -106,7 +104,6 @@ def _model_of(body: bytes | None, content_type: str) -> str | None:
 
 async def handle_models(request: Request, rt: Runtime) -> Response:
     """The default upstream's model list when it answers, with the configured models added."""
-    from proxy.chat import respond
 
     who = rt.auth.team(request.headers)
     listed: list[dict[str, object]] = []

@@ -15,32 +15,16 @@ from typing import Any
 
 import orjson
 
+from proxy.budget import budget_for
 from proxy.compaction import Compactor, Context
-from proxy.config import Settings, Trimming
+from proxy.config import Settings
 from proxy.errors import ContextTooLarge
-from proxy.models import ModelSpec, ResolvedPolicy
+from proxy.intake import ChatRequest
 from proxy.summarizer import Target
-from strategies.budget import Budget, byte_bound, reply_reserve
+from strategies.budget import Budget, byte_bound
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import MemoCounter, count_prompt
-
-
-@dataclass(slots=True)
-class Request:
-    """One chat request as the planner sees it."""
-
-    body: bytes
-    payload: dict[str, Any]
-    spec: ModelSpec
-    window: int | None
-    policy: ResolvedPolicy
-    team: str = "default"
-    scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
-    bearer: str | None = None
-    session_memory: str | None = None
-    reserve_default: int | None = None  # the team's reply reserve, else trimming's
-    trim: bool = True
 
 
 @dataclass(slots=True)
@@ -62,7 +46,9 @@ class Planner:
         self.settings = settings
         self.compactor = compactor
 
-    async def plan_first(self, req: Request, exact: bool = False, dry_run: bool = False) -> Plan:
+    async def plan_first(
+        self, req: ChatRequest, exact: bool = False, dry_run: bool = False
+    ) -> Plan:
         """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
 
         ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
@@ -92,7 +78,7 @@ class Planner:
 
     async def plan_fitted(
         self,
-        req: Request,
+        req: ChatRequest,
         budget: Budget,
         tokens: int | None = None,
         memo: MemoCounter | None = None,
@@ -127,11 +113,11 @@ class Planner:
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
 
-    def budget(self, req: Request, window: int) -> Budget:
+    def budget(self, req: ChatRequest, window: int) -> Budget:
         return budget_for(req, window, self.settings.trimming)
 
     async def _fit(
-        self, messages: list[Any], budget: Budget, req: Request, counter: MemoCounter
+        self, messages: list[Any], budget: Budget, req: ChatRequest, counter: MemoCounter
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
@@ -149,15 +135,15 @@ class Planner:
                 param="messages",
             ) from None
 
-    def _summarizes(self, req: Request) -> bool:
+    def _summarizes(self, req: ChatRequest) -> bool:
         return req.policy.config.summarize or bool(req.session_memory)
 
-    def _soft_limit(self, req: Request, budget: Budget) -> int:
+    def _soft_limit(self, req: ChatRequest, budget: Budget) -> int:
         if not self._summarizes(req) or self.compactor is None:
             return budget.messages
         return int(budget.messages * req.policy.config.summarizer.soft_threshold)
 
-    def _context(self, req: Request, budget: Budget) -> Context:
+    def _context(self, req: ChatRequest, budget: Budget) -> Context:
         spec = req.spec
         window = req.policy.config.summarizer.context_window or budget.window
         return Context(
@@ -173,7 +159,7 @@ class Planner:
             req.scope,
         )
 
-    def target(self, req: Request) -> Target:
+    def target(self, req: ChatRequest) -> Target:
         """The summarizer: the policy's model if set, else the request's own model and upstream."""
         cfg = req.policy.config.summarizer
         if cfg.model:
@@ -188,25 +174,3 @@ class Planner:
         if upstream.provider == "litellm" and upstream.model:
             return Target(upstream.model, upstream.base_url, key)
         return Target(f"openai/{req.spec.name}", upstream.base_url, key)
-
-
-def budget_for(req: Request, window: int, trimming: Trimming) -> Budget:
-    """The one budget rule, for the first attempt, a retry and the preview alike:
-    ``window - reply reserve - tool definitions - safety margin``. The reserve is the request's
-    own output limit, else the team's or the default reserve capped by the model's output limit
-    and a quarter of the window."""
-    default = req.reserve_default
-    if default is None:
-        default = trimming.reserve_output_tokens
-    reserve = reply_reserve(req.payload, default, req.spec.max_output, window)
-    tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
-    return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
-
-
-def checked(budget: Budget) -> Budget:
-    """``budget``, or ContextTooLarge when it leaves no room for the messages."""
-    if budget.messages <= 0:
-        raise ContextTooLarge(
-            f"no room is left for the messages: {budget.explain()}", param="messages"
-        )
-    return budget

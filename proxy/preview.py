@@ -10,12 +10,13 @@ from starlette.datastructures import Headers
 from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
-from proxy.auth import Forbidden, Principal
+from proxy.auth import Principal
 from proxy.compaction import Compactor
 from proxy.config import Settings
-from proxy.intake import build_request
+from proxy.errors import Forbidden
+from proxy.intake import ChatRequest, build_request
 from proxy.models import Models
-from proxy.plan import Plan, Planner, Request
+from proxy.plan import Plan, Planner
 from proxy.runtime import build_models
 from proxy.stores import open_store
 from proxy.summarizer import LLMSummarizer
@@ -40,7 +41,7 @@ async def preview(
     return {"messages": messages, "report": report(plan, req, req.window, original)}
 
 
-def report(plan: Plan, req: Request, window: int | None, original: list[Any]) -> dict[str, Any]:
+def report(plan: Plan, req: ChatRequest, window: int | None, original: list[Any]) -> dict[str, Any]:
     spec, policy = req.spec, req.policy
     fit = plan.fit
     budget = plan.budget

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import httpx
+from starlette.responses import Response, StreamingResponse
 
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
@@ -168,3 +169,17 @@ def decoded(body: bytes, headers: Mapping[str, str] | list[tuple[str, str]]) -> 
         except zlib.error:
             return body
     return body
+
+
+def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
+    headers = reply.headers + extra
+    response: Response
+    if reply.body is not None:
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("content-length", str(len(reply.body))))
+        response = Response(reply.body, reply.status)
+    else:
+        assert reply.stream is not None
+        response = StreamingResponse(reply.stream, reply.status)
+    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    return response

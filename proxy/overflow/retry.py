@@ -13,10 +13,11 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from proxy.budget import checked
 from proxy.config import Trimming
 from proxy.errors import ContextTooLarge
 from proxy.overflow.detect import Overflow, is_context_overflow
-from proxy.plan import Plan, checked
+from proxy.plan import Plan
 from proxy.upstream import Reply, decoded, is_event_stream
 from strategies.budget import Budget
 
