@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any
 
 from bench.conversations import agent_conversation
+from proxy.startup import prepare_environment
 from proxy.tokenizers import token_len
 from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
@@ -29,7 +29,7 @@ def orphans(messages: list[dict[str, Any]]) -> int:
 
 
 def quality_rows(cases: int) -> tuple[list[str], list[list[str]]]:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    prepare_environment()
     from litellm.utils import trim_messages
 
     counter = ChatCounter(token_len("o200k_base"))

@@ -23,6 +23,7 @@ from proxy.passthrough import handle_models, handle_passthrough
 from proxy.paths import SafePaths
 from proxy.preview import handle_preview
 from proxy.runtime import Runtime, new_transport
+from proxy.startup import prepare_environment
 from proxy.upstream import Transport
 from proxy.validation import parse_json
 
@@ -33,6 +34,7 @@ MAX_CONNECTIONS = 1024
 def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
     """Build the proxy. ``transport`` lets tests inject one; by default the configured
     ``upstream_client`` is pooled for the app's life."""
+    prepare_environment()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

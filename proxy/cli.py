@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from proxy.config import ConfigError, load_settings
+from proxy.startup import prepare_environment
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
     args = parser.parse_args(argv)
+    prepare_environment()
     try:
         if args.command == "serve":
             return _serve(args)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from proxy.paths import DEFAULT_FORWARD
@@ -138,6 +138,7 @@ class Settings(BaseSettings):
         description="keys mode: /v1/<path> globs forwarded untouched besides the fitted ones",
     )
     metrics_key_env: str | None = Field(None, description="env var of a key /metrics requires")
+    _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
     upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
 
     @classmethod
@@ -185,6 +186,10 @@ class Settings(BaseSettings):
                     raise ValueError(f"teams.{name}: policy {policy!r} is not in policies")
         if self.auth == "keys" and not any(t.key_envs for t in self.teams.values()):
             raise ValueError("auth: keys needs at least one team with key_envs")
+        self._keys = {
+            name: (os.environ.get(u.api_key_env) or None) if u.api_key_env else None
+            for name, u in self.upstreams.items()
+        }
         return self
 
     def exposure_problem(self) -> str | None:
@@ -209,9 +214,9 @@ class Settings(BaseSettings):
         )
 
     def api_key(self, upstream: str) -> str | None:
-        """The upstream's key from its environment variable (None: pass the client's through)."""
-        env = self.upstreams[upstream].api_key_env
-        return os.environ.get(env) or None if env else None
+        """The upstream's key, read from its environment variable when the config was loaded
+        (None: the client's own credential goes through)."""
+        return self._keys.get(upstream)
 
 
 def _default_upstream(names: list[str]) -> str:

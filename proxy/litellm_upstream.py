@@ -6,7 +6,6 @@ OpenAI-compatible upstreams never needs it. Answers come back in OpenAI's format
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import orjson
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.overflow.detect import Overflow, is_context_overflow
+from proxy.startup import prepare_environment
 from proxy.upstream import Reply
 
 # The OpenAI chat-completion fields a client may set. litellm.acompletion also takes credentials
@@ -66,7 +66,7 @@ SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
 
 
 def _litellm() -> Any:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    prepare_environment()
     import litellm
 
     return litellm

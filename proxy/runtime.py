@@ -14,9 +14,10 @@ from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner
+from proxy.startup import prepare_environment
 from proxy.stores import GuardedStore, open_store
 from proxy.summarizer import LLMSummarizer
-from proxy.tokenizers import Tokenizers, get_encoding, use_bundled_tiktoken_files
+from proxy.tokenizers import Tokenizers, get_encoding
 from proxy.upstream import HttpxTransport, Transport
 
 log = logging.getLogger("contextwarden")
@@ -87,7 +88,7 @@ class Runtime:
 
 
 def build_models(settings: Settings) -> Models:
-    use_bundled_tiktoken_files()
+    prepare_environment()
     return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))
 
 

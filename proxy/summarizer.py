@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.startup import prepare_environment
 from strategies.messages import Message
 
 
@@ -45,7 +45,7 @@ class LLMSummarizer:
         """Start importing litellm in a worker thread (it takes seconds) so that the first
         summary does not wait for it."""
         if self._import is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            prepare_environment()
             self._import = asyncio.ensure_future(asyncio.to_thread(_import_litellm))
             # litellm brings millions of long-lived objects: keep them out of the collector's
             # full passes, which otherwise stall requests for a hundred milliseconds and more.

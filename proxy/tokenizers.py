@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import tiktoken
 
-from proxy.modeltable import litellm_dir
+from proxy.startup import prepare_environment
 from strategies.encodings import encoding_for_model, image_costs_for_model
 from strategies.images import ImageCosts
 from strategies.tokens import ChatCounter, Counter, ScaledCounter
 
 ESTIMATE_BASE = "cl100k_base"
 _INEXACT = frozenset({"estimate", "bytes"})
-
-
-def use_bundled_tiktoken_files() -> None:
-    """Point tiktoken at litellm's bundled encodings unless the operator chose a folder."""
-    base = litellm_dir()
-    if base is not None:
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(base / "litellm_core_utils" / "tokenizers"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +58,8 @@ class Tokenizers:
 
 
 def get_encoding(name: str) -> tiktoken.Encoding:
-    """A tiktoken encoding loaded from the bundled files."""
-    use_bundled_tiktoken_files()
+    """A tiktoken encoding loaded from the bundled files (see :mod:`proxy.startup`)."""
+    prepare_environment()
     return tiktoken.get_encoding(name)
 
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
+from proxy.startup import prepare_environment
+from proxy.tokenizers import get_encoding
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from proxy.tokenizers import get_encoding, use_bundled_tiktoken_files
-
-use_bundled_tiktoken_files()
+prepare_environment()
 O200K = get_encoding("o200k_base")
 CL100K = get_encoding("cl100k_base")

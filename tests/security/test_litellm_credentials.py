@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import inspect
-import os
 
 import pytest
 
 from proxy.config import Upstream
 from proxy.litellm_upstream import REQUEST_FIELDS, call_arguments, client_message
 from tests.security.conftest import OTHER_KEY, UPSTREAM_KEY, Capture, ProxyFactory, keys_config
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def litellm_parameters() -> set[str]:
