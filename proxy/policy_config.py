@@ -6,50 +6,38 @@ before validation, so common settings are written once.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
-import typing
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from proxy import plugins
 from strategies import registry
 from strategies.engine import Pass, Policy
 from strategies.errors import InvalidConfig
-from strategies.light_trim import LightTrim
-from strategies.microcompact import PLACEHOLDER, ToolResultMicrocompact
 from strategies.rules import TIERS, Match, Rule
-from strategies.summary import (
-    INITIAL_PROMPT,
-    SYSTEM_PROMPT,
-    TURN_PREFIX_PROMPT,
-    UPDATE_PROMPT,
-    FileTools,
-    Prompts,
-)
+from strategies.summary import FileTools, Prompts
 
-PassName = Literal["tool_result_microcompact", "light_trim"]
-DEFAULT_PIPELINE: list[PassName] = ["tool_result_microcompact", "light_trim"]
+ENGINE = Policy()  # the engine's defaults, which the config's defaults are
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class MicrocompactConfig(_Strict):
-    keep_recent: int = Field(5, ge=0)
-    include_tools: list[str] = Field(default_factory=list)
-    exclude_tools: list[str] = Field(default_factory=list)
-    min_result_tokens: int = Field(0, ge=0)
-    placeholder: str = PLACEHOLDER
-
-
-class LightTrimConfig(_Strict):
-    keep_recent: int = Field(4, ge=0)
-    text_threshold: int = Field(4000, gt=0)
-    preserve_head: int = Field(1200, ge=0)
-    preserve_tail: int = Field(800, ge=0)
+def _load(ref: str, kind: str) -> type[Any]:
+    try:
+        return registry.load_class(ref, kind)
+    except InvalidConfig as exc:
+        raise ValueError(str(exc)) from None
 
 
 class StrategyRef(_Strict):
@@ -58,44 +46,8 @@ class StrategyRef(_Strict):
 
     @model_validator(mode="after")
     def _known(self) -> StrategyRef:
-        try:
-            registry.check_options(self.strategy, self.options)
-        except InvalidConfig as exc:
-            raise ValueError(str(exc)) from None
-        self.options = options_model(self.strategy)(**self.options).model_dump(exclude_unset=True)
+        self.options = plugins.validated(_load(self.strategy, "strategy"), self.options)
         return self
-
-
-# Filled in by the engine for every request (the user's current message), never from YAML.
-ENGINE_INJECTED = frozenset({"query"})
-
-
-@functools.cache
-def options_model(ref: str) -> type[BaseModel]:
-    """A pydantic model of a strategy's options, from its constructor's typed signature
-    (``extra="forbid"``), so that a wrong type fails when the config loads, never as a 500 on
-    the first request that needs the strategy. A parameter with no default and no place in
-    YAML (a collaborator such as ``summarize``'s summarizer) makes the strategy unusable from
-    config, and says so."""
-    cls = registry.load_class(ref)
-    hints = typing.get_type_hints(cls.__init__)
-    fields: dict[str, Any] = {}
-    for name, param in inspect.signature(cls).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or name in ENGINE_INJECTED:
-            continue
-        if param.default is param.empty:
-            raise ValueError(
-                f"strategy {ref!r} needs {name!r}, which a config cannot give"
-                + (
-                    "; for LLM summaries use `summarize: true` (summary checkpoints)"
-                    if name == "summarizer"
-                    else ""
-                )
-            )
-        fields[name] = (hints.get(name, Any), param.default)
-    config = ConfigDict(extra="forbid", strict=True, arbitrary_types_allowed=True)
-    model: type[BaseModel] = create_model(f"{cls.__name__}Options", __config__=config, **fields)
-    return model
 
 
 class MatchConfig(_Strict):
@@ -125,13 +77,6 @@ class RuleConfig(StrategyRef):
     inject_into_system: bool | Literal["xml", "markdown"] = False
 
 
-class PromptsConfig(_Strict):
-    system: str = SYSTEM_PROMPT
-    initial: str = INITIAL_PROMPT
-    update: str = UPDATE_PROMPT
-    turn_prefix: str = TURN_PREFIX_PROMPT
-
-
 class SummarizerConfig(_Strict):
     model: str | None = Field(
         None, description="litellm model string; default: the request's own model and upstream"
@@ -157,51 +102,79 @@ class SummarizerConfig(_Strict):
     breaker_failures: int = Field(3, gt=0)
     read_tools: list[str] = Field(default_factory=lambda: list(FileTools().read))
     write_tools: list[str] = Field(default_factory=lambda: list(FileTools().write))
-    prompts: PromptsConfig = Field(default_factory=PromptsConfig)
+    prompts: dict[str, str] = Field(
+        default_factory=dict, description="system, initial, update or turn_prefix overrides"
+    )
+
+    @field_validator("prompts")
+    @classmethod
+    def _prompts(cls, value: dict[str, str]) -> dict[str, str]:
+        return plugins.validated(Prompts, value)
 
 
 class PolicyConfig(_Strict):
     extends: str | None = None
-    pipeline: list[PassName] = Field(default_factory=lambda: list(DEFAULT_PIPELINE))
-    tool_result_microcompact: MicrocompactConfig = Field(default_factory=MicrocompactConfig)
-    light_trim: LightTrimConfig = Field(default_factory=LightTrimConfig)
-    history: StrategyRef = Field(
-        default_factory=lambda: StrategyRef(strategy="truncate_oldest", options={"unit": "turn"})
+    pipeline: list[str] = Field(
+        default_factory=lambda: [p.name for p in ENGINE.passes],
+        description="compaction passes in order: built-in names or module:Class",
     )
-    cache_cut_share: float = Field(0.3, ge=0, lt=1)
-    repair_tool_calls: bool = False
+    tool_result_microcompact: dict[str, Any] = Field(default_factory=dict)
+    light_trim: dict[str, Any] = Field(default_factory=dict)
+    history: StrategyRef = Field(
+        default_factory=lambda: StrategyRef(
+            strategy=ENGINE.history_strategy, options=dict(ENGINE.history_options)
+        )
+    )
+    cache_cut_share: float = Field(ENGINE.cache_cut_share, ge=0, lt=1)
+    repair_tool_calls: bool = ENGINE.repair_tool_calls
     rules: list[RuleConfig] | None = None
     summarize: bool = True
     summary_role: Literal["user", "developer", "system"] = Field(
         "user", description="role of the summary message; user text never gains authority"
     )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    _policy: Policy = PrivateAttr(default=ENGINE)
 
-    def to_policy(self) -> Policy:
+    @field_validator("pipeline")
+    @classmethod
+    def _passes_exist(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _load(name, "pass")
+        return value
+
+    @field_validator("tool_result_microcompact", "light_trim")
+    @classmethod
+    def _pass_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        assert info.field_name is not None
+        return plugins.validated(_load(info.field_name, "pass"), value)
+
+    @model_validator(mode="after")
+    def _build(self) -> PolicyConfig:
+        """The engine's Policy, built once, here: what the config accepted is what runs."""
         passes: list[Pass] = []
         for name in self.pipeline:
-            if name == "tool_result_microcompact":
-                mc = self.tool_result_microcompact
-                passes.append(
-                    ToolResultMicrocompact(
-                        mc.keep_recent,
-                        tuple(mc.include_tools),
-                        tuple(mc.exclude_tools),
-                        mc.min_result_tokens,
-                        mc.placeholder,
-                    )
-                )
-            else:
-                passes.append(LightTrim(**self.light_trim.model_dump()))
-        rules = self._rules()
-        return Policy(
-            rules=rules,
+            options = getattr(self, name, None) if name in registry.PASSES else None
+            try:
+                built = plugins.build(_load(name, "pass"), options or {})
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+            if not callable(getattr(built, "apply", None)):
+                raise ValueError(f"pass {name!r} has no apply method")
+            passes.append(built)
+        self._policy = Policy(
+            rules=self._rules(),
             history_strategy=self.history.strategy,
             history_options=dict(self.history.options),
             passes=tuple(passes),
             repair_tool_calls=self.repair_tool_calls,
             cache_cut_share=self.cache_cut_share,
         )
+        for rule in (*self._policy.rules, self._policy.history):
+            self._policy.strategy(rule)  # a strategy that cannot be built fails now
+        return self
+
+    def to_policy(self) -> Policy:
+        return self._policy
 
     def _rules(self) -> tuple[Rule, ...]:
         """The policy's own rules first, then the defaults (system, current) it did not redefine."""
@@ -213,7 +186,7 @@ class PolicyConfig(_Strict):
         return FileTools(tuple(self.summarizer.read_tools), tuple(self.summarizer.write_tools))
 
     def prompts(self) -> Prompts:
-        return Prompts(**self.summarizer.prompts.model_dump())
+        return Prompts(**self.summarizer.prompts)
 
 
 def _rule(r: RuleConfig) -> Rule:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from strategies import registry
+from strategies.base import Strategy
 from strategies.blocks import Block, BlockReport, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.formatter import facts_of, inject_into_system
@@ -53,12 +54,23 @@ class Policy:
     passes: tuple[Pass, ...] = (ToolResultMicrocompact(), LightTrim())
     repair_tool_calls: bool = False
     cache_cut_share: float = 0.3
+    _built: dict[str, Strategy] = field(default_factory=dict, compare=False, repr=False)
 
-    def history_rule(self, budget: int) -> Rule:
+    @property
+    def history(self) -> Rule:
+        """Whatever no rule takes. truncate_oldest cuts it on a grid of ``cache_cut_share`` of
+        the request's budget (see TruncateOldest.bind)."""
         options = dict(self.history_options)
         if self.history_strategy == "truncate_oldest" and self.cache_cut_share > 0:
-            options.setdefault("grid_tokens", max(1, int(budget * self.cache_cut_share)))
+            options.setdefault("grid_share", self.cache_cut_share)
         return Rule("history", Match(), TIERS["history"], self.history_strategy, options)
+
+    def strategy(self, rule: Rule) -> Strategy:
+        """The rule's strategy, built once for this policy (its options never change)."""
+        built = self._built.get(rule.id)
+        if built is None:
+            built = self._built[rule.id] = registry.build(rule.strategy, rule.options)
+        return built
 
 
 DEFAULT_POLICY = Policy()
@@ -159,10 +171,10 @@ def _allocate(
     actions: list[str],
     steps: list[Step],
 ) -> Fit:
-    assignments = assign(messages, policy.rules, policy.history_rule(budget))
+    assignments = assign(messages, policy.rules, policy.history)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
-    blocks = [_block(a, messages, summarizer, query) for a in assignments]
+    blocks = [_block(a, messages, policy, summarizer, query, budget) for a in assignments]
     outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
     kept = _reassemble(messages, assignments, outputs)
     after = count_prompt(counter, kept)
@@ -176,14 +188,21 @@ def _allocate(
 
 
 def _block(
-    a: Assignment, messages: Sequence[Message], summarizer: Summarizer | None, query: str
+    a: Assignment,
+    messages: Sequence[Message],
+    policy: Policy,
+    summarizer: Summarizer | None,
+    query: str,
+    budget: int,
 ) -> Block:
     rule = a.rule
-    # What a strategy may ask for by name: the summarizer, the user's current message.
-    injected: dict[str, Any] = {"query": query}
-    if summarizer is not None:
-        injected["summarizer"] = summarizer
-    strategy = registry.build(rule.strategy, rule.options, **injected)
+    if summarizer is not None and rule.strategy == "summarize":  # the library's own use
+        strategy = registry.build(rule.strategy, rule.options, summarizer=summarizer)
+    else:
+        strategy = policy.strategy(rule)
+    bind = getattr(strategy, "bind", None)
+    if bind is not None:  # the request's context, for a strategy that asks for it
+        strategy = bind(query=query, budget=budget)
     picked = [messages[i] for i in a.indices]
     return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
 
@@ -248,7 +267,7 @@ def breakdown(
 ) -> list[BlockReport]:
     """How a conversation splits into the policy's blocks, with counts (nothing evicted)."""
     out: list[BlockReport] = []
-    for a in assign(messages, policy.rules, policy.history_rule(budget)):
+    for a in assign(messages, policy.rules, policy.history):
         if a.indices:
             tokens = sum(counter.message(messages[i]) for i in a.indices)
             out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))

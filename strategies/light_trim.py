@@ -24,6 +24,12 @@ class LightTrim:
 
     name = "light_trim"
 
+    def __post_init__(self) -> None:
+        if min(self.keep_recent, self.preserve_head, self.preserve_tail) < 0:
+            raise ValueError("keep_recent, preserve_head and preserve_tail must be >= 0")
+        if self.text_threshold <= 0:
+            raise ValueError("text_threshold must be > 0")
+
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         stop = max(0, len(messages) - self.keep_recent)
         return [self._trim_message(m) if i < stop else m for i, m in enumerate(messages)]

@@ -27,6 +27,10 @@ class ToolResultMicrocompact:
 
     name = "tool_result_microcompact"
 
+    def __post_init__(self) -> None:
+        if self.keep_recent < 0 or self.min_result_tokens < 0:
+            raise ValueError("keep_recent and min_result_tokens must be >= 0")
+
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         calls = _calls_by_id(messages)
         kept_keys: set[str] = set()

@@ -18,6 +18,8 @@ class MiddleOut:
     label = "truncated"
 
     def __init__(self, keep_first: int = 1, keep_last: int = 1) -> None:
+        if keep_first < 0 or keep_last < 0:
+            raise ValueError("keep_first and keep_last must be >= 0")
         self.keep_first = keep_first
         self.keep_last = keep_last
 

@@ -5,6 +5,7 @@ passed to the class as keyword arguments and checked against its signature, so a
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Mapping
@@ -21,21 +22,27 @@ BUILTIN: dict[str, str] = {
     "summarize": "strategies.summarize:Summarize",
     "relevance_drop": "strategies.relevance_drop:RelevanceDrop",
 }
+# Compaction passes, by name, the same way: built-ins and ``module:Class`` alike.
+PASSES: dict[str, str] = {
+    "tool_result_microcompact": "strategies.microcompact:ToolResultMicrocompact",
+    "light_trim": "strategies.light_trim:LightTrim",
+}
 
 
-def load_class(ref: str) -> type[Any]:
-    target = BUILTIN.get(ref, ref)
+@functools.cache
+def load_class(ref: str, kind: str = "strategy") -> type[Any]:
+    """The class a name (or ``module:Class`` string) stands for; ``kind``: strategy or pass."""
+    names = PASSES if kind == "pass" else BUILTIN
+    target = names.get(ref, ref)
     module_name, _, attr = target.partition(":")
     if not attr:
-        raise InvalidConfig(
-            f"unknown strategy {ref!r}: use one of {sorted(BUILTIN)} or module:Class"
-        )
+        raise InvalidConfig(f"unknown {kind} {ref!r}: use one of {sorted(names)} or module:Class")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
-        raise InvalidConfig(f"cannot load strategy {ref!r}: {exc}") from None
+        raise InvalidConfig(f"cannot load {kind} {ref!r}: {exc}") from None
     if not isinstance(cls, type):
-        raise InvalidConfig(f"strategy {ref!r} is not a class")
+        raise InvalidConfig(f"{kind} {ref!r} is not a class")
     return cls
 
 

@@ -20,8 +20,11 @@ class RelevanceDrop:
     label = "dropped least relevant"
 
     def __init__(self, query: str = "") -> None:
-        """``query`` is filled in by the engine with the current user message's text."""
+        """``query``: the current user message's text, which ``bind`` fills in per request."""
         self.query = query
+
+    def bind(self, *, query: str, budget: int) -> RelevanceDrop:
+        return RelevanceDrop(query)
 
     def apply(
         self, messages: Sequence[Message], original_tokens: int, limit: int, counter: Counter

@@ -35,11 +35,23 @@ class TruncateOldest:
         min_messages: int = 0,
         protect_roles: Sequence[str] = (),
         grid_tokens: int = 0,
+        grid_share: float = 0.0,
     ) -> None:
+        """``grid_share``: the grid as a share of the request's budget (set by ``bind``)."""
+        if min_messages < 0 or grid_tokens < 0 or not 0 <= grid_share < 1:
+            raise ValueError("min_messages and grid_tokens must be >= 0, grid_share in [0, 1)")
         self.unit: GroupUnit = unit
         self.min_messages = min_messages
         self.protect_roles = frozenset(protect_roles)
         self.grid_tokens = grid_tokens
+        self.grid_share = grid_share
+
+    def bind(self, *, query: str, budget: int) -> TruncateOldest:
+        """This strategy for one request: the cache grid from the request's budget."""
+        if self.grid_share <= 0:
+            return self
+        grid = max(1, int(budget * self.grid_share))
+        return TruncateOldest(self.unit, self.min_messages, tuple(self.protect_roles), grid)
 
     def apply(
         self, messages: Sequence[Message], original_tokens: int, limit: int, counter: Counter

@@ -77,3 +77,34 @@ def test_strategy_options_are_typed(history: dict[str, Any], message: str) -> No
             upstreams={"u": {"base_url": "http://u/v1"}},
             policies={"default": {"history": history}},
         )
+
+
+@pytest.mark.parametrize(
+    ("policy", "message"),
+    [
+        ({"light_trim": {"keep_recent": -1}}, "keep_recent"),
+        ({"tool_result_microcompact": {"keep_recent": -2}}, "keep_recent"),
+        ({"tool_result_microcompact": {"include_tools": "read"}}, "include_tools"),
+        ({"pipeline": ["light_trim", "squash"]}, "squash"),
+        ({"summarizer": {"prompts": {"system": 5}}}, "system"),
+        ({"summarizer": {"prompts": {"sytem": "typo"}}}, "sytem"),
+        ({"history": {"strategy": "middle_out", "options": {"keep_last": -1}}}, "keep_last"),
+    ],
+)
+def test_pass_and_prompt_options_come_from_the_engine_and_are_checked(
+    policy: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(
+            None, upstreams={"u": {"base_url": "http://u/v1"}}, policies={"default": policy}
+        )
+
+
+def test_the_defaults_are_the_engines() -> None:
+    from strategies.engine import Policy
+
+    settings = load_settings(None, upstreams={"u": {"base_url": "http://u/v1"}})
+    built = settings.policies["default"].to_policy()
+    assert built.passes == Policy().passes
+    assert built.cache_cut_share == Policy().cache_cut_share
+    assert built.history_strategy == Policy().history_strategy
