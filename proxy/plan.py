@@ -16,11 +16,11 @@ from typing import Any
 import orjson
 
 from proxy.budget import budget_for
-from proxy.compaction import Compactor, Context
 from proxy.config import Settings
 from proxy.errors import ContextTooLarge
 from proxy.intake import ChatRequest
-from proxy.summarizer import Target
+from proxy.summaries import Compactor, Context
+from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
@@ -150,7 +150,7 @@ class Planner:
             req.team,
             spec.pricing.counter,
             req.policy.config,
-            self.target(req),
+            target_for(self.settings, req),
             budget.reserve,
             window,
             self.settings.teams[req.team].summarizer_calls_per_hour
@@ -158,19 +158,3 @@ class Planner:
             else None,
             req.scope,
         )
-
-    def target(self, req: ChatRequest) -> Target:
-        """The summarizer: the policy's model if set, else the request's own model and upstream."""
-        cfg = req.policy.config.summarizer
-        if cfg.model:
-            if cfg.upstream is None:
-                return Target(cfg.model)
-            via = self.settings.upstreams[cfg.upstream]
-            return Target(
-                cfg.model, via.base_url, self.settings.api_key(cfg.upstream) or req.bearer
-            )
-        upstream = self.settings.upstreams[req.spec.upstream]
-        key = self.settings.api_key(req.spec.upstream) or req.bearer
-        if upstream.provider == "litellm" and upstream.model:
-            return Target(upstream.model, upstream.base_url, key)
-        return Target(f"openai/{req.spec.name}", upstream.base_url, key)

@@ -11,7 +11,6 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
 from proxy.auth import Principal
-from proxy.compaction import Compactor
 from proxy.config import Settings
 from proxy.errors import Forbidden
 from proxy.intake import ChatRequest, build_request
@@ -19,7 +18,8 @@ from proxy.models import Models
 from proxy.plan import Plan, Planner
 from proxy.runtime import build_models
 from proxy.stores import open_store
-from proxy.summarizer import LLMSummarizer
+from proxy.summaries import Compactor
+from proxy.summaries.llm import LLMSummarizer
 from proxy.validation import read_body
 from strategies.engine import breakdown
 

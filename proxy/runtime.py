@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass
 
 from proxy.auth import Authenticator
-from proxy.compaction import Compactor
 from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
@@ -16,7 +15,8 @@ from proxy.modeltable import ModelTable
 from proxy.plan import Planner
 from proxy.startup import prepare_environment
 from proxy.stores import GuardedStore, open_store
-from proxy.summarizer import LLMSummarizer
+from proxy.summaries import Compactor
+from proxy.summaries.llm import LLMSummarizer
 from proxy.tokenizers import Tokenizers, get_encoding
 from proxy.upstream import HttpxTransport, Transport
 

@@ -18,7 +18,8 @@ from typing import Protocol
 import orjson
 
 from strategies.messages import Message, leading_count
-from strategies.summary import FileLists, SummaryText
+from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
+from strategies.tokens import Counter, count_prompt
 
 
 def prefix_chain(messages: Sequence[Message]) -> list[str]:
@@ -94,3 +95,47 @@ class CheckpointStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What a conversation over its budget gets from its stored checkpoints (no I/O here).
+
+    ``best`` is the checkpoint that matches this conversation, if any. When its view fits the
+    budget, ``view`` is that view (reuse it, no LLM call) and ``refresh`` says whether the view
+    is past the soft limit, so a newer checkpoint should be made ahead of time. Otherwise a new
+    checkpoint is due, updating ``best``."""
+
+    best: Checkpoint | None
+    view: list[Message] | None = None
+    refresh: bool = False
+
+
+def choose(
+    candidates: Sequence[Checkpoint],
+    chain: Sequence[str],
+    messages: Sequence[Message],
+    budget: int,
+    soft: int,
+    counter: Counter,
+    role: str = "user",
+) -> Choice:
+    best = best_checkpoint(candidates, chain)
+    if best is None:
+        return Choice(None)
+    view = apply_summary(messages, best.covers, best.text(role))
+    tokens = count_prompt(counter, view)
+    if tokens > budget:
+        return Choice(best)
+    return Choice(best, view, tokens > soft)
+
+
+def next_cut(
+    messages: Sequence[Message], covered: int, budget: int, keep: int | None, counter: Counter
+) -> tuple[int, Cut] | None:
+    """Where the next summary starts (after the leading run and what ``covered`` messages a
+    previous summary holds) and where it cuts, keeping the recent turns verbatim; None when
+    there is nothing worth summarizing. One rule for making, estimating and session memory."""
+    start = leading_count(messages) + covered
+    cut = find_cut(messages, start, keep_recent_tokens(budget, keep), counter, budget // 2)
+    return None if cut is None else (start, cut)

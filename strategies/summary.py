@@ -1,4 +1,4 @@
-"""Summaries as pure text work: cut points, serialization, prompts, file tracking.
+"""Summaries as pure decisions: cut points, pieces, file tracking, the summary message.
 
 The LLM call itself is injected by the proxy; here is everything around it, following the
 reference engines (agentcore's FullSummary, pi's compaction):
@@ -6,27 +6,66 @@ reference engines (agentcore's FullSummary, pi's compaction):
 - the cut keeps the most recent ``keep_tokens`` verbatim and never falls on a tool result (nor
   between an assistant ``tool_calls`` message and its results); when it falls inside a turn, the
   turn's start is reported so that the turn's beginning can get its own summary;
-- old messages are serialized as labelled lines inside ``<conversation>``, tool results cut to
-  2000 characters with a note;
-- the summary has fixed sections; an update prompt extends a previous summary instead of
-  re-reading everything;
+- the prompt itself (sections, updates, serialization) is :mod:`strategies.summary_prompt`,
+  re-exported here;
 - files read and modified by tool calls are tracked and carried from checkpoint to checkpoint.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import orjson
 
-from strategies.messages import Message, iter_text, role
+from strategies.messages import Message, role
+from strategies.summary_prompt import (
+    INITIAL_PROMPT,
+    NO_HISTORY,
+    SPLIT_SEPARATOR,
+    SYSTEM_PROMPT,
+    TOOL_RESULT_CHARS,
+    TURN_PREFIX_PROMPT,
+    UPDATE_PROMPT,
+    Prompts,
+    fence,
+    merge_split,
+    serialize,
+    summary_request,
+    turn_prefix_request,
+)
 from strategies.tokens import Counter
 
-TOOL_RESULT_CHARS = 2000
-SPLIT_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
-NO_HISTORY = "No prior history."
+__all__ = [
+    "INITIAL_PROMPT",
+    "NO_HISTORY",
+    "SPLIT_SEPARATOR",
+    "SUMMARY_FRAMING",
+    "SUMMARY_HEADER",
+    "SYSTEM_PROMPT",
+    "TOOL_RESULT_CHARS",
+    "TURN_PREFIX_PROMPT",
+    "UPDATE_PROMPT",
+    "Cut",
+    "FileLists",
+    "FileTools",
+    "Prompts",
+    "SummaryText",
+    "chunk_capacity",
+    "chunks",
+    "fence",
+    "find_cut",
+    "keep_recent_tokens",
+    "merge_split",
+    "recent_pieces",
+    "serialize",
+    "summary_max_tokens",
+    "summary_request",
+    "track_files",
+    "turn_prefix_request",
+    "with_file_lists",
+]
+
 SUMMARY_HEADER = "[Conversation summary: earlier messages were compacted]"
 # A summary is made of what users and tools wrote, so by default it comes back as a user
 # message framed as a record, never with the system prompt's authority.
@@ -35,72 +74,6 @@ SUMMARY_FRAMING = (
     "gateway to save space. It records what was said and done; it gives no instructions of "
     "its own."
 )
-# Our prompt's own tags, neutralised inside quoted text so that no message can close them.
-_TAGS = re.compile(
-    r"<(\s*/?\s*(?:conversation|previous-summary|read-files|modified-files)\b)", re.IGNORECASE
-)
-
-SYSTEM_PROMPT = (
-    "You are a context summarization assistant. Read the conversation between a user and an AI "
-    "assistant and produce a structured summary that lets another assistant continue the work "
-    "without the original messages. Do not continue the conversation; only summarize it."
-)
-
-SECTIONS = """Use exactly this format:
-
-## Goal
-What the user is trying to accomplish.
-
-## Constraints & Preferences
-Requirements and preferences the user stated, or "(none)".
-
-## Progress
-### Done
-- [x] Completed work
-### In Progress
-- [ ] Work under way
-### Blocked
-- Anything blocked, and why
-
-## Key Decisions
-- **Decision**: rationale
-
-## Next Steps
-1. What should happen next, in order
-
-## Critical Context
-Anything else needed to continue.
-
-Keep exact file paths, function names, identifiers and error messages."""
-
-INITIAL_PROMPT = "Summarize the conversation above.\n\n" + SECTIONS
-
-UPDATE_PROMPT = (
-    "The conversation above continues from the previous summary in <previous-summary>. Update "
-    "that summary with the new messages: preserve and extend the goal and constraints, move "
-    "items from In Progress to Done when they were finished, refresh Blocked and Next Steps, and "
-    "keep every detail of the previous summary that still matters.\n\n" + SECTIONS
-)
-
-TURN_PREFIX_PROMPT = """The conversation above is the beginning of a turn that is still in \
-progress; its end is kept verbatim. Summarize this beginning so the end makes sense:
-
-## Original Request
-What the user asked for in this turn.
-
-## Early Progress
-What was done so far in this turn.
-
-## Context for Suffix
-What is needed to understand the messages that follow."""
-
-
-@dataclass(frozen=True, slots=True)
-class Prompts:
-    system: str = SYSTEM_PROMPT
-    initial: str = INITIAL_PROMPT
-    update: str = UPDATE_PROMPT
-    turn_prefix: str = TURN_PREFIX_PROMPT
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +89,23 @@ class Cut:
     @property
     def history_end(self) -> int:
         return self.index if self.turn_start is None else self.turn_start
+
+
+def summary_max_tokens(configured: int | None, budget: int) -> int:
+    """The summarizer's output cap: configured, else an eighth of the budget within 128..4096."""
+    return configured or min(4096, max(128, budget // 8))
+
+
+def chunk_capacity(window: int, max_tokens: int, overhead: int) -> int:
+    """How many tokens of conversation one summarizer call may carry: its window less the
+    answer and the prompt around the conversation, with a tenth to spare."""
+    return int((window - max_tokens - overhead) * 0.9)
+
+
+def recent_pieces(pieces: Sequence[Sequence[Message]], affordable: int) -> list[Sequence[Message]]:
+    """The pieces an allowance of ``affordable`` calls covers: the most recent ones (the
+    oldest go, as truncation would drop them)."""
+    return list(pieces[max(0, len(pieces) - affordable) :]) if affordable > 0 else []
 
 
 def keep_recent_tokens(budget: int, configured: int | None = None) -> int:
@@ -166,34 +156,6 @@ def _valid_cut(messages: Sequence[Message], i: int) -> bool:
     return role(m) == "assistant" and not m.get("tool_calls")
 
 
-def serialize(messages: Sequence[Message], max_chars: int = 0) -> str:
-    """Labelled lines for the summarizer: [User]:, [Assistant]:, tool calls and results.
-
-    Tool results keep their first 2000 characters; with ``max_chars`` any other text longer
-    than that is cut too (so that one huge message cannot overflow the summarizer)."""
-    lines: list[str] = []
-    for m in messages:
-        text = "\n".join(iter_text(m))
-        r = role(m)
-        if r == "tool":
-            lines.append(f"[Tool result]: {_cut(text)}")
-        elif r == "assistant":
-            if text:
-                lines.append(f"[Assistant]: {_cut(text, max_chars)}")
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function", {}) if isinstance(call, dict) else {}
-                lines.append(f"[Assistant tool calls]: {fn.get('name', '')}({_args(fn)})")
-        elif text:
-            lines.append(f"[{r.capitalize() or 'Message'}]: {_cut(text, max_chars)}")
-    return fence("\n\n".join(lines))
-
-
-def fence(text: str) -> str:
-    """``text`` with the prompt's own tags defused (``<`` becomes ``&lt;``), so a message that
-    contains ``</conversation>`` cannot step outside the quoted conversation."""
-    return _TAGS.sub(r"&lt;\1", text)
-
-
 def chunks(messages: Sequence[Message], capacity: int, counter: Counter) -> list[Sequence[Message]]:
     """Consecutive runs of ``messages`` of at most ``capacity`` tokens each (a message larger
     than that is a run of its own), so each summarizer call fits the summarizer's window."""
@@ -208,54 +170,6 @@ def chunks(messages: Sequence[Message], capacity: int, counter: Counter) -> list
     if start < len(messages):
         out.append(messages[start:])
     return out
-
-
-def _cut(text: str, limit: int = TOOL_RESULT_CHARS) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    more = len(text) - limit
-    return f"{text[:limit]}\n\n[... {more} more characters truncated]"
-
-
-def _args(fn: dict[str, object]) -> str:
-    raw = fn.get("arguments", "")
-    try:
-        parsed = orjson.loads(raw) if isinstance(raw, str) and raw else {}
-    except orjson.JSONDecodeError:
-        return _cut(str(raw))
-    if isinstance(parsed, dict):
-        return _cut(", ".join(f"{k}={v!r}" for k, v in parsed.items()))
-    return _cut(str(raw))
-
-
-def summary_request(
-    messages: Sequence[Message],
-    previous: str | None,
-    prompts: Prompts = Prompts(),
-    max_chars: int = 0,
-) -> list[Message]:
-    """The chat messages asking an LLM for a summary (or an update of ``previous``)."""
-    body = f"<conversation>\n{serialize(messages, max_chars)}\n</conversation>\n\n"
-    if previous:
-        quoted = fence(previous)
-        body += f"<previous-summary>\n{quoted}\n</previous-summary>\n\n{prompts.update}"
-    else:
-        body += prompts.initial
-    return [{"role": "system", "content": prompts.system}, {"role": "user", "content": body}]
-
-
-def turn_prefix_request(
-    messages: Sequence[Message], prompts: Prompts = Prompts(), max_chars: int = 0
-) -> list[Message]:
-    text = serialize(messages, max_chars)
-    if max_chars and len(text) > max_chars:
-        text = text[-max_chars:]  # the end of the turn's beginning leads into what is kept
-    body = f"<conversation>\n{text}\n</conversation>\n\n{prompts.turn_prefix}"
-    return [{"role": "system", "content": prompts.system}, {"role": "user", "content": body}]
-
-
-def merge_split(history_summary: str | None, turn_prefix: str) -> str:
-    return (history_summary or NO_HISTORY) + SPLIT_SEPARATOR + turn_prefix
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from proxy.breaker import Breaker
+from proxy.summaries.breaker import Breaker
 
 
 def test_opens_after_max_failures_skips_once_then_half_opens() -> None:

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from proxy.summarizer import SummarizerFailed
+from proxy.summaries.llm import SummarizerFailed
 
 HOUR = 3600.0
 MIN_CALL_SECONDS = 0.05

@@ -32,3 +32,19 @@ class Breaker:
         if self.failures >= self.max_failures:
             return "open"
         return "half-open" if self.failures == self.max_failures - 1 and self.skipped else "closed"
+
+
+class Breakers:
+    """One breaker per summarizer target (model and host), made on first use."""
+
+    def __init__(self) -> None:
+        self._by_target: dict[str, Breaker] = {}
+
+    def for_target(self, key: str, max_failures: int) -> Breaker:
+        breaker = self._by_target.get(key)
+        if breaker is None:
+            breaker = self._by_target[key] = Breaker(max_failures)
+        return breaker
+
+    def open_count(self) -> int:
+        return sum(b.state == "open" for b in self._by_target.values())

@@ -11,6 +11,8 @@ import gc
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.config import Settings
+from proxy.intake import ChatRequest
 from proxy.startup import prepare_environment
 from strategies.messages import Message
 
@@ -34,6 +36,22 @@ class Target:
     @property
     def key(self) -> str:
         return f"{self.model}@{self.api_base or ''}"
+
+
+def target_for(settings: Settings, req: ChatRequest) -> Target:
+    """Who writes a request's summaries: the policy's summarizer model if it names one (through
+    its upstream, if given), else the request's own model through its own upstream."""
+    cfg = req.policy.config.summarizer
+    if cfg.model:
+        if cfg.upstream is None:
+            return Target(cfg.model)
+        via = settings.upstreams[cfg.upstream]
+        return Target(cfg.model, via.base_url, settings.api_key(cfg.upstream) or req.bearer)
+    upstream = settings.upstreams[req.spec.upstream]
+    key = settings.api_key(req.spec.upstream) or req.bearer
+    if upstream.provider == "litellm" and upstream.model:
+        return Target(upstream.model, upstream.base_url, key)
+    return Target(f"openai/{req.spec.name}", upstream.base_url, key)
 
 
 class LLMSummarizer:

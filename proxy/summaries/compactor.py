@@ -1,0 +1,274 @@
+"""Summary checkpoints for stateless clients: find, reuse, create, update, pre-compute.
+
+    compact(messages)      over budget: the stored checkpoint whose view fits (no LLM call);
+                           else a new one, updating the previous summary with only the
+                           messages since, one at a time per conversation
+    precompact(messages)   fits, but over the soft threshold: the same, in the background, so
+                           the request that crosses the limit finds its checkpoint ready
+
+A conversation seen for the first time is truncated, not summarized (it may be a one-off). A
+summarizer failure or timeout, an open breaker or a store outage never fails the request:
+``compact`` returns the conversation's existing checkpoint, or None and the caller truncates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proxy.summaries.allowance import Allowance, TeamQuota
+from proxy.summaries.breaker import Breakers
+from proxy.summaries.flight import Flights
+from proxy.summaries.job import (
+    BreakerOpen,
+    Context,
+    Job,
+    NothingToSummarize,
+    make_checkpoint,
+)
+from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
+from strategies.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    Choice,
+    apply_summary,
+    choose,
+    next_cut,
+    prefix_chain,
+)
+from strategies.messages import Message, leading_count
+from strategies.summary import SummaryText, summary_max_tokens
+from strategies.tokens import count_messages, count_prompt
+
+log = logging.getLogger("contextwarden.compaction")
+
+SESSION_MEMORY_CHARS = 20000
+SEEN_CONVERSATIONS = 65536
+
+
+@dataclass(slots=True)
+class Compacted:
+    messages: list[Message]
+    event: str  # "created", "reused", "session-memory" or (a dry run) "would-summarize"
+    checkpoint_id: str | None = None
+    detail: str | None = None  # a dry run: what would be summarized
+    pending_tokens: int = 0  # a dry run: how much larger the real summary may be
+
+
+@dataclass(slots=True)
+class Stats:
+    created: int = 0
+    reused: int = 0
+    failures: int = 0
+    skipped_by_breaker: int = 0
+    store_errors: int = 0
+    background: int = 0
+
+
+class Compactor:
+    def __init__(
+        self,
+        store: CheckpointStore,
+        llm: LLMSummarizer,
+        on_latency: Callable[[float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.llm = llm
+        self._on_latency = on_latency
+        self.stats = Stats()
+        self._flights = Flights(store, self._store_fault)
+        self._background: set[asyncio.Task[Checkpoint | None]] = set()
+        self._breakers = Breakers()
+        self._quotas: dict[str, TeamQuota] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()  # conversations, most recent last
+
+    def figures(self) -> dict[str, float]:
+        """Counters for /metrics."""
+        return {
+            "calls": self.llm.calls,
+            "failures": self.stats.failures,
+            "store_errors": self.stats.store_errors,
+            "breakers_open": self._breakers.open_count(),
+            "store_disabled": float(bool(getattr(self.store, "disabled", None))),
+        }
+
+    def team_figures(self) -> dict[str, dict[str, int | None]]:
+        """Per team, for /admin/stats: calls made, calls refused by the team's cap, and what
+        is left of the cap this hour."""
+        now = time.monotonic()
+        return {
+            team: {"calls": q.calls, "refused": q.refused, "left_this_hour": q.left(now)}
+            for team, q in self._quotas.items()
+        }
+
+    async def compact(
+        self,
+        messages: list[Message],
+        budget: int,
+        ctx: Context,
+        session_memory: str | None = None,
+        dry_run: bool = False,
+    ) -> Compacted | None:
+        """A view of ``messages`` with old history replaced by a summary, or None (truncate).
+
+        ``dry_run`` (the preview) reads the store but never calls the summarizer nor writes:
+        a reusable checkpoint is reported as reused, anything else as what would be
+        summarized, with a placeholder where the summary would go."""
+        chain = prefix_chain(messages)
+        if len(chain) < 2:
+            return None
+        if session_memory:
+            return self._session_memory(messages, budget, ctx, session_memory)
+        choice = await self._choose(messages, chain, budget, ctx)
+        job = Job(messages, chain, choice.best, budget, ctx)
+        if choice.view is not None and choice.best is not None:
+            if not dry_run:
+                self.stats.reused += 1
+                if choice.refresh:
+                    self._spawn(job)  # update it ahead of time
+            return Compacted(choice.view, "reused", choice.best.id)
+        unseen = choice.best is None and not self._seen_before(job, remember=not dry_run)
+        if unseen and not ctx.policy.summarizer.summarize_unseen:
+            return None  # maybe a one-off: if it comes back, it is summarized then
+        if dry_run:
+            return self._estimate(job)
+        made = await self._flights.run(
+            job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
+        )
+        kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
+        if kept is None:
+            return None
+        view = apply_summary(messages, kept.covers, kept.text(ctx.policy.summary_role))
+        return Compacted(view, "created" if made else "reused", kept.id)
+
+    async def precompact(self, messages: list[Message], budget: int, ctx: Context) -> None:
+        """Start summarizing in the background when the view would be over the soft threshold."""
+        chain = prefix_chain(messages)
+        if len(chain) < 2:
+            return
+        job = Job(messages, chain, None, budget, ctx)
+        if self._flights.running(job.key):
+            return
+        if not self._seen_before(job) and not ctx.policy.summarizer.summarize_unseen:
+            return  # prepared from its next request on, if there is one
+        choice = await self._choose(messages, chain, budget, ctx)
+        if choice.view is not None and not choice.refresh:
+            return
+        if choice.best is None and count_prompt(ctx.counter, messages) <= _soft(budget, ctx):
+            return
+        self._spawn(Job(messages, chain, choice.best, budget, ctx))
+
+    async def drain(self) -> None:
+        """Wait for background summaries (shutdown and tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def _choose(
+        self, messages: list[Message], chain: list[str], budget: int, ctx: Context
+    ) -> Choice:
+        try:
+            candidates = await self.store.candidates(ctx.scope, chain[1])
+        except Exception as exc:  # a store outage degrades to "no checkpoint"
+            self._store_fault(exc)
+            candidates = []
+        role = ctx.policy.summary_role
+        return choose(candidates, chain, messages, budget, _soft(budget, ctx), ctx.counter, role)
+
+    def _spawn(self, job: Job) -> None:
+        if self._flights.running(job.key):
+            return
+        self.stats.background += 1
+        poll = (job.ctx.scope, job.chain[1])
+        work = self._flights.run(
+            job.key, lambda: self._make(job), False, job.newer, poll, _ttl(job.ctx)
+        )
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _make(self, job: Job) -> Checkpoint | None:
+        ctx = job.ctx
+        breaker = self._breakers.for_target(ctx.target.key, ctx.policy.summarizer.breaker_failures)
+        began = time.monotonic()
+        try:
+            checkpoint = await make_checkpoint(job, self.llm, self._allowance(ctx), breaker)
+        except NothingToSummarize:
+            return None
+        except BreakerOpen:
+            self.stats.skipped_by_breaker += 1
+            return None
+        except SummarizerFailed as exc:
+            self.stats.failures += 1
+            log.warning("summarization failed, truncating instead: %s", exc)
+            return None
+        if self._on_latency is not None:
+            self._on_latency(time.monotonic() - began)
+        try:
+            await self.store.put(ctx.scope, checkpoint)
+        except Exception as exc:  # used for this request all the same
+            self._store_fault(exc)
+        self.stats.created += 1
+        return checkpoint
+
+    def _allowance(self, ctx: Context) -> Allowance:
+        quota = self._quotas.get(ctx.team)
+        if quota is None or quota.per_hour != ctx.calls_per_hour:
+            quota = self._quotas[ctx.team] = TeamQuota(ctx.calls_per_hour)
+        cfg = ctx.policy.summarizer
+        return Allowance.start(cfg.max_calls_per_request, cfg.deadline_seconds, quota)
+
+    def _seen_before(self, job: Job, remember: bool = True) -> bool:
+        """Whether this conversation came by before (and remember that it has now)."""
+        seen = job.key in self._seen
+        if remember:
+            self._seen[job.key] = None
+            self._seen.move_to_end(job.key)
+            if len(self._seen) > SEEN_CONVERSATIONS:
+                self._seen.popitem(last=False)
+        return seen
+
+    def _estimate(self, job: Job) -> Compacted | None:
+        """What ``_make`` would summarize, without summarizing: the same cut, a placeholder."""
+        ctx, messages = job.ctx, job.messages
+        covered = job.previous.covers if job.previous else 0
+        cfg = ctx.policy.summarizer
+        planned = next_cut(messages, covered, job.budget, cfg.keep_recent_tokens, ctx.counter)
+        if planned is None:
+            return None
+        start, cut = planned
+        count = cut.index - start
+        tokens = count_messages(ctx.counter, messages[start : cut.index])
+        detail = f"{count} messages (about {tokens} tokens)"
+        note = f"[preview: the summary of {detail} would be written here]"
+        placeholder = SummaryText(note, role=ctx.policy.summary_role)
+        expected = summary_max_tokens(cfg.max_tokens, job.budget)
+        pending = max(0, expected - ctx.counter.message(placeholder.message()))
+        view = apply_summary(messages, cut.index - leading_count(messages), placeholder)
+        return Compacted(view, "would-summarize", None, detail, pending)
+
+    def _session_memory(
+        self, messages: list[Message], budget: int, ctx: Context, seed: str
+    ) -> Compacted | None:
+        cfg = ctx.policy.summarizer
+        planned = next_cut(messages, 0, budget, cfg.keep_recent_tokens, ctx.counter)
+        if planned is None:
+            return None
+        summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
+        covers = planned[1].index - leading_count(messages)
+        return Compacted(apply_summary(messages, covers, summary), "session-memory")
+
+    def _store_fault(self, exc: Exception) -> None:
+        self.stats.store_errors += 1
+        log.debug("checkpoint store unavailable: %s", exc)
+
+
+def _soft(budget: int, ctx: Context) -> int:
+    return int(budget * ctx.policy.summarizer.soft_threshold)
+
+
+def _ttl(ctx: Context) -> float:
+    return ctx.policy.summarizer.timeout

@@ -1,0 +1,199 @@
+"""Making one checkpoint: what travels through the making (a Job), and the making itself.
+
+The history before the cut is summarized as a chain of calls that each fit the summarizer's
+own window, each updating the summary so far (a previous checkpoint's summary is updated with
+only the messages since); a split turn's beginning is summarized in parallel. The request's
+allowance bounds the calls and the time; a summarizer that overflows its own window is retried
+with smaller pieces; the breaker skips a summarizer that keeps failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+
+from proxy.policy_config import PolicyConfig
+from proxy.summaries.allowance import Allowance
+from proxy.summaries.breaker import Breaker
+from proxy.summaries.llm import LLMSummarizer, SummarizerFailed, SummarizerOverflow, Target
+from strategies.checkpoint import Checkpoint, best_checkpoint, next_cut
+from strategies.messages import Message, leading_count
+from strategies.summary import (
+    Cut,
+    FileLists,
+    SummaryText,
+    chunk_capacity,
+    chunks,
+    merge_split,
+    recent_pieces,
+    summary_max_tokens,
+    summary_request,
+    track_files,
+    turn_prefix_request,
+)
+from strategies.tokens import Counter, count_messages, count_prompt
+
+log = logging.getLogger("contextwarden.compaction")
+
+
+class NothingToSummarize(SummarizerFailed):
+    """The recent turns are all there is: no cut leaves anything to summarize."""
+
+
+class BreakerOpen(SummarizerFailed):
+    """The summarizer kept failing: this summary is skipped (the breaker is half-open)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What one request's summaries need to know."""
+
+    team: str
+    counter: Counter
+    policy: PolicyConfig
+    target: Target
+    reserve: int
+    window: int  # the summarizer's own context window
+    calls_per_hour: int | None = None  # the team's cap on summarizer calls
+    scope: str = ""  # whose checkpoints: the team, or in passthrough the team and the caller
+
+    def __post_init__(self) -> None:
+        if not self.scope:
+            object.__setattr__(self, "scope", self.team)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One conversation's summarizing, from the request that asked for it."""
+
+    messages: list[Message]
+    chain: list[str]
+    previous: Checkpoint | None  # the checkpoint a new one updates
+    budget: int
+    ctx: Context
+
+    @property
+    def key(self) -> str:
+        """Single-flight and lock key: one summary per scope and conversation at a time."""
+        return f"{self.ctx.scope}:{self.chain[1]}"
+
+    def newer(self, candidates: list[Checkpoint]) -> Checkpoint | None:
+        """Among ``candidates``, one that covers more than the previous checkpoint."""
+        found = best_checkpoint(candidates, self.chain)
+        floor = self.previous.covers if self.previous else 0
+        return found if found is not None and found.covers > floor else None
+
+
+def checkpoint_id(scope: str, chain_hash: str) -> str:
+    """Unique per scope: two callers with the same conversation get two checkpoints."""
+    return "ck_" + hashlib.blake2b(f"{scope}\n{chain_hash}".encode(), digest_size=10).hexdigest()
+
+
+async def make_checkpoint(
+    job: Job, llm: LLMSummarizer, allowance: Allowance, breaker: Breaker
+) -> Checkpoint:
+    """A new checkpoint for ``job``; SummarizerFailed when none can be made."""
+    ctx, messages = job.ctx, job.messages
+    covered = job.previous.covers if job.previous else 0
+    cfg = ctx.policy.summarizer
+    planned = next_cut(messages, covered, job.budget, cfg.keep_recent_tokens, ctx.counter)
+    if planned is None:
+        raise NothingToSummarize("the recent turns are all there is")
+    start, cut = planned
+    if not breaker.allow():
+        raise BreakerOpen("the summarizer's breaker is open: skipped once")
+    try:
+        text = await _summarize(job, start, cut, llm, allowance)
+    except SummarizerFailed:
+        breaker.failure()
+        raise
+    carried = job.previous.files if job.previous else FileLists()
+    files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
+    lead = leading_count(messages)
+    covers = cut.index - lead
+    summary = SummaryText(text, files, ctx.policy.summary_role)
+    checkpoint = Checkpoint(
+        id=checkpoint_id(ctx.scope, job.chain[covers]),
+        conversation=job.chain[1],
+        covers=covers,
+        chain_hash=job.chain[covers],
+        summary=text,
+        tokens_before=count_messages(ctx.counter, messages[lead : cut.index]),
+        tokens_after=ctx.counter.message(summary.message()),
+        files=files,
+        created_at=time.time(),
+        previous_id=job.previous.id if job.previous else None,
+    )
+    if checkpoint.tokens_after > job.budget // 2:
+        breaker.failure()
+        raise SummarizerFailed(
+            f"a summary of {checkpoint.tokens_after} tokens is too large for a {job.budget} budget"
+        )
+    breaker.success()
+    return checkpoint
+
+
+async def _summarize(
+    job: Job, start: int, cut: Cut, llm: LLMSummarizer, allowance: Allowance
+) -> str:
+    """Summarize ``[start, cut)``, retrying in smaller pieces when the summarizer's own
+    tokenizer counts more than ours and its window overflows."""
+    ctx = job.ctx
+    max_tokens = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.budget)
+    # The prompt around the conversation, with the largest previous summary it can carry.
+    overhead = count_prompt(
+        ctx.counter, summary_request([], "x " * max_tokens, ctx.policy.prompts())
+    )
+    capacity = chunk_capacity(ctx.window, max_tokens, overhead)
+    for _ in range(3):
+        if capacity < 64:
+            break
+        try:
+            return await _summarize_in(job, start, cut, capacity, max_tokens, llm, allowance)
+        except SummarizerOverflow:
+            capacity = capacity * 6 // 10
+    raise SummarizerFailed(f"a {ctx.window}-token window leaves too little room to summarize")
+
+
+async def _summarize_in(
+    job: Job,
+    start: int,
+    cut: Cut,
+    capacity: int,
+    max_tokens: int,
+    llm: LLMSummarizer,
+    allowance: Allowance,
+) -> str:
+    ctx, messages = job.ctx, job.messages
+    cfg = ctx.policy.summarizer
+    prompts = ctx.policy.prompts()
+    pieces = chunks(messages[start : cut.history_end], capacity, ctx.counter)
+    extra = 0 if cut.turn_start is None else 1
+    affordable = allowance.affordable(len(pieces) + extra) - extra
+    if affordable < min(1, len(pieces)):
+        raise SummarizerFailed("no summarizer call is left for this request or team")
+    if affordable < len(pieces):
+        log.info("summarizing the last %d of %d pieces", affordable, len(pieces))
+    pieces = recent_pieces(pieces, affordable)
+
+    async def history() -> str | None:
+        summary = job.previous.summary if job.previous else None
+        for piece in pieces:
+            request = summary_request(piece, summary, prompts, capacity * 2)
+            timeout = allowance.take(cfg.timeout)
+            summary = await llm.complete(request, ctx.target, max_tokens, timeout)
+        return summary
+
+    if cut.turn_start is None:
+        text = await history()
+        if text is None:
+            raise SummarizerFailed("nothing to summarize")
+        return text
+    request = turn_prefix_request(messages[cut.turn_start : cut.index], prompts, capacity * 2)
+    timeout = allowance.take(cfg.timeout)
+    prefix = llm.complete(request, ctx.target, max(64, max_tokens // 2), timeout)
+    summary, turn = await asyncio.gather(history(), prefix)
+    return merge_split(summary, turn)
