@@ -14,17 +14,14 @@ from proxy.servers import BackgroundServer
 from tests.e2e.conftest import MODEL, Stack
 
 
+def too_big_a_system_prompt(stack: Stack) -> httpx.Response:
+    system = {"role": "system", "content": "rule " * 3000}
+    body = {"model": MODEL, "messages": [system, {"role": "user", "content": "hi"}]}
+    return httpx.post(f"{stack.proxy_url}/v1/chat/completions", json=body)
+
+
 def test_the_proxys_own_400s_carry_the_headers(stack: Stack) -> None:
-    response = httpx.post(
-        f"{stack.proxy_url}/v1/chat/completions",
-        json={
-            "model": MODEL,
-            "messages": [
-                {"role": "system", "content": "rule " * 3000},
-                {"role": "user", "content": "hi"},
-            ],
-        },
-    )
+    response = too_big_a_system_prompt(stack)
     assert response.status_code == 400
     for name in ("tokens-before", "tokens-after", "budget", "actions", "retries", "count"):
         assert f"x-contextwarden-{name}" in response.headers
@@ -32,16 +29,7 @@ def test_the_proxys_own_400s_carry_the_headers(stack: Stack) -> None:
 
 
 def test_a_does_not_fit_message_adds_up(stack: Stack) -> None:
-    response = httpx.post(
-        f"{stack.proxy_url}/v1/chat/completions",
-        json={
-            "model": MODEL,
-            "messages": [
-                {"role": "system", "content": "rule " * 3000},
-                {"role": "user", "content": "hi"},
-            ],
-        },
-    )
+    response = too_big_a_system_prompt(stack)
     message = response.json()["error"]["message"]
     left, total, taken = map(int, re.search(
         r"only (\d+) of the (\d+) tokens for messages are left for them \((\d+) go", message

@@ -101,21 +101,22 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADMIN_KEY", ADMIN_KEY)
 
 
-@pytest.fixture
-def capture() -> Iterator[Capture]:
+def serving() -> Iterator[Capture]:
     cap = Capture()
     with BackgroundServer(cap.app()) as server:
         cap.url = server.url
         yield cap
+
+
+@pytest.fixture
+def capture() -> Iterator[Capture]:
+    yield from serving()
 
 
 @pytest.fixture
 def attacker() -> Iterator[Capture]:
     """Where an attack would like the operator's key to go."""
-    cap = Capture()
-    with BackgroundServer(cap.app()) as server:
-        cap.url = server.url
-        yield cap
+    yield from serving()
 
 
 @pytest.fixture
