@@ -25,11 +25,14 @@ from strategies.formatter import facts_of, inject_into_system
 from strategies.light_trim import LightTrim
 from strategies.messages import (
     LEADING_ROLES,
+    RESULT_ROLES,
     Message,
     iter_text,
     last_user_index,
     leading_count,
+    result_role,
     role,
+    tool_call_ids,
 )
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.repair import repair_tool_calls
@@ -238,25 +241,30 @@ def _reassemble(
 
 def _drop_broken_pairs(messages: list[Message]) -> list[Message]:
     """Safety net for rules that split a tool loop across blocks: an assistant ``tool_calls``
-    message missing any result goes with its remaining results, and results whose call is gone go
-    too. Removing only ever lowers the count, so the budget still holds."""
+    (or ``function_call``) message missing any result goes with its remaining results, and
+    results whose call is gone go too. Removing only ever lowers the count, so the budget still
+    holds."""
     out: list[Message] = []
     i = 0
     while i < len(messages):
         m = messages[i]
-        if role(m) == "tool":
+        if role(m) in RESULT_ROLES:
             i += 1
             continue  # a result not directly after its call
-        calls = [c.get("id") for c in m.get("tool_calls") or [] if isinstance(c, dict)]
-        if role(m) != "assistant" or not calls:
+        answers = result_role(m)
+        if answers is None:
             out.append(m)
             i += 1
             continue
         j = i + 1
-        while j < len(messages) and role(messages[j]) == "tool":
+        while j < len(messages) and role(messages[j]) == answers:
             j += 1
-        answered = {messages[k].get("tool_call_id") for k in range(i + 1, j)}
-        if set(calls) <= answered:
+        if answers == "function":
+            complete = j > i + 1
+        else:
+            answered = {messages[k].get("tool_call_id") for k in range(i + 1, j)}
+            complete = set(tool_call_ids(m)) <= answered
+        if complete:
             out.extend(messages[i:j])
         i = j
     return out

@@ -4,8 +4,9 @@ Messages stay plain ``dict`` objects exactly as the client sent them: the engine
 re-serializes a message it does not change, so unknown fields survive untouched.
 
 A *unit* is the smallest run of messages that may be removed on its own: an assistant message
-with ``tool_calls`` together with every ``tool`` message answering it, or any other single
-message. A *turn* starts at a user message and runs to the next one.
+with ``tool_calls`` together with every ``tool`` message answering it, an assistant message with
+a legacy ``function_call`` together with the ``function`` message answering it, or any other
+single message. A *turn* starts at a user message and runs to the next one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 Message = dict[str, Any]
 
 LEADING_ROLES = frozenset({"system", "developer"})
+RESULT_ROLES = frozenset({"tool", "function"})  # what answers a call
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,38 @@ def tool_call_ids(message: Message) -> list[str]:
     return [str(c.get("id")) for c in calls if isinstance(c, dict)]
 
 
+def function_call(message: Message) -> dict[str, Any] | None:
+    """The legacy ``function_call`` an assistant message makes, if any."""
+    call = message.get("function_call")
+    return call if role(message) == "assistant" and isinstance(call, dict) else None
+
+
+def called_functions(message: Message) -> list[dict[str, Any]]:
+    """The ``{name, arguments}`` of every call an assistant message makes, either format."""
+    out: list[dict[str, Any]] = []
+    calls = message.get("tool_calls") if role(message) == "assistant" else None
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            out.append(fn)
+    legacy = function_call(message)
+    if legacy is not None:
+        out.append(legacy)
+    return out
+
+
+def makes_calls(message: Message) -> bool:
+    """An assistant message that calls a tool or a function, and so needs its results."""
+    return bool(tool_call_ids(message)) or function_call(message) is not None
+
+
+def result_role(message: Message) -> str | None:
+    """The role of the messages that answer ``message``'s calls: tool, function, or None."""
+    if tool_call_ids(message):
+        return "tool"
+    return "function" if function_call(message) is not None else None
+
+
 def iter_text(message: Message) -> Iterator[str]:
     """Every text fragment of a message's content (string content or text parts)."""
     content = message.get("content")
@@ -66,16 +100,18 @@ def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -
     """Split ``messages[start:end]`` into atomic units.
 
     An assistant message with tool calls absorbs the ``tool`` messages that follow it (in any
-    order, possibly interleaved with nothing else). A ``tool`` message not preceded by its call
-    is a unit of its own; removing it can never orphan anything.
+    order, possibly interleaved with nothing else); one with a ``function_call`` absorbs the
+    ``function`` message after it. A result not preceded by its call is a unit of its own;
+    removing it can never orphan anything.
     """
     stop = len(messages) if end is None else end
     out: list[Unit] = []
     i = start
     while i < stop:
         j = i + 1
-        if tool_call_ids(messages[i]):
-            while j < stop and role(messages[j]) == "tool":
+        answers = result_role(messages[i])
+        if answers is not None:
+            while j < stop and role(messages[j]) == answers:
                 j += 1
         out.append(Unit(i, j))
         i = j

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strategies.messages import Message, role
+from strategies.messages import Message, function_call, role
 from strategies.tokens import Counter
 
 PLACEHOLDER = "[Tool result cleared to save context.]"
@@ -37,7 +37,7 @@ class ToolResultMicrocompact:
         clear: set[int] = set()
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
-            call = calls.get(str(m.get("tool_call_id"))) if role(m) == "tool" else None
+            call = _call_answered(messages, i, calls)
             if call is None or call[1] >= i or not self._eligible(call[0], m, counter):
                 continue
             key = f"{call[0]}\0{call[2]}"
@@ -55,6 +55,21 @@ class ToolResultMicrocompact:
         if tool in self.exclude_tools:
             return False
         return not self.min_result_tokens or counter.message(message) >= self.min_result_tokens
+
+
+def _call_answered(
+    messages: Sequence[Message], i: int, calls: dict[str, tuple[str, int, str]]
+) -> tuple[str, int, str] | None:
+    """(name, index of the call, arguments) that message ``i`` answers: a tool result by its
+    id, a legacy function result by the ``function_call`` right before it."""
+    m = messages[i]
+    if role(m) == "tool":
+        return calls.get(str(m.get("tool_call_id")))
+    if role(m) == "function" and i > 0:
+        call = function_call(messages[i - 1])
+        if call is not None:
+            return (str(call.get("name", "")), i - 1, str(call.get("arguments", "")))
+    return None
 
 
 def _calls_by_id(messages: Sequence[Message]) -> dict[str, tuple[str, int, str]]:

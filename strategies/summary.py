@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from strategies.messages import Message, role
+from strategies.messages import Message, called_functions, makes_calls, role
 from strategies.summary_prompt import (
     INITIAL_PROMPT,
     NO_HISTORY,
@@ -153,7 +153,7 @@ def _valid_cut(messages: Sequence[Message], i: int) -> bool:
     m = messages[i]
     if role(m) == "user" or role(m) in ("system", "developer"):
         return True
-    return role(m) == "assistant" and not m.get("tool_calls")
+    return role(m) == "assistant" and not makes_calls(m)
 
 
 def chunks(messages: Sequence[Message], capacity: int, counter: Counter) -> list[Sequence[Message]]:
@@ -191,8 +191,7 @@ def track_files(
     modified; both sorted."""
     read, modified = set(previous.read), set(previous.modified)
     for m in messages:
-        for call in m.get("tool_calls") or []:
-            fn = call.get("function", {}) if isinstance(call, dict) else {}
+        for fn in called_functions(m):
             path = _path(fn.get("arguments"))
             if path is None:
                 continue

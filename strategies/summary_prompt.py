@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from strategies.messages import Message, iter_text, role
+from strategies.messages import Message, called_functions, iter_text, role
 
 TOOL_RESULT_CHARS = 2000
 SPLIT_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
@@ -96,13 +96,12 @@ def serialize(messages: Sequence[Message], max_chars: int = 0) -> str:
     for m in messages:
         text = "\n".join(iter_text(m))
         r = role(m)
-        if r == "tool":
-            lines.append(f"[Tool result]: {_cut(text)}")
+        if r in ("tool", "function"):
+            lines.append(f"[{r.capitalize()} result]: {_cut(text)}")
         elif r == "assistant":
             if text:
                 lines.append(f"[Assistant]: {_cut(text, max_chars)}")
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function", {}) if isinstance(call, dict) else {}
+            for fn in called_functions(m):
                 lines.append(f"[Assistant tool calls]: {fn.get('name', '')}({_args(fn)})")
         elif text:
             lines.append(f"[{r.capitalize() or 'Message'}]: {_cut(text, max_chars)}")

@@ -27,11 +27,16 @@ def content(draw: st.DrawFn) -> Any:
 
 
 @st.composite
-def turn(draw: st.DrawFn, index: int) -> list[dict[str, Any]]:
+def turn(draw: st.DrawFn, index: int, legacy: bool = False) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = [{"role": "user", "content": draw(content())}]
     if draw(st.booleans()):
         msgs[0]["name"] = "alice"
-    for loop in range(draw(st.integers(0, 2))):
+    for _ in range(draw(st.integers(0, 2)) if legacy else 0):
+        # The 2023 format: one function_call, answered by one function message.
+        call = {"name": "lookup", "arguments": draw(TEXT)}
+        msgs.append({"role": "assistant", "content": None, "function_call": call})
+        msgs.append({"role": "function", "name": "lookup", "content": draw(TEXT)})
+    for loop in range(0 if legacy else draw(st.integers(0, 2))):
         n_calls = draw(st.integers(1, 3))
         ids = [f"call_{index}_{loop}_{k}" for k in range(n_calls)]
         calls = [
@@ -49,8 +54,9 @@ def conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = []
     if draw(st.booleans()):
         msgs.append({"role": "system", "content": draw(TEXT)})
+    legacy = draw(st.integers(0, 3)) == 0  # a quarter in the functions format
     for i in range(draw(st.integers(1, 8))):
-        msgs += draw(turn(i))
+        msgs += draw(turn(i, legacy))
     if draw(st.booleans()):
         msgs.pop()  # the conversation may end on a tool result or a user message
     if msgs[-1]["role"] == "assistant" and draw(st.booleans()):

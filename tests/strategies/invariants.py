@@ -6,7 +6,15 @@ from typing import Any
 
 
 def assert_tool_pairs_intact(messages: list[dict[str, Any]]) -> None:
-    """Every tool result follows its call, and every call has all its results."""
+    """Every tool result follows its call, and every call has all its results; in the legacy
+    format, every function result directly follows a function_call, which it answers."""
+    for i, m in enumerate(messages):
+        if m["role"] == "function":
+            before = messages[i - 1] if i else {}
+            assert before.get("function_call"), f"orphan function result at {i}"
+        if m["role"] == "assistant" and m.get("function_call"):
+            after = messages[i + 1] if i + 1 < len(messages) else {}
+            assert after.get("role") == "function", f"unanswered function_call at {i}"
     open_ids: set[str] = set()
     for m in messages:
         if m["role"] == "tool":
