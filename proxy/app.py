@@ -18,6 +18,7 @@ from proxy.auth import Principal
 from proxy.chat import handle_chat
 from proxy.config import Settings
 from proxy.errors import BadRequest, ProxyError, error_body, error_response
+from proxy.formats.completions import handle_completions
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.passthrough import handle_models, handle_passthrough
 from proxy.paths import SafePaths
@@ -50,6 +51,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
@@ -80,6 +83,10 @@ def _runtime(request: Request) -> Runtime:
 
 async def chat(request: Request) -> Response:
     return await handle_chat(request, _runtime(request))
+
+
+async def completions(request: Request) -> Response:
+    return await handle_completions(request, _runtime(request))
 
 
 async def models(request: Request) -> Response:

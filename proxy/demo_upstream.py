@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.demo_completions import completions_endpoint
 from proxy.tokenizers import get_encoding
 from strategies.summary import SYSTEM_PROMPT
 
@@ -120,6 +121,11 @@ def create_upstream(
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route(
+                "/v1/completions",
+                completions_endpoint(window, encoding, _overflow),
+                methods=["POST"],
+            ),
         ]
     )
     app.state.received = []

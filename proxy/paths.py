@@ -28,7 +28,6 @@ _ENCODED = re.compile(rb"%(2e|2f|5c|00)", re.IGNORECASE)
 DEFAULT_FORWARD = (
     "embeddings",
     "moderations",
-    "completions",
     "audio/*",
     "images/*",
     "responses",

@@ -133,6 +133,9 @@ class PolicyConfig(_Strict):
         "user", description="role of the summary message; user text never gains authority"
     )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    completions: Literal["middle_out", "keep_tail", "reject"] = Field(
+        "middle_out", description="/v1/completions: how a prompt over the budget is cut"
+    )
     _policy: Policy = PrivateAttr(default=ENGINE)
 
     @field_validator("pipeline")

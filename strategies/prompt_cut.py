@@ -1,0 +1,63 @@
+"""Fitting a plain prompt (``/v1/completions``) to a token budget, at token boundaries.
+
+    middle_out   keep the head and the tail, a marker where the middle was
+    keep_tail    keep the end (the instruction or question is usually last), marker first
+    reject       refuse: the caller answers context_length_exceeded
+
+Pure: the caller gives the token ids and the marker's ids; the result is token ids. A text
+prompt is encoded, cut and decoded by the caller (see :func:`cut_text`), which also re-counts,
+since decoding at a cut and encoding again can merge tokens differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from strategies.errors import BudgetExceeded
+
+PromptCut = Literal["middle_out", "keep_tail", "reject"]
+MARKER = "\n\n[... middle of the prompt removed to fit the context window ...]\n\n"
+
+
+def cut_tokens(
+    tokens: Sequence[int], limit: int, how: PromptCut, marker: Sequence[int]
+) -> list[int]:
+    """``tokens`` at most ``limit`` long, cut ``how``; unchanged when they fit."""
+    if len(tokens) <= limit:
+        return list(tokens)
+    if how == "reject" or limit <= len(marker):
+        raise BudgetExceeded(
+            f"the prompt needs {len(tokens)} tokens but only {limit} are left",
+            "prompt",
+            len(tokens),
+            limit,
+        )
+    room = limit - len(marker)
+    if how == "keep_tail":
+        return [*marker, *tokens[len(tokens) - room :]]
+    head = room // 2
+    return [*tokens[:head], *marker, *tokens[len(tokens) - (room - head) :]]
+
+
+def cut_text(
+    text: str,
+    limit: int,
+    how: PromptCut,
+    encode: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+) -> tuple[str, int, int]:
+    """``text`` cut to ``limit`` tokens of ``encode``: (text, tokens before, tokens after).
+    The cut is re-counted and tightened until the re-encoded text fits."""
+    tokens = encode(text)
+    if len(tokens) <= limit:
+        return text, len(tokens), len(tokens)
+    marker = encode(MARKER)
+    target = limit
+    for _ in range(8):
+        out = decode(cut_tokens(tokens, target, how, marker))
+        after = len(encode(out))
+        if after <= limit:
+            return out, len(tokens), after
+        target -= after - limit
+    raise BudgetExceeded("the prompt could not be cut to fit", "prompt", len(tokens), limit)
