@@ -7,6 +7,8 @@ everything else is the upstream's business and passes through untouched.
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -60,7 +62,7 @@ def parse_chat(body: bytes) -> dict[str, Any]:
         raise BadRequest("'stream' must be a boolean", param="stream")
     _check_tools(payload.get("tools"))
     _check_functions(payload.get("functions"))
-    reject_duplicate_keys(body, payload, (ROOT_KEYS, MESSAGE_KEYS))
+    reject_duplicate_keys(body, payload)
     return payload
 
 
@@ -82,7 +84,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
     return payload
 
 
-def reject_duplicate_keys(body: bytes, payload: dict[str, Any], keys: tuple[KeySet, ...]) -> None:
+def reject_duplicate_keys(body: bytes, payload: dict[str, Any]) -> None:
     """400 when a key the proxy acts on appears twice in one object: orjson keeps the last one
     while the upstream, given the original bytes, might take the first, so the proxy would check
     one ``model`` and forward another.
@@ -90,8 +92,8 @@ def reject_duplicate_keys(body: bytes, payload: dict[str, Any], keys: tuple[KeyS
     The exact check re-parses with the stdlib's hook, so it runs only when a cheap count says a
     duplicate is possible: a key spelled with an escape, or a watched key in the raw bytes more
     often than the parsed objects hold it (inside strings quotes are escaped, so ``"model"``
-    only matches a key or a whole string value)."""
-    if b"\\u" in body or any(_more_in_raw(body, payload, ks) for ks in keys):
+    only matches a key or a whole string value). One regex pass counts every watched key."""
+    if b"\\u" in body or _more_in_raw(body, payload):
         try:
             json.loads(body, object_pairs_hook=_unique)
         except _Duplicate as exc:
@@ -99,20 +101,19 @@ def reject_duplicate_keys(body: bytes, payload: dict[str, Any], keys: tuple[KeyS
             raise BadRequest(message, param=exc.key) from None
 
 
-KeySet = tuple[str, tuple[bytes, ...]]  # where the objects are ("" or a list key), their keys
-ROOT_KEYS: KeySet = ("", tuple(f'"{k}"'.encode() for k in ROOT_WATCHED))
-MESSAGE_KEYS: KeySet = ("messages", tuple(f'"{k}"'.encode() for k in MESSAGE_WATCHED))
+_WATCHED = re.compile(
+    rb'"(' + b"|".join(re.escape(k.encode()) for k in (*ROOT_WATCHED, *MESSAGE_WATCHED)) + rb')"'
+)
 
 
-def _more_in_raw(body: bytes, payload: dict[str, Any], keys: KeySet) -> bool:
-    where, names = keys
-    objects = [payload] if not where else payload.get(where)
-    if not isinstance(objects, list):
-        return False
-    for name in names:
-        key = name[1:-1].decode()
-        held = sum(1 for o in objects if isinstance(o, dict) and key in o)
-        if body.count(name) > held:
+def _more_in_raw(body: bytes, payload: dict[str, Any]) -> bool:
+    raw = Counter(_WATCHED.findall(body))
+    messages = payload.get("messages")
+    objects = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+    for key, n in raw.items():
+        name = key.decode()
+        held = int(name in payload) + sum(1 for m in objects if name in m)
+        if n > held:
             return True
     return False
 
