@@ -76,6 +76,13 @@ class RuleConfig(StrategyRef):
     max_tokens: int = Field(0, ge=0)
     inject_into_system: bool | Literal["xml", "markdown"] = False
 
+    @field_validator("id")
+    @classmethod
+    def _not_history(cls, value: str) -> str:
+        if value == "history":
+            raise ValueError("'history' is the block of whatever no rule takes: use history:")
+        return value
+
 
 class SummarizerConfig(_Strict):
     model: str | None = Field(

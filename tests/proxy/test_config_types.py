@@ -108,3 +108,12 @@ def test_the_defaults_are_the_engines() -> None:
     assert built.passes == Policy().passes
     assert built.cache_cut_share == Policy().cache_cut_share
     assert built.history_strategy == Policy().history_strategy
+
+
+def test_a_rule_cannot_be_called_history() -> None:
+    with pytest.raises(ConfigError, match="history"):
+        load_settings(
+            None,
+            upstreams={"u": {"base_url": "http://u/v1"}},
+            policies={"default": {"rules": [{"id": "history", "strategy": "drop"}]}},
+        )
