@@ -22,6 +22,7 @@ from starlette.responses import Response
 from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.budget import checked
+from proxy.controls import take_controls
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.metrics import Outcome
@@ -74,7 +75,8 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
     model, status, plan, retries, stream = "-", 0, None, 0, False
     try:
         body = await read_body(request, rt.settings.limits.max_body_bytes)
-        payload = _parse(body)
+        # The proxy's own controls never reach the upstream (which would reject the field).
+        body, payload, _ = take_controls(body, _parse(body), request.headers)
         model, stream = payload["model"], payload.get("stream") is True
         who.check_model(model)
         spec = rt.models.resolve(model)
@@ -84,7 +86,8 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
         window = rt.models.window(spec, who.team)
         if window is not None and who.config.max_context_tokens:
             window = min(window, who.config.max_context_tokens)
-        how: PromptCut = spec.policy.config.completions
+        policy = rt.models.policy(who.config.policy) if who.config.policy else spec.policy
+        how: PromptCut = policy.config.completions
         fitting = Fitting(body, payload, codec_for(spec), how)
         margin = rt.settings.trimming.safety_margin_tokens
         plan = fitting.plan(budget_for(payload, window, margin)) if window else _unknown(body)

@@ -75,3 +75,22 @@ def test_overflow_recovery_on_completions(make_stack: StackFactory) -> None:
     assert raw.http_response.status_code == 200
     assert raw.headers["x-contextwarden-retries"] == "1"
     assert len([p for p in stack.received if isinstance(p["prompt"], str)]) == 2
+
+
+def test_the_proxys_controls_are_stripped_and_the_teams_policy_applies(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(
+        window=1024,
+        policies={"tail": {"completions": "keep_tail"}},
+        teams={"default": {"policy": "tail"}},
+    )
+    stack.client.completions.create(
+        model=MODEL,
+        prompt=prompt(400),
+        max_tokens=16,
+        extra_body={"contextwarden": {"trim": True}},
+    )
+    sent = stack.received[-1]
+    assert "contextwarden" not in sent
+    assert sent["prompt"].startswith(MARKER)  # the team's keep_tail, not the model's default
