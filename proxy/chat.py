@@ -28,6 +28,7 @@ from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
+from proxy.usage import drift
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -66,6 +67,9 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
         exc.headers = refused_headers()
         raise
     response = respond(reply, cw_headers(plan, retries))
+    ratio = drift(reply, plan)
+    if ratio is not None:
+        rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(ratio)
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,

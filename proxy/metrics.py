@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
+DRIFT_BUCKETS = (0.5, 0.8, 0.9, 0.95, 0.98, 1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
 UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -115,6 +116,13 @@ class Metrics:
             "contextwarden_proxy_overhead_seconds",
             "Time spent in the proxy, upstream excluded",
             buckets=SECONDS,
+            registry=r,
+        )
+        self.usage_drift = Histogram(
+            "contextwarden_usage_drift_ratio",
+            "The upstream's usage.prompt_tokens over the proxy's count of what it forwarded",
+            ["model"],
+            buckets=DRIFT_BUCKETS,
             registry=r,
         )
         self.unfitted = Counter(

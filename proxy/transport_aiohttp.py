@@ -15,9 +15,8 @@ import aiohttp
 from proxy.config import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import response_headers
-from proxy.upstream import Reply, _read_whole, relay
+from proxy.upstream import Reply, _read_whole, is_small, relay
 
-SMALL_BODY = 256 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
@@ -83,8 +82,4 @@ class AiohttpTransport:
 
 
 def _small(response: aiohttp.ClientResponse) -> bool:
-    """A short, complete JSON answer is sent on whole: the same bytes, without the cost of a
-    streaming response. Streams (SSE) and anything long are relayed chunk by chunk."""
-    length = response.content_length
-    kind = response.headers.get("content-type", "")
-    return length is not None and length <= SMALL_BODY and "event-stream" not in kind
+    return is_small(response.content_length, response.headers.get("content-type"))

@@ -102,7 +102,9 @@ class HttpxTransport:
             raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
         headers_out = response_headers(response.headers.multi_items())
         reply = Reply(response.status_code, headers_out, closer=response.aclose)
-        if response.status_code >= 400:
+        if response.status_code >= 400 or is_small(
+            _length(response.headers.get("content-length")), response.headers.get("content-type")
+        ):
             reply.body = await _read_whole(response.aiter_raw(), response.aclose, httpx.HTTPError)
         else:
             stream = response.aiter_raw()
@@ -153,6 +155,20 @@ async def relay(
             yield b"\n\ndata: " + body + b"\n\n"
     finally:
         await close()
+
+
+SMALL_BODY = 256 * 1024
+
+
+def is_small(length: int | None, content_type: str | None) -> bool:
+    """A short, complete answer (not an event stream) is read whole and sent on whole: the same
+    bytes, without the cost of a streaming response, and its usage can be read."""
+    kind = content_type or ""
+    return length is not None and length <= SMALL_BODY and "event-stream" not in kind
+
+
+def _length(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def is_event_stream(headers: list[tuple[str, str]]) -> bool:
