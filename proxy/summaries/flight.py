@@ -39,7 +39,12 @@ class Flights:
         conversation), the checkpoint another replica made."""
         running = self._inflight.get(key)
         if running is not None:
-            return await asyncio.shield(running) if wait else None
+            if not wait:
+                return None
+            made = await asyncio.shield(running)
+            # Made for another request of this conversation: used only if it fits this one's
+            # messages (a shorter or edited history shares the key but not the chain).
+            return newer([made]) if made is not None else None
         task = asyncio.create_task(self._locked(key, make, wait, newer, poll, ttl))
         self._inflight[key] = task
         try:
