@@ -23,6 +23,7 @@ def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:
         "ts": round(time.time(), 3),
         "team": outcome.team,
         "model": outcome.model,
+        "format": outcome.format,
         "policy": outcome.policy,
         "status": outcome.status,
         "stream": outcome.stream,

@@ -15,9 +15,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from proxy.auth import Principal
-from proxy.chat import handle_chat
 from proxy.config import Settings
 from proxy.errors import BadRequest, ProxyError, error_body, error_response
+from proxy.exchange import handle
+from proxy.formats.chat import CHAT
 from proxy.formats.completions import handle_completions
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.passthrough import handle_models, handle_passthrough
@@ -82,7 +83,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def chat(request: Request) -> Response:
-    return await handle_chat(request, _runtime(request))
+    return await handle(request, _runtime(request), CHAT)
 
 
 async def completions(request: Request) -> Response:

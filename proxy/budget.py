@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from proxy.config import Trimming
 from proxy.errors import ContextTooLarge
-from proxy.intake import ChatRequest
+from proxy.intake import WireRequest
 from strategies.budget import Budget, reply_reserve
 
 
-def budget_for(req: ChatRequest, window: int, trimming: Trimming) -> Budget:
+def budget_for(req: WireRequest, window: int, trimming: Trimming) -> Budget:
     """The one budget rule, for the first attempt, a retry and the preview alike:
     ``window - reply reserve - tool definitions - safety margin``. The reserve is the request's
     own output limit, else the team's or the default reserve capped by the model's output limit
@@ -23,7 +23,8 @@ def budget_for(req: ChatRequest, window: int, trimming: Trimming) -> Budget:
     default = req.reserve_default
     if default is None:
         default = trimming.reserve_output_tokens
-    reserve = reply_reserve(req.payload, default, req.spec.max_output, window)
+    asked = req.fmt.requested_output(req.payload)
+    reserve = reply_reserve(asked, default, req.spec.max_output, window)
     tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
     return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
 

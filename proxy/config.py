@@ -31,19 +31,39 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Api = Literal["chat_completions", "responses", "messages"]
+# What an upstream serves when its config does not say: OpenAI's API (and most compatible
+# servers) chat and Responses; Anthropic's API Messages; litellm, through its completion call,
+# chat only. vLLM and llama.cpp serve all three: say so with ``apis:``.
+DEFAULT_APIS: dict[str, tuple[Api, ...]] = {
+    "openai": ("chat_completions", "responses"),
+    "anthropic": ("messages",),
+    "litellm": ("chat_completions",),
+}
+
+
 class Upstream(Strict):
-    provider: Literal["openai", "litellm"] = "openai"
+    provider: Literal["openai", "anthropic", "litellm"] = "openai"
     base_url: str | None = None
+    apis: tuple[Api, ...] | None = Field(
+        None, description="the wire formats it serves; default by provider (DEFAULT_APIS)"
+    )
     api_key_env: str | None = None
     model: str | None = Field(None, description="litellm model string, for provider: litellm")
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def served_apis(self) -> tuple[Api, ...]:
+        return self.apis if self.apis is not None else DEFAULT_APIS[self.provider]
+
     @model_validator(mode="after")
     def _needs(self) -> Upstream:
-        if self.provider == "openai" and not self.base_url:
-            raise ValueError("an OpenAI-compatible upstream needs base_url")
+        if self.provider in ("openai", "anthropic") and not self.base_url:
+            raise ValueError(f"an {self.provider} upstream needs base_url")
+        if self.provider == "litellm" and self.apis and set(self.apis) != {"chat_completions"}:
+            raise ValueError("a litellm upstream serves chat_completions only")
         if self.provider == "litellm" and not self.model:
             raise ValueError("a litellm upstream needs model (e.g. anthropic/claude-sonnet-4-5)")
         return self

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from proxy.errors import BadRequest
 
 if TYPE_CHECKING:
+    from proxy.config import Upstream
     from proxy.plan import Plan
 
 TEAM = "x-contextwarden-team"
@@ -67,14 +68,16 @@ KEYS_MODE_PREFIXES = ("x-stainless-",)  # the official SDKs' platform and retry 
 
 def upstream_headers(
     incoming: Iterable[tuple[str, str]],
-    configured: dict[str, str],
+    upstream: Upstream,
     api_key: str | None,
     forward_client_auth: bool = True,
 ) -> list[tuple[str, str]]:
-    """The client's headers for the upstream, then the proxy's key, then configured headers.
+    """The client's headers for the upstream, then the proxy's key the way the upstream takes
+    it (Anthropic's API: ``x-api-key``; others: a bearer token), then configured headers.
 
     The client's credentials go along only in passthrough mode and when the proxy holds no key
     for this upstream."""
+    configured = upstream.headers
     incoming = list(incoming)
     drop = REQUEST_DROP | connection_tokens(incoming) | OWN_REQUEST_HEADERS
     drop |= {k.lower() for k in configured}
@@ -84,7 +87,9 @@ def upstream_headers(
         out = [(k, v) for k, v in incoming if k.lower() not in drop]
     else:
         out = [(k, v) for k, v in incoming if _team_may_send(k.lower()) and k.lower() not in drop]
-    if api_key:
+    if api_key and upstream.provider == "anthropic":
+        out.append(("x-api-key", api_key))
+    elif api_key:
         out.append(("authorization", f"Bearer {api_key}"))
     out.extend(configured.items())
     return out

@@ -1,9 +1,10 @@
-"""From a request's bytes and headers to what the planner needs: validated body, controls taken
-out, model resolved and allowed, the team's policy (or the one the request may choose), caps."""
+"""From a request's bytes and headers to what the planner needs: the body validated by its wire
+format, controls taken out, the format's view of the conversation, model resolved and allowed,
+the team's policy (or the one the request may choose), caps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -12,19 +13,25 @@ from proxy.auth import Principal, bearer
 from proxy.config import Settings
 from proxy.controls import take_controls
 from proxy.errors import BadRequest, Forbidden
+from proxy.formats.base import View, WireFormat
+from proxy.formats.chat import CHAT
 from proxy.models import Models, ModelSpec, ResolvedPolicy
-from proxy.validation import parse_chat
+
+UNSET = View([])
 
 
 @dataclass(slots=True)
-class ChatRequest:
-    """One chat request as the planner sees it: validated, controls taken out, model resolved."""
+class WireRequest:
+    """One request as the planner sees it: validated, controls taken out, model resolved, and
+    its conversation as the engine's view."""
 
     body: bytes
     payload: dict[str, Any]
     spec: ModelSpec
     window: int | None
     policy: ResolvedPolicy
+    fmt: WireFormat = CHAT
+    view: View = field(default_factory=lambda: UNSET)  # made from the payload when left unset
     team: str = "default"
     scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
     bearer: str | None = None
@@ -32,14 +39,31 @@ class ChatRequest:
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     trim: bool = True
 
+    def __post_init__(self) -> None:
+        if self.view is UNSET:
+            self.view = self.fmt.view(self.payload)
+
 
 def build_request(
-    body: bytes, headers: Headers, settings: Settings, models: Models, who: Principal
-) -> ChatRequest:
-    payload = parse_chat(body)
+    body: bytes,
+    headers: Headers,
+    settings: Settings,
+    models: Models,
+    who: Principal,
+    fmt: WireFormat = CHAT,
+) -> WireRequest:
+    payload = fmt.parse(body)
     body, payload, controls = take_controls(body, payload, headers)
     who.check_model(payload["model"])
     spec = models.resolve(payload["model"])
+    served = settings.upstreams[spec.upstream].served_apis
+    if fmt.api not in served:
+        raise BadRequest(
+            f"model {payload['model']!r} is served by upstream {spec.upstream!r}, which serves "
+            f"{', '.join(served)}, not {fmt.api}; send this request in one of those formats",
+            param="model",
+            code="unsupported_api",
+        )
     team = who.config
     name = team.policy or spec.policy.name
     if controls.policy is not None and controls.policy != name:
@@ -61,12 +85,13 @@ def build_request(
     window = models.window(spec, who.team)
     if window is not None and team.max_context_tokens:
         window = min(window, team.max_context_tokens)
-    return ChatRequest(
+    return WireRequest(
         body,
         payload,
         spec,
         window,
         models.policy(name),
+        fmt,
         team=who.team,
         scope=who.scope,
         bearer=bearer(headers) if who.forward_client_auth else None,

@@ -36,7 +36,7 @@ class TeamStats:
 
 @dataclass(slots=True)
 class Outcome:
-    """What one chat request did, for metrics and the access log."""
+    """What one request did, for metrics and the access log."""
 
     team: str
     model: str
@@ -52,6 +52,7 @@ class Outcome:
     policy: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     path: str = "chat/completions"  # a forwarded path's allowlist pattern, or its first segment
+    format: str = "chat"  # the wire format: chat, completions, responses, anthropic, or "-"
 
 
 class Metrics:
@@ -59,12 +60,15 @@ class Metrics:
         self._models = frozenset(models)
         r = self.registry = CollectorRegistry()
         self.requests = Counter(
-            "contextwarden_requests", "Chat requests", ["team", "model", "status"], registry=r
+            "contextwarden_requests",
+            "Fitted requests, by wire format",
+            ["team", "model", "status", "format"],
+            registry=r,
         )
         self.rewritten = Counter(
             "contextwarden_rewritten_requests",
             "Requests changed, by action",
-            ["team", "action"],
+            ["team", "action", "format"],
             registry=r,
         )
         self.tokens_before = Histogram(
@@ -90,7 +94,7 @@ class Metrics:
         self.overflow_retries = Counter(
             "contextwarden_overflow_retries",
             "Retries after an upstream context overflow",
-            ["team", "outcome"],
+            ["team", "outcome", "format"],
             registry=r,
         )
         self.summarizer_latency = Histogram(
@@ -138,7 +142,7 @@ class Metrics:
 
     def record(self, o: Outcome) -> None:
         model = self.model_label(o.model) if o.model != "-" else "-"
-        self.requests.labels(o.team, model, str(o.status)).inc()
+        self.requests.labels(o.team, model, str(o.status), o.format).inc()
         stats = self.teams.setdefault(o.team, TeamStats())
         stats.requests += 1
         if "not-fitted" in o.actions:
@@ -148,7 +152,7 @@ class Metrics:
         if changed:
             stats.rewritten += 1
             for action in changed:
-                self.rewritten.labels(o.team, action).inc()
+                self.rewritten.labels(o.team, action, o.format).inc()
         if o.tokens_before is not None and o.tokens_after is not None:
             saved = max(0, o.tokens_before - o.tokens_after)
             self.tokens_before.labels(o.team).observe(o.tokens_before)
@@ -159,7 +163,7 @@ class Metrics:
             stats.tokens_saved += saved
         if o.retries:
             outcome = "recovered" if o.status < 400 else "failed"
-            self.overflow_retries.labels(o.team, outcome).inc(o.retries)
+            self.overflow_retries.labels(o.team, outcome, o.format).inc(o.retries)
             stats.overflow_retries += o.retries
         if o.checkpoint:
             event = o.checkpoint.split()[0]

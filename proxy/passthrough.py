@@ -45,7 +45,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
                 code="path_not_allowed",
             )
         headers = upstream_headers(
-            decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
         assert upstream.base_url is not None
         url = join_url(upstream.base_url, subpath, request.url.query)
@@ -58,7 +58,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     finally:
         outcome = Outcome(
             who.team, model or "-", status, None, None, ["not-fitted"], 0, None,
-            time.perf_counter() - started, 0.0, False, path=label,
+            time.perf_counter() - started, 0.0, False, path=label, format="-",
         )  # fmt: skip
         rt.metrics.record(outcome)
         log_request(outcome)
@@ -83,8 +83,8 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
     else:
         who.check_model(model)
         name = rt.models.resolve(model).upstream
-    if rt.settings.upstreams[name].provider != "openai":
-        raise BadRequest(f"/v1/{subpath} is only forwarded to an OpenAI-compatible upstream")
+    if rt.settings.upstreams[name].provider == "litellm":
+        raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
     return name
 
 
@@ -112,7 +112,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     if upstream.base_url is not None and upstream.provider == "openai":
         key = rt.api_key(name)
         headers = upstream_headers(
-            decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
         url = join_url(upstream.base_url, "models")
         # Unreachable: the 502 or 504 stands (an empty list would say there are no models).

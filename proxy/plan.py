@@ -18,7 +18,7 @@ import orjson
 from proxy.budget import budget_for
 from proxy.config import Settings
 from proxy.errors import ContextTooLarge
-from proxy.intake import ChatRequest
+from proxy.intake import WireRequest
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
@@ -47,7 +47,7 @@ class Planner:
         self.compactor = compactor
 
     async def plan_first(
-        self, req: ChatRequest, exact: bool = False, dry_run: bool = False
+        self, req: WireRequest, exact: bool = False, dry_run: bool = False
     ) -> Plan:
         """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
 
@@ -57,12 +57,20 @@ class Planner:
             return Plan(req.body, None, actions=["unknown-window"], counted="none")
         if not req.trim:
             return Plan(req.body, None, actions=["trimming-disabled"], counted="none")
+        if req.fmt.stateful(req.payload):
+            return self._stateful(req)
         budget = self.budget(req, req.window)
         pricing = req.spec.pricing
-        counter = pricing.counter
-        messages = req.payload["messages"]
+        counter = req.view.counter(pricing.counter)
+        messages = req.view.messages
+        # Each wire item beyond the view's messages may add its own overhead to the count.
+        items = max(0, req.view.items - len(messages)) * 8
         bound = byte_bound(
-            len(req.body), messages, pricing.tokens_per_byte, pricing.worst_image, counter.priming
+            len(req.body) + items,
+            messages,
+            pricing.tokens_per_byte,
+            pricing.worst_image,
+            counter.priming,
         )
         soft = self._soft_limit(req, budget)
         if bound <= soft and not req.policy.engine.repair_tool_calls and not exact:
@@ -78,7 +86,7 @@ class Planner:
 
     async def plan_fitted(
         self,
-        req: ChatRequest,
+        req: WireRequest,
         budget: Budget,
         tokens: int | None = None,
         memo: MemoCounter | None = None,
@@ -86,8 +94,8 @@ class Planner:
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages."""
         spec = req.spec
-        counter = memo or MemoCounter(spec.pricing.counter)
-        original = req.payload["messages"]
+        counter = memo or MemoCounter(req.view.counter(spec.pricing.counter))
+        original = req.view.messages
         before = tokens if tokens is not None else count_prompt(counter, original)
         messages, checkpoint, actions, pending = original, None, [], 0
         if before > budget.messages and self._summarizes(req) and self.compactor is not None:
@@ -108,22 +116,36 @@ class Planner:
         counted = "exact" if spec.pricing.exact else "estimate"
         if not actions:
             return Plan(req.body, budget, before, result.tokens_after, [], counted, result)
-        trimmed = orjson.dumps({**req.payload, "messages": result.messages})
+        trimmed = orjson.dumps(req.fmt.write(req.payload, req.view, result.messages))
         return Plan(
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
 
-    def budget(self, req: ChatRequest, window: int) -> Budget:
+    def _stateful(self, req: WireRequest) -> Plan:
+        """The server holds history the proxy cannot see, so it cannot count or trim it: the
+        policy passes the request through, or asks the server to truncate (Responses'
+        ``truncation: "auto"``). Either way the report says ``stateful``."""
+        if req.policy.config.stateful != "truncation_auto" or "truncation" in req.payload:
+            return Plan(req.body, None, actions=["stateful"], counted="none")
+        body = orjson.dumps({**req.payload, "truncation": "auto"})
+        return Plan(body, None, actions=["stateful", "truncation-auto"], counted="none")
+
+    def budget(self, req: WireRequest, window: int) -> Budget:
         return budget_for(req, window, self.settings.trimming)
 
     async def _fit(
-        self, messages: list[Any], budget: Budget, req: ChatRequest, counter: MemoCounter
+        self, messages: list[Any], budget: Budget, req: WireRequest, counter: MemoCounter
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
         try:
             return await asyncio.to_thread(
-                fit, messages, budget.messages, counter, req.policy.engine
+                fit,
+                messages,
+                budget.messages,
+                counter,
+                req.policy.engine,
+                atomic_current=req.view.atomic_current,
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
@@ -132,23 +154,23 @@ class Planner:
                 f"the {budget.messages} tokens for messages are left for them ({taken} go to the "
                 f"reply priming and to messages kept before them; {budget.explain()}); shorten "
                 "them or use a model with a larger window",
-                param="messages",
+                param=req.fmt.messages_param,
             ) from None
 
-    def _summarizes(self, req: ChatRequest) -> bool:
+    def _summarizes(self, req: WireRequest) -> bool:
         return req.policy.config.summarize or bool(req.session_memory)
 
-    def _soft_limit(self, req: ChatRequest, budget: Budget) -> int:
+    def _soft_limit(self, req: WireRequest, budget: Budget) -> int:
         if not self._summarizes(req) or self.compactor is None:
             return budget.messages
         return int(budget.messages * req.policy.config.summarizer.soft_threshold)
 
-    def _context(self, req: ChatRequest, budget: Budget) -> Context:
+    def _context(self, req: WireRequest, budget: Budget) -> Context:
         spec = req.spec
         window = req.policy.config.summarizer.context_window or budget.window
         return Context(
             req.team,
-            spec.pricing.counter,
+            req.view.counter(spec.pricing.counter),
             req.policy.config,
             target_for(self.settings, req),
             budget.reserve,

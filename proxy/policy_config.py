@@ -140,6 +140,11 @@ class PolicyConfig(_Strict):
         "user", description="role of the summary message; user text never gains authority"
     )
     summarizer: SummarizerConfig = Field(default_factory=SummarizerConfig)
+    stateful: Literal["passthrough", "truncation_auto"] = Field(
+        "passthrough",
+        description="Responses with previous_response_id or conversation (history the proxy "
+        "cannot see): forward as sent, or ask the server to truncate (truncation: auto)",
+    )
     completions: Literal["middle_out", "keep_tail", "reject"] = Field(
         "middle_out", description="/v1/completions: how a prompt over the budget is cut"
     )

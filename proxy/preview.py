@@ -12,8 +12,11 @@ from starlette.responses import Response
 
 from proxy.auth import Principal
 from proxy.config import Settings
-from proxy.errors import Forbidden
-from proxy.intake import ChatRequest, build_request
+from proxy.errors import BadRequest, Forbidden
+from proxy.formats import FORMATS
+from proxy.formats.base import WireFormat
+from proxy.formats.chat import CHAT
+from proxy.intake import WireRequest, build_request
 from proxy.models import Models
 from proxy.plan import Plan, Planner
 from proxy.runtime import build_models
@@ -31,28 +34,32 @@ async def preview(
     planner: Planner,
     who: Principal,
     dry_run: bool = True,
+    fmt: WireFormat = CHAT,
 ) -> dict[str, Any]:
     """What the proxy would forward. A dry run by default: no summarizer call, no checkpoint
-    or learned window written; a summary it would make is reported as ``would-summarize``."""
-    req = build_request(body, headers, planner.settings, models, who)
+    or learned window written; a summary it would make is reported as ``would-summarize``.
+    The conversation comes back in the request's own format, under its own field."""
+    req = build_request(body, headers, planner.settings, models, who, fmt)
     plan = await planner.plan_first(req, exact=True, dry_run=dry_run)
-    original = req.payload["messages"]
-    messages = orjson.loads(plan.body)["messages"] if plan.actions else original
-    return {"messages": messages, "report": report(plan, req, req.window, original)}
+    key = fmt.messages_param
+    forwarded = orjson.loads(plan.body) if plan.actions else req.payload
+    return {key: forwarded.get(key), "report": report(plan, req, req.window, req.view.messages)}
 
 
-def report(plan: Plan, req: ChatRequest, window: int | None, original: list[Any]) -> dict[str, Any]:
+def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]) -> dict[str, Any]:
     spec, policy = req.spec, req.policy
     fit = plan.fit
     budget = plan.budget
     if fit is not None and fit.report is not None:
         blocks = fit.report.blocks
     elif budget is not None:
-        blocks = breakdown(original, budget.messages, spec.pricing.counter, policy.engine)
+        counter = req.view.counter(spec.pricing.counter)
+        blocks = breakdown(original, budget.messages, counter, policy.engine)
     else:
         blocks = []
     return {
         "model": spec.name,
+        "format": req.fmt.name,
         "team": req.team,
         "policy": policy.name,
         "upstream": spec.upstream,
@@ -112,8 +119,13 @@ async def handle_preview(
             "?summarize=true (a real, billed summary) is for the admin API's /admin/preview",
             code="summarize_not_allowed",
         )
+    name = request.query_params.get("format", "chat")
+    if name not in FORMATS:
+        raise BadRequest(f"unknown format {name!r}: one of {', '.join(FORMATS)}", param="format")
     body = await read_body(request, planner.settings.limits.max_body_bytes)
-    result = await preview(body, request.headers, models, planner, who, dry_run=not summarize)
+    result = await preview(
+        body, request.headers, models, planner, who, dry_run=not summarize, fmt=FORMATS[name]
+    )
     return Response(orjson.dumps(result), media_type="application/json")
 
 
@@ -141,5 +153,8 @@ def render_table(result: dict[str, Any]) -> str:
             f"saved {s['tokens_saved']}"
             for s in r["steps"]
         ]
-    lines += ["", f"{len(result['messages'])} messages would be forwarded"]
+    conversation = result.get("input", result.get("messages"))
+    count = len(conversation) if isinstance(conversation, list) else 1
+    noun = "items" if "input" in result else "messages"
+    lines += ["", f"{count} {noun} would be forwarded"]
     return "\n".join(lines)

@@ -35,18 +35,21 @@ class Budget:
         )
 
 
-def requested_output(payload: Mapping[str, Any]) -> int | None:
-    for key in ("max_completion_tokens", "max_tokens"):
+CHAT_OUTPUT_KEYS = ("max_completion_tokens", "max_tokens")
+
+
+def requested_output(
+    payload: Mapping[str, Any], keys: tuple[str, ...] = CHAT_OUTPUT_KEYS
+) -> int | None:
+    """The request's own reply limit: the first of ``keys`` set to a positive integer."""
+    for key in keys:
         value = payload.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
 
-def reply_reserve(
-    payload: Mapping[str, Any], default: int, max_output: int | None, window: int
-) -> int:
-    asked = requested_output(payload)
+def reply_reserve(asked: int | None, default: int, max_output: int | None, window: int) -> int:
     if asked is not None:
         return asked
     cap = min(default, window // 4)

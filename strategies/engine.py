@@ -36,7 +36,15 @@ from strategies.messages import (
 )
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.repair import repair_tool_calls
-from strategies.rules import DEFAULT_RULES, TIERS, Assignment, Match, Rule, assign
+from strategies.rules import (
+    DEFAULT_RULES,
+    TIERS,
+    Assignment,
+    Match,
+    Rule,
+    assign,
+    current_turn_start,
+)
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
 
@@ -108,8 +116,13 @@ def fit(
     counter: Counter,
     policy: Policy = DEFAULT_POLICY,
     summarizer: Summarizer | None = None,
+    atomic_current: bool = False,
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
+
+    ``atomic_current``: the running turn (the newest user message and everything after it) is
+    kept whole and no pass rewrites it; the wire formats whose APIs bind a turn's reasoning or
+    thinking to its exact items ask for this.
 
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message) cannot fit.
@@ -130,10 +143,17 @@ def fit(
         raise BudgetExceeded(
             f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
-    current, tokens = _run_passes(current, tokens, budget, counter, policy.passes, steps, actions)
+    current, tokens = _run_passes(
+        current, tokens, budget, counter, policy.passes, steps, actions, atomic_current
+    )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
-    return _allocate(current, before, budget, counter, policy, summarizer, actions, steps)
+    rules = (RUNNING_TURN_RULE, *policy.rules) if atomic_current else policy.rules
+    return _allocate(current, before, budget, counter, policy, rules, summarizer, actions, steps)
+
+
+# Takes the running turn whole, before any of the policy's own rules can split it.
+RUNNING_TURN_RULE = Rule("running-turn", Match(position="current"), TIERS["core"], "strict")
 
 
 def _run_passes(
@@ -144,10 +164,13 @@ def _run_passes(
     passes: Sequence[Pass],
     steps: list[Step],
     actions: list[str],
+    atomic_current: bool = False,
 ) -> tuple[list[Message], int]:
-    # The system prompt and the user's current message are never rewritten by a pass.
+    # The system prompt and the user's current message (or, atomic, the whole running turn)
+    # are never rewritten by a pass.
     lead = leading_count(messages)
     last_user = last_user_index(messages)
+    keep_from = current_turn_start(messages, lead) if atomic_current else len(messages)
     for compaction in passes:
         if tokens <= budget:
             steps.append(Step(compaction.name, False, 0))
@@ -155,6 +178,7 @@ def _run_passes(
         rewritten = messages[:lead] + compaction.apply(messages[lead:], counter)
         if last_user >= lead:
             rewritten[last_user] = messages[last_user]
+        rewritten[keep_from:] = messages[keep_from:]
         after = count_prompt(counter, rewritten)
         applied = any(a is not b for a, b in zip(rewritten, messages, strict=True))
         steps.append(Step(compaction.name, applied, tokens - after))
@@ -170,11 +194,12 @@ def _allocate(
     budget: int,
     counter: Counter,
     policy: Policy,
+    rules: Sequence[Rule],
     summarizer: Summarizer | None,
     actions: list[str],
     steps: list[Step],
 ) -> Fit:
-    assignments = assign(messages, policy.rules, policy.history)
+    assignments = assign(messages, rules, policy.history)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
     blocks = [_block(a, messages, policy, summarizer, query, budget) for a in assignments]

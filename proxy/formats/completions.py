@@ -104,7 +104,7 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
         outcome = Outcome(
             who.team, model, status, plan.tokens_before if plan else None,
             plan.tokens_after if plan else None, plan.actions if plan else [], retries, None,
-            time.perf_counter() - started, 0.0, stream, path="completions",
+            time.perf_counter() - started, 0.0, stream, path="completions", format="completions",
         )  # fmt: skip
         rt.metrics.record(outcome)
         log_request(outcome)
@@ -192,7 +192,7 @@ def _retrying(
     assert upstream.base_url is not None
     key = rt.api_key(spec.upstream)
     headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
+        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
     )
     url = join_url(upstream.base_url, "completions", request.url.query)
 

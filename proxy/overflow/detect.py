@@ -126,15 +126,24 @@ def _message(body: bytes | str | dict[str, Any] | None) -> tuple[str, str | None
 
 
 def _sse_or_text(text: str) -> tuple[str, str | None, dict[str, Any]]:
-    # An error event inside a 200 stream (SGLang): `data: {"error": {...}}`.
+    """The first error event of an event stream: chat's ``data: {"error": {...}}`` (SGLang),
+    Responses' ``response.failed`` (its ``response.error``) or Anthropic's ``error`` event."""
     for line in text.splitlines():
-        if line.startswith("data:"):
-            payload = line[5:].strip()
-            if payload.startswith("{"):
-                try:
-                    return _message(orjson.loads(payload))
-                except orjson.JSONDecodeError:
-                    continue
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if not payload.startswith("{"):
+            continue
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("type") == "response.failed" and isinstance(data.get("response"), dict):
+            data = data["response"]
+        if isinstance(data.get("error"), dict | str):
+            return _message(data)
     return text, None, {}
 
 

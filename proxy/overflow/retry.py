@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from proxy.budget import checked
 from proxy.config import Trimming
 from proxy.errors import ContextTooLarge
 from proxy.overflow.detect import Overflow, is_context_overflow
+from proxy.overflow.peek import peek
 from proxy.plan import Plan
 from proxy.upstream import Reply, decoded, is_event_stream
 from strategies.budget import Budget
@@ -116,7 +117,8 @@ def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:
 
 
 async def overflow_of(reply: Reply) -> Overflow | None:
-    """Whether the reply is a context overflow; peeks at a 200 stream's first event (SGLang)."""
+    """Whether the reply is a context overflow; a 200 stream is peeked up to its first decisive
+    event (see proxy/overflow/peek.py)."""
     if reply.overflow is not None:
         return reply.overflow
     if reply.body is not None:
@@ -125,21 +127,13 @@ async def overflow_of(reply: Reply) -> Overflow | None:
         return is_context_overflow(reply.status, decoded(reply.body, reply.headers))
     if reply.stream is None or not _is_plain_event_stream(reply.headers):
         return None
-    first = await anext(reply.stream, b"")
-    reply.stream = _prepend(first, reply.stream)
-    if b'"error"' in first:
-        return is_context_overflow(200, first)
+    seen, reply.stream = await peek(reply.stream)
+    if b'"error"' in seen or b"response.failed" in seen:
+        return is_context_overflow(200, seen)
     return None
 
 
 def _is_plain_event_stream(headers: list[tuple[str, str]]) -> bool:
-    """An uncompressed event stream, whose first event can be read as text."""
+    """An uncompressed event stream, whose first events can be read as text."""
     encoded = any(k.lower() == "content-encoding" for k, _ in headers)
     return is_event_stream(headers) and not encoded
-
-
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    async for chunk in rest:
-        yield chunk

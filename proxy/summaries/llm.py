@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxy.config import Settings
-from proxy.intake import ChatRequest
+from proxy.intake import WireRequest
 from proxy.startup import prepare_environment
 from strategies.messages import Message
 
@@ -38,7 +38,7 @@ class Target:
         return f"{self.model}@{self.api_base or ''}"
 
 
-def target_for(settings: Settings, req: ChatRequest) -> Target:
+def target_for(settings: Settings, req: WireRequest) -> Target:
     """Who writes a request's summaries: the policy's summarizer model if it names one (through
     its upstream, if given), else the request's own model through its own upstream."""
     cfg = req.policy.config.summarizer

@@ -9,7 +9,7 @@ import pytest
 from proxy.budget import budget_for
 from proxy.config import load_settings
 from proxy.errors import ContextTooLarge
-from proxy.intake import ChatRequest as Request
+from proxy.intake import WireRequest as Request
 from proxy.overflow import Overflow
 from proxy.overflow.retry import budget_after_overflow, should_retry
 from proxy.plan import Plan

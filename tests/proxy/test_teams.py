@@ -200,16 +200,19 @@ async def test_metrics_move_after_real_requests(client: httpx.AsyncClient) -> No
     respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
     before = (await client.get("/metrics")).text
     assert (
-        'contextwarden_requests_total{model="gpt-4o-mini",status="200",team="search"}' not in before
+        'contextwarden_requests_total{format="chat",model="gpt-4o-mini",status="200",team="search"}'
+        not in before
     )
     for _ in range(3):
         await client.post("/v1/chat/completions", json=chat_body(), headers=auth(SEARCH_KEY))
     text = (await client.get("/metrics")).text
     assert (
-        'contextwarden_requests_total{model="gpt-4o-mini",status="200",team="search"} 3.0' in text
+        'contextwarden_requests_total{format="chat",model="gpt-4o-mini",status="200",team="search"} 3.0'
+        in text
     )
     assert (
-        'contextwarden_rewritten_requests_total{action="truncate_oldest",team="search"} 3.0' in text
+        'contextwarden_rewritten_requests_total{action="truncate_oldest",format="chat",team="search"} 3.0'
+        in text
     )
     assert 'contextwarden_prompt_tokens_before_count{team="search"} 3.0' in text
     saved = next(

@@ -1,8 +1,9 @@
-"""``POST /v1/chat/completions``, in layers (one concern each):
+"""One fitted request, in any wire format (chat, Responses, Anthropic Messages), in layers:
 
-    handle_chat               read and validate the body, resolve the model, plan the first try
+    handle                    read the body, let the format parse and view it, resolve the
+                              model, plan the first try
      └─ send_with_overflow_retry   (proxy/overflow) on an upstream overflow: shrink, re-fit, retry
-         └─ send_once              pick the transport (OpenAI-compatible HTTP or litellm)
+         └─ send_once              pick the transport (HTTP to the format's path, or litellm)
 
 The client gets the upstream's own status, headers and bytes, plus ``x-contextwarden-*`` headers.
 """
@@ -20,10 +21,10 @@ from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.budget import budget_for
 from proxy.errors import ProxyError
+from proxy.formats.base import WireFormat
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.intake import ChatRequest, build_request
+from proxy.intake import WireRequest, build_request
 from proxy.metrics import Outcome
-from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
 from proxy.runtime import Runtime
@@ -33,7 +34,7 @@ from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
 
-async def handle_chat(request: Request, rt: Runtime) -> Response:
+async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     started = time.perf_counter()
     clock = UpstreamClock()
     team, model = "-", "-"
@@ -41,7 +42,7 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
         who = rt.auth.team(request.headers)
         team = who.team
         body = await read_body(request, rt.settings.limits.max_body_bytes)
-        req = build_request(body, request.headers, rt.settings, rt.models, who)
+        req = build_request(body, request.headers, rt.settings, rt.models, who, fmt)
         model = req.spec.name
         plan = await rt.planner.plan_first(req)
         reply, plan, retries = await send_with_overflow_retry(
@@ -61,6 +62,7 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
             elapsed - clock.seconds,
             clock.seconds,
             False,
+            format=fmt.name,
         )
         rt.metrics.record(outcome)
         log_request(outcome)
@@ -83,9 +85,10 @@ async def handle_chat(request: Request, rt: Runtime) -> Response:
         upstream=clock.seconds,
         stream=bool(req.payload.get("stream")),
         policy=req.policy.name,
+        format=fmt.name,
     )
     rt.metrics.record(outcome)
-    log_request(outcome, req.payload["messages"] if rt.settings.log_content else None)
+    log_request(outcome, req.view.messages if rt.settings.log_content else None)
     return response
 
 
@@ -97,14 +100,14 @@ class UpstreamClock:
 
 
 def retrying(
-    request: Request, rt: Runtime, req: ChatRequest, who: Principal, clock: UpstreamClock
+    request: Request, rt: Runtime, req: WireRequest, who: Principal, clock: UpstreamClock
 ) -> Retrying:
     """The overflow loop's collaborators for one chat request."""
 
     async def send(plan: Plan) -> Reply:
         sent = time.perf_counter()
         try:
-            return await send_once(request, rt, req.spec, plan, who)
+            return await send_once(request, rt, req, plan, who)
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
@@ -116,20 +119,21 @@ def retrying(
         refit=lambda budget: rt.planner.plan_fitted(req, budget),
         budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
         learn=learn,
-        recount=lambda: count_prompt(req.spec.pricing.counter, req.payload["messages"]),
+        recount=lambda: count_prompt(req.view.counter(req.spec.pricing.counter), req.view.messages),
     )
 
 
 async def send_once(
-    request: Request, rt: Runtime, spec: ModelSpec, plan: Plan, who: Principal
+    request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
 ) -> Reply:
+    spec = req.spec
     upstream = rt.settings.upstreams[spec.upstream]
     key = rt.api_key(spec.upstream)
     headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream.headers, key, who.forward_client_auth
+        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
     )
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
-    url = join_url(upstream.base_url, "chat/completions", request.url.query)
+    url = join_url(upstream.base_url, req.fmt.path, request.url.query)
     return await rt.transport.send(upstream, "POST", url, headers, plan.body)
