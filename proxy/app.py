@@ -20,6 +20,7 @@ from proxy.errors import BadRequest, ProxyError, error_body, error_response
 from proxy.exchange import handle
 from proxy.formats.chat import CHAT
 from proxy.formats.completions import handle_completions
+from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.passthrough import handle_models, handle_passthrough
 from proxy.paths import SafePaths
@@ -52,6 +53,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -84,6 +87,10 @@ def _runtime(request: Request) -> Runtime:
 
 async def chat(request: Request) -> Response:
     return await handle(request, _runtime(request), CHAT)
+
+
+async def responses(request: Request) -> Response:
+    return await handle(request, _runtime(request), RESPONSES)
 
 
 async def completions(request: Request) -> Response:

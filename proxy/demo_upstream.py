@@ -25,6 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from proxy.demo_completions import completions_endpoint
+from proxy.demo_responses import responses_endpoint
 from proxy.tokenizers import get_encoding
 from strategies.summary import SYSTEM_PROMPT
 
@@ -126,12 +127,14 @@ def create_upstream(
                 completions_endpoint(window, encoding, _overflow),
                 methods=["POST"],
             ),
+            Route("/v1/responses", responses_endpoint(window, encoding), methods=["POST"]),
         ]
     )
     app.state.received = []
     app.state.raw = []
     app.state.summaries = []
     app.state.fail_summaries = False
+    app.state.responses_overflow_event = False
     return app
 
 

@@ -15,5 +15,6 @@ from __future__ import annotations
 
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
+from proxy.formats.responses import RESPONSES
 
-FORMATS: dict[str, WireFormat] = {"chat": CHAT}
+FORMATS: dict[str, WireFormat] = {"chat": CHAT, "responses": RESPONSES}

@@ -230,19 +230,17 @@ async def test_passthrough_keeps_method_path_query_and_body(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The proxy holds the key, so an org-wide path goes only when the operator lists it.
-    config = config_with(monkeypatch, forward_paths=["files/*", "responses"])
+    config = config_with(monkeypatch, forward_paths=["files/*", "batches"])
     route = respx.delete(f"{BASE}/files/file-1?purge=true").mock(
         return_value=httpx.Response(200, json={"deleted": True})
     )
-    up = respx.post(f"{BASE}/responses").mock(
-        return_value=httpx.Response(200, content=b"raw-bytes")
-    )
+    up = respx.post(f"{BASE}/batches").mock(return_value=httpx.Response(200, content=b"raw-bytes"))
     async with running(config) as client:
         deleted = await client.delete("/v1/files/file-1?purge=true")
         assert deleted.json() == {"deleted": True}
         assert deleted.headers["x-contextwarden-actions"] == "not-fitted"
         assert route.called
-        sent = await client.post("/v1/responses", content=b'{"x": 1}')
+        sent = await client.post("/v1/batches", content=b'{"x": 1}')
         assert sent.content == b"raw-bytes"
     assert up.calls.last.request.content == b'{"x": 1}'
 

@@ -73,7 +73,7 @@ def test_model_serving_paths_check_the_teams_models(
         allowed = c.post(path, json={"model": "gpt-4o", "input": "x", "prompt": "x"})
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "model_not_allowed"
-    fitted = path == "/v1/completions"  # fitted by the proxy: a body without a model is bad input
+    fitted = path in ("/v1/completions", "/v1/responses")  # fitted: no model is bad input
     assert nameless.status_code == (400 if fitted else 403)  # else: a limited team names one
     assert allowed.status_code == 200
     assert allowed.headers["x-contextwarden-actions"] == ("none" if fitted else "not-fitted")

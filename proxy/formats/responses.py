@@ -1,0 +1,325 @@
+"""OpenAI Responses (``POST /v1/responses``) for the one engine.
+
+The view: ``instructions`` is a leading system message (the strict system tier); a user,
+system or developer message item is a message; an *assistant run* (consecutive assistant
+messages, reasoning items, calls and server-side calls) is one assistant message whose
+``tool_calls`` are the run's calls that have outputs, so a reasoning item can never be parted
+from the item after it, nor a call from its output; each output is a ``tool`` message. Opaque
+items (``compaction``, ``item_reference``, unknown kinds) are units of their own. The running
+turn (the newest user message and everything after it) is atomic.
+
+Counting is an upper bound with the model's encoding: what the view shows at chat's rates, plus
+every field it does not show (ids, statuses, reasoning and its encrypted content, server calls)
+by its JSON text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+from proxy.formats.base import SOURCE, View
+from proxy.formats.responses_items import (
+    TEXT_OUTPUTS,
+    answered_key,
+    call_keys,
+    check_input,
+    kind_of,
+)
+from proxy.validation import parse_json, reject_duplicate_keys
+from strategies.budget import requested_output
+from strategies.messages import Message
+
+INSTRUCTIONS = "instructions"  # SOURCE of the view message standing for ``instructions``
+STRING_INPUT = "input"  # SOURCE of the view message standing for a string ``input``
+TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+# What a view message shows of an item (priced by the model's counter); the rest is hidden.
+SHOWN = {
+    "message": ("content",),
+    "function_call": ("name", "arguments"),
+    "custom_tool_call": ("name", "input"),
+    "local_shell_call": ("action",),
+    "shell_call": ("action",),
+    "computer_call": ("action",),
+    "apply_patch_call": ("operation",),
+}
+
+
+class ResponsesFormat:
+    name = "responses"
+    api = "responses"
+    path = "responses"
+    messages_param = "input"
+
+    def parse(self, body: bytes) -> dict[str, Any]:
+        payload = parse_json(body)
+        model = payload.get("model")
+        if not isinstance(model, str) or not model:
+            raise BadRequest("'model' is required and must be a non-empty string", param="model")
+        if "input" not in payload:
+            raise BadRequest("'input' is required", param="input")
+        check_input(payload["input"], self.stateful(payload))
+        instructions = payload.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            raise BadRequest("'instructions' must be a string", param="instructions")
+        value = payload.get("max_output_tokens")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise BadRequest("'max_output_tokens' must be an integer", param="max_output_tokens")
+        if value is not None and value < 1:
+            raise BadRequest("'max_output_tokens' must be positive", param="max_output_tokens")
+        if "stream" in payload and not isinstance(payload["stream"], bool | None):
+            raise BadRequest("'stream' must be a boolean", param="stream")
+        tools = payload.get("tools")
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+        ):
+            raise BadRequest("'tools' must be an array of objects", param="tools")
+        reject_duplicate_keys(body, payload)
+        return payload
+
+    def stateful(self, payload: dict[str, Any]) -> bool:
+        return bool(payload.get("previous_response_id") or payload.get("conversation"))
+
+    def requested_output(self, payload: dict[str, Any]) -> int | None:
+        return requested_output(payload, ("max_output_tokens",))
+
+    def view(self, payload: dict[str, Any]) -> View:
+        messages: list[Message] = []
+        instructions = payload.get("instructions")
+        if isinstance(instructions, str) and instructions:
+            messages.append({"role": "system", "content": instructions, SOURCE: INSTRUCTIONS})
+        items = payload["input"]
+        if isinstance(items, str):
+            messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
+            return View(messages, atomic_current=True, items=1)
+        messages += _lower(items)
+        return View(messages, atomic_current=True, items=len(items), hidden=_hidden_text())
+
+    def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
+        originals = {id(m) for m in view.messages}
+        out: dict[str, Any] = dict(payload)
+        items: list[Any] | str = []
+        for m in kept:
+            src = m.get(SOURCE)
+            if src == INSTRUCTIONS:
+                out["instructions"] = m["content"]
+            elif src == STRING_INPUT:
+                items = m["content"] if isinstance(m["content"], str) else [_new_item(m)]
+            elif isinstance(items, str):  # a string input is the one, last, message
+                continue
+            elif src is None:
+                items.append(_new_item(m))
+            elif id(m) in originals:
+                items.extend(src)
+            else:
+                items.extend(_rewritten(m, src))
+        out["input"] = items
+        return out
+
+
+RESPONSES = ResponsesFormat()
+
+
+def _lower(items: list[dict[str, Any]]) -> list[Message]:
+    answered = {answered_key(i) for i in items if kind_of(i) == "output"}
+    out: list[Message] = []
+    run: list[dict[str, Any]] = []
+
+    def close_run() -> None:
+        if run:
+            out.append(_assistant(list(run), answered))
+            run.clear()
+
+    for item in items:
+        kind = kind_of(item)
+        if kind in ("call", "assistant") or (kind == "message" and item["role"] == "assistant"):
+            run.append(item)
+            continue
+        close_run()
+        if kind == "message":
+            out.append({"role": item["role"], "content": _content(item["content"]), SOURCE: [item]})
+        elif kind == "output":
+            out.append({"role": "tool", "tool_call_id": answered_key(item), **_output(item)})
+            out[-1][SOURCE] = [item]
+        else:  # opaque: a unit of its own, priced whole
+            out.append({"role": "assistant", "content": None, SOURCE: [item]})
+    close_run()
+    return out
+
+
+def _assistant(run: list[dict[str, Any]], answered: set[str | None]) -> Message:
+    parts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for item in run:
+        if kind_of(item) == "message":
+            parts += _text_parts(item["content"])
+        elif kind_of(item) == "call":
+            key = next((k for k in call_keys(item) if k in answered), None)
+            if key is not None:
+                calls.append({"id": key, "type": "function", "function": _function(item)})
+    message: Message = {"role": "assistant", "content": parts or None}
+    if calls:
+        message["tool_calls"] = calls
+    message[SOURCE] = run
+    return message
+
+
+def _function(item: dict[str, Any]) -> dict[str, str]:
+    kind = item["type"]
+    shown = SHOWN.get(kind, ())
+    args: Any = ""
+    for field in shown:
+        if field != "name" and item.get(field) is not None:
+            args = item[field]
+    if not isinstance(args, str):
+        args = orjson.dumps(args).decode()
+    name = item.get("name") if "name" in shown else kind
+    return {"name": str(name or kind), "arguments": args}
+
+
+def _content(content: Any) -> Any:
+    """A message's content for the engine: text parts as chat text parts, images as chat
+    image parts (priced as images), anything else as it is (priced by its JSON)."""
+    if isinstance(content, str):
+        return content
+    return [_part(p) for p in content]
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any]:
+    key = TEXT_PARTS.get(part["type"])
+    if key is not None and isinstance(part.get(key), str):
+        return {"type": "text", "text": part[key]}
+    if part["type"] == "input_image":
+        url = part.get("image_url") or f"file:{part.get('file_id', '')}"
+        return {"type": "image_url", "image_url": {"url": url, "detail": part.get("detail")}}
+    return part
+
+
+def _text_parts(content: Any) -> list[dict[str, Any]]:
+    """An assistant message's text as chat text parts, one per text part, in order."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [_part(p) for p in content if TEXT_PARTS.get(p.get("type", "")) is not None]
+
+
+def _output(item: dict[str, Any]) -> dict[str, Any]:
+    if item["type"] not in TEXT_OUTPUTS:
+        return {"content": None}  # a screenshot, shell output objects: priced whole, never edited
+    output = item.get("output")
+    if isinstance(output, list) and all(isinstance(p, dict) for p in output):
+        return {"content": [_part(p) for p in output if isinstance(p.get("type"), str)]}
+    return {"content": output if isinstance(output, str) else orjson.dumps(output).decode()}
+
+
+def _rewritten(m: Message, src: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items behind a view message whose content the engine rewrote."""
+    new = m.get("content")
+    if m.get("role") == "tool":
+        item = src[0]
+        if item["type"] not in TEXT_OUTPUTS:
+            return src
+        if isinstance(new, str):
+            return [{**item, "output": new}]
+        return [{**item, "output": _raise_parts(item["output"], new)}]
+    if m.get("role") != "assistant":
+        item = src[0]
+        return [{**item, "content": _raise_content(item["content"], new)}]
+    texts = iter(new if isinstance(new, list) else [])
+    out = []
+    for item in src:
+        if kind_of(item) != "message":
+            out.append(item)
+        elif isinstance(item["content"], str):
+            part = next(texts, None)
+            out.append({**item, "content": part["text"]} if part else item)
+        else:
+            out.append({**item, "content": [_next_text(p, texts) for p in item["content"]]})
+    return out
+
+
+def _next_text(part: dict[str, Any], texts: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """``part`` with the next rewritten text, when it is a text part."""
+    key = TEXT_PARTS.get(part.get("type", ""))
+    if key is None:
+        return part
+    new = next(texts, None)
+    if new is None or new.get("text") == part.get(key):
+        return part
+    return {**part, key: new.get("text")}
+
+
+def _raise_content(original: Any, new: Any) -> Any:
+    if isinstance(original, str) or isinstance(new, str):
+        return new
+    return _raise_parts(original, new)
+
+
+def _raise_parts(original: Any, new: Any) -> Any:
+    """Original parts with the text of their rewritten view parts (the view is one to one)."""
+    if not isinstance(original, list) or not isinstance(new, list):
+        return new
+    out = []
+    for old, part in zip(original, new, strict=False):
+        key = TEXT_PARTS.get(old.get("type", ""))
+        if key is not None and part.get("type") == "text" and part.get("text") != old.get(key):
+            out.append({**old, key: part["text"]})
+        else:
+            out.append(old)
+    return out
+
+
+def _new_item(m: Message) -> dict[str, Any]:
+    """A message the engine made (a summary checkpoint): a developer message item, whose bytes
+    depend only on its text."""
+    content = m.get("content")
+    if not isinstance(content, str):
+        content = "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+    return {"type": "message", "role": "developer", "content": content}
+
+
+def _hidden_text() -> Callable[[Message], str]:
+    """The view's hidden text: each item's fields the view does not show, as JSON, memoized
+    per item for the request."""
+    memo: dict[int, tuple[dict[str, Any], str]] = {}
+
+    def hidden(message: Message) -> str:
+        src = message.get(SOURCE)
+        if not isinstance(src, list):
+            return ""
+        texts = []
+        for item in src:
+            hit = memo.get(id(item))
+            if hit is None or hit[0] is not item:
+                hit = memo[id(item)] = (item, orjson.dumps(_unshown(item)).decode())
+            texts.append(hit[1])
+        return "\n".join(texts)
+
+    return hidden
+
+
+def _unshown(item: dict[str, Any]) -> dict[str, Any]:
+    """What a view message does not show of ``item``."""
+    kind = item.get("type", "message")
+    if kind == "message" or (kind in TEXT_OUTPUTS and item.get("output") is not None):
+        field = "content" if kind == "message" else "output"
+        rest = {k: v for k, v in item.items() if k != field}
+        value = item[field]
+        if isinstance(value, list):
+            rest[field] = [_unshown_part(p) for p in value if isinstance(p, dict)]
+        return rest
+    shown = SHOWN.get(kind, ())
+    if kind_of(item) == "call" and not shown:
+        shown = ("name", "arguments")
+    return {k: v for k, v in item.items() if k not in shown}
+
+
+def _unshown_part(part: dict[str, Any]) -> dict[str, Any]:
+    key = TEXT_PARTS.get(part.get("type", ""))
+    if key is not None and isinstance(part.get(key), str):
+        return {k: v for k, v in part.items() if k != key}
+    if part.get("type") == "input_image":
+        return {k: v for k, v in part.items() if k != "image_url"}
+    return {}  # shown as it is

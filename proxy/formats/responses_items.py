@@ -1,0 +1,171 @@
+"""The Responses API's input items: what each kind is to the engine, and the request checks.
+
+Kinds, from the ``openai`` SDK's ``ResponseInputItemParam``:
+    message      user, system and developer messages stand alone; assistant messages join the
+                 assistant run they belong to
+    call         a client-side tool call (``function_call``, ``custom_tool_call``,
+                 ``local_shell_call``, ``shell_call``, ``computer_call``, ``apply_patch_call``,
+                 and the optional pairs: ``mcp_approval_request``, ``program``,
+                 ``tool_search_call``); it travels with its output
+    output       what answers a call (``*_output``, ``mcp_approval_response``)
+    assistant    reasoning and server-side calls (web search, file search, code interpreter,
+                 image generation, MCP calls): part of the assistant run, opaque
+    opaque       ``compaction``, ``item_reference`` and unknown kinds: whole units, never edited
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from proxy.errors import BadRequest
+
+Kind = Literal["message", "call", "output", "assistant", "opaque"]
+
+# Calls the API rejects without their output ("No tool output found for function call ...").
+NEEDS_OUTPUT = frozenset(
+    {
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "shell_call",
+        "computer_call",
+        "apply_patch_call",
+    }
+)
+OPTIONAL_PAIRS = frozenset({"mcp_approval_request", "program", "tool_search_call"})
+OUTPUTS = {
+    "function_call_output": "function_call",
+    "custom_tool_call_output": "custom_tool_call",
+    "local_shell_call_output": "local_shell_call",
+    "shell_call_output": "shell_call",
+    "computer_call_output": "computer_call",
+    "apply_patch_call_output": "apply_patch_call",
+    "mcp_approval_response": "mcp_approval_request",
+    "program_output": "program",
+    "tool_search_output": "tool_search_call",
+}
+# Outputs whose ``output`` may be replaced by text (a cleared tool result); the others (a
+# screenshot, shell output objects) are never edited.
+TEXT_OUTPUTS = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "apply_patch_call_output",
+    }
+)
+ASSISTANT_SIDE = frozenset(
+    {
+        "reasoning",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "mcp_call",
+        "mcp_list_tools",
+    }
+)
+ROLES = frozenset({"user", "assistant", "system", "developer"})
+
+
+def kind_of(item: dict[str, Any]) -> Kind:
+    kind = item.get("type", "message")
+    if kind == "message":
+        return "message"
+    if kind in NEEDS_OUTPUT or kind in OPTIONAL_PAIRS:
+        return "call"
+    if kind in OUTPUTS:
+        return "output"
+    if kind in ASSISTANT_SIDE:
+        return "assistant"
+    return "opaque"
+
+
+def call_keys(item: dict[str, Any]) -> list[str]:
+    """The ids an output may name to answer this call."""
+    if item["type"] == "mcp_approval_request":
+        keys = [item.get("id")]
+    else:
+        keys = [item.get("call_id"), item.get("id")]
+    return [k for k in keys if isinstance(k, str) and k]
+
+
+def answered_key(item: dict[str, Any]) -> str | None:
+    """The call id an output answers."""
+    if item["type"] == "mcp_approval_response":
+        key = item.get("approval_request_id")
+    elif item["type"] == "local_shell_call_output":
+        key = item.get("call_id") or item.get("id")
+    else:
+        key = item.get("call_id")
+    return key if isinstance(key, str) and key else None
+
+
+def check_input(items: Any, stateful: bool) -> None:
+    """BadRequest naming the first thing wrong with ``input``: not a string or a list of
+    objects, an item of no known shape, a call without its id, or (when the proxy sees the
+    whole conversation) a call and its output apart."""
+    if isinstance(items, str):
+        return
+    if not isinstance(items, list):
+        raise BadRequest("'input' must be a string or an array of input items", param="input")
+    calls: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise BadRequest(f"{where} must be an object", param=where)
+        kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise BadRequest(f"{where}.type must be a string", param=f"{where}.type")
+        if kind == "message":
+            _check_message(item, where)
+        elif kind_of(item) == "call":
+            keys = call_keys(item)
+            if not keys:
+                missing = "id" if kind == "mcp_approval_request" else "call_id"
+                raise BadRequest(f"{where} ({kind}) has no {missing}", param=f"{where}.{missing}")
+            for key in keys:
+                calls[key] = kind
+        elif kind_of(item) == "output":
+            answers = answered_key(item)
+            if answers is None:
+                raise BadRequest(f"{where} ({kind}) names no call", param=f"{where}.call_id")
+            if not stateful and calls.get(answers) != OUTPUTS[kind]:
+                raise BadRequest(
+                    f"{where} ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that id "
+                    "comes before it",
+                    param=f"{where}.call_id",
+                )
+    if not stateful:
+        _check_answered(items)
+
+
+def _check_message(item: dict[str, Any], where: str) -> None:
+    role = item.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise BadRequest(
+            f"{where}.role must be one of user, assistant, system, developer",
+            param=f"{where}.role",
+        )
+    content = item.get("content")
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise BadRequest(f"{where}.content must be a string or an array", param=f"{where}.content")
+    for k, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise BadRequest(
+                f"{where}.content[{k}] must be an object with a type",
+                param=f"{where}.content[{k}]",
+            )
+
+
+def _check_answered(items: list[dict[str, Any]]) -> None:
+    answered = {answered_key(i) for i in items if kind_of(i) == "output"}
+    for i, item in enumerate(items):
+        if item.get("type") in NEEDS_OUTPUT and not set(call_keys(item)) & answered:
+            raise BadRequest(
+                f"input[{i}] ({item['type']} {item.get('call_id')!r}) has no output in the "
+                "input; send each call with its output",
+                param=f"input[{i}]",
+            )
