@@ -16,8 +16,9 @@ from starlette.routing import Route
 
 from proxy.auth import Principal
 from proxy.config import Settings
-from proxy.errors import BadRequest, ProxyError, error_body, error_response
+from proxy.errors import BadRequest, ProxyError, anthropic_error, error_body, error_response
 from proxy.exchange import handle
+from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.chat import CHAT
 from proxy.formats.completions import handle_completions
 from proxy.formats.responses import RESPONSES
@@ -55,6 +56,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/messages", messages, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/completions", completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
@@ -91,6 +94,10 @@ async def chat(request: Request) -> Response:
 
 async def responses(request: Request) -> Response:
     return await handle(request, _runtime(request), RESPONSES)
+
+
+async def messages(request: Request) -> Response:
+    return await handle(request, _runtime(request), ANTHROPIC)
 
 
 async def completions(request: Request) -> Response:
@@ -166,12 +173,22 @@ async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
+def _shape(request: Request) -> str:
+    """Whose error shape the client reads: Anthropic's on the Messages paths."""
+    path = request.url.path
+    return "anthropic" if path.startswith(("/v1/messages", "/messages")) else "openai"
+
+
 async def _proxy_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProxyError)
-    return error_response(exc)
+    return error_response(exc, shape=_shape(request))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    body = error_body("internal proxy error; see the proxy's log", "server_error", "internal_error")
+    message = "internal proxy error; see the proxy's log"
+    if _shape(request) == "anthropic":
+        body = anthropic_error("api_error", message)
+    else:
+        body = error_body(message, "server_error", "internal_error")
     return Response(body, 500, media_type="application/json")

@@ -63,9 +63,13 @@ class Authenticator:
             if name not in settings.teams:
                 raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
             return Principal(name, settings.teams[name], True, self._caller(headers))
-        presented = bearer(headers)
+        # Anthropic clients (Claude Code's ANTHROPIC_API_KEY) put the key in x-api-key. It is a
+        # credential, so it never goes upstream in this mode.
+        presented = bearer(headers) or headers.get("x-api-key") or None
         if presented is None:
-            raise Unauthorized("missing API key: send Authorization: Bearer <contextwarden key>")
+            raise Unauthorized(
+                "missing API key: send Authorization: Bearer <contextwarden key> (or x-api-key)"
+            )
         found = self._match(presented.encode())
         if found is None:
             raise Unauthorized("invalid API key")

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.demo_anthropic import messages_endpoint
 from proxy.demo_completions import completions_endpoint
 from proxy.demo_responses import responses_endpoint
 from proxy.tokenizers import get_encoding
@@ -128,6 +129,7 @@ def create_upstream(
                 methods=["POST"],
             ),
             Route("/v1/responses", responses_endpoint(window, encoding), methods=["POST"]),
+            Route("/v1/messages", messages_endpoint(window), methods=["POST"]),
         ]
     )
     app.state.received = []
@@ -135,6 +137,8 @@ def create_upstream(
     app.state.summaries = []
     app.state.fail_summaries = False
     app.state.responses_overflow_event = False
+    app.state.anthropic_overflow_event = False
+    app.state.anthropic_cache = set()
     return app
 
 

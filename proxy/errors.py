@@ -8,6 +8,8 @@ ProxyError (status, type, code, param)
  ├── PayloadTooLarge       413 the body is over the configured limit
  ├── UpstreamUnavailable   502 the upstream could not be reached
  └── UpstreamTimeout       504 the upstream did not answer in time
+
+Anthropic Messages clients get the same errors in Anthropic's shape (``anthropic_body``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ class BadRequest(ProxyError):
 
 class ContextTooLarge(BadRequest):
     code = "context_length_exceeded"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        tokens: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, param=param)
+        self.tokens = tokens  # what had to be kept, and the room it had, when known
+        self.limit = limit
 
 
 class Unauthorized(ProxyError):
@@ -78,6 +92,38 @@ def error_body(message: str, type_: str, code: str | None, param: str | None = N
     )
 
 
-def error_response(exc: ProxyError, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    exc: ProxyError, headers: dict[str, str] | None = None, shape: str = "openai"
+) -> Response:
+    """``exc`` in the client's own error shape: OpenAI's, or Anthropic's for Messages clients."""
     merged = {**dict(exc.headers), **(headers or {})}
-    return Response(exc.body(), exc.status, headers=merged, media_type="application/json")
+    body = anthropic_body(exc) if shape == "anthropic" else exc.body()
+    return Response(body, exc.status, headers=merged, media_type="application/json")
+
+
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_body(exc: ProxyError) -> bytes:
+    """Anthropic's shape, ``{"type": "error", "error": {"type", "message"}}``. A request that
+    cannot be made to fit says "prompt is too long", the words Claude Code compacts on."""
+    message = exc.message
+    if isinstance(exc, ContextTooLarge):
+        if exc.tokens is not None and exc.limit is not None:
+            message = f"prompt is too long: {exc.tokens} tokens > {exc.limit} maximum ({message})"
+        else:
+            message = f"prompt is too long: {message}"
+    kind = ANTHROPIC_TYPES.get(exc.status, "api_error")
+    return anthropic_error(kind, message)
+
+
+def anthropic_error(kind: str, message: str) -> bytes:
+    return orjson.dumps({"type": "error", "error": {"type": kind, "message": message}})

@@ -155,6 +155,8 @@ class Planner:
                 f"reply priming and to messages kept before them; {budget.explain()}); shorten "
                 "them or use a model with a larger window",
                 param=req.fmt.messages_param,
+                tokens=exc.tokens + taken + budget.window - budget.messages,
+                limit=budget.window,
             ) from None
 
     def _summarizes(self, req: WireRequest) -> bool:

@@ -4,6 +4,11 @@ Candidates are ``tool`` messages answering an earlier assistant call, optionally
 tool names and above a size. Walking newest first, the results of the ``keep_recent`` most recent
 distinct calls (same name and arguments) are kept; every other candidate, older duplicates of a
 kept call included, has its content replaced by a placeholder. Clearing is idempotent.
+
+With ``batch`` above 1, results are cleared oldest first in whole batches: the set of cleared
+results, and with it the prompt's prefix that providers cache, changes only once every
+``batch`` results instead of on every request (each change re-bills the whole prompt after it
+at the cache-write price).
 """
 
 from __future__ import annotations
@@ -24,12 +29,15 @@ class ToolResultMicrocompact:
     exclude_tools: tuple[str, ...] = ()
     min_result_tokens: int = 0
     placeholder: str = PLACEHOLDER
+    batch: int = 1
 
     name = "tool_result_microcompact"
 
     def __post_init__(self) -> None:
         if self.keep_recent < 0 or self.min_result_tokens < 0:
             raise ValueError("keep_recent and min_result_tokens must be >= 0")
+        if self.batch < 1:
+            raise ValueError("batch must be >= 1")
 
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         calls = _calls_by_id(messages)
@@ -45,6 +53,9 @@ class ToolResultMicrocompact:
                 kept_keys.add(key)
             elif m.get("content") != self.placeholder:
                 clear.add(i)
+        if self.batch > 1:  # whole batches, oldest first
+            oldest = sorted(clear)
+            clear = set(oldest[: len(oldest) // self.batch * self.batch])
         return [
             {**m, "content": self.placeholder} if i in clear else m for i, m in enumerate(messages)
         ]

@@ -13,8 +13,9 @@ planner, the budget rule, the overflow retry and the headers take any WireFormat
 
 from __future__ import annotations
 
+from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.formats.responses import RESPONSES
 
-FORMATS: dict[str, WireFormat] = {"chat": CHAT, "responses": RESPONSES}
+FORMATS: dict[str, WireFormat] = {"chat": CHAT, "responses": RESPONSES, "anthropic": ANTHROPIC}

@@ -65,6 +65,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             proxy_window: int | None = None,
             models: dict[str, Any] | None = None,
             summarize: bool = False,
+            apis: list[str] | None = None,
             **settings: Any,
         ) -> Stack:
             app = create_upstream(window=window, count_scale=count_scale)
@@ -72,7 +73,7 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             base_url = f"{upstream.url}/v1"
             config: dict[str, Any] = {
                 "upstreams": {
-                    "demo": {"base_url": base_url},
+                    "demo": {"base_url": base_url, **({"apis": apis} if apis else {})},
                     # The same upstream reached through litellm's OpenAI provider.
                     "lm": {"provider": "litellm", "model": f"openai/{MODEL}", "base_url": base_url},
                 },

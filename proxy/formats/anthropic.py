@@ -1,0 +1,314 @@
+"""Anthropic Messages (``POST /v1/messages``) for the one engine.
+
+The view: ``system`` is a leading system message (the strict tier). An assistant message is one
+assistant message whose ``tool_calls`` are its ``tool_use`` blocks; its thinking, redacted
+thinking, server tool and compaction blocks ride along, hidden and never edited. A user message
+becomes one ``tool`` message per leading ``tool_result`` block, then one user message for the
+rest of its blocks, so a ``tool_use`` and its result stand or fall together and the results stay
+first in their message. The running turn (the newest user text and everything after it: the tool
+loop still running, with its thinking) is atomic.
+
+Writing back regroups the kept view messages into the messages they came from. A
+``cache_control`` breakpoint on a block that was dropped moves to the nearest kept block before
+it; no request leaves with more than four. Counting is an upper bound (see ``README``: a
+cl100k estimate times a ratio, calibrated per model from the responses' ``usage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+from proxy.formats.anthropic_checks import check_messages, check_system
+from proxy.formats.base import SOURCE, View
+from proxy.validation import parse_json, reject_duplicate_keys
+from strategies.budget import requested_output
+from strategies.messages import Message
+
+SYSTEM = "system"  # SOURCE of the view message standing for ``system``
+MAX_BREAKPOINTS = 4
+SHOWN_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image"})
+
+
+class AnthropicFormat:
+    name = "anthropic"
+    api = "messages"
+    path = "messages"
+    messages_param = "messages"
+
+    def parse(self, body: bytes) -> dict[str, Any]:
+        payload = parse_json(body)
+        model = payload.get("model")
+        if not isinstance(model, str) or not model:
+            raise BadRequest("model: Field required", param="model")
+        value = payload.get("max_tokens")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
+        check_system(payload.get("system"))
+        check_messages(payload.get("messages"))
+        if "stream" in payload and not isinstance(payload["stream"], bool | None):
+            raise BadRequest("stream: must be a boolean", param="stream")
+        tools = payload.get("tools")
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+        ):
+            raise BadRequest("tools: must be an array of objects", param="tools")
+        reject_duplicate_keys(body, payload)
+        return payload
+
+    def stateful(self, payload: dict[str, Any]) -> bool:
+        return False
+
+    def requested_output(self, payload: dict[str, Any]) -> int | None:
+        return requested_output(payload, ("max_tokens",))
+
+    def view(self, payload: dict[str, Any]) -> View:
+        messages: list[Message] = []
+        system = payload.get("system")
+        if system:
+            messages.append({"role": "system", "content": _content(system), SOURCE: SYSTEM})
+        messages += _lower(payload["messages"])
+        count = len(payload["messages"]) + 1
+        return View(messages, atomic_current=True, items=count, hidden=_hidden_text())
+
+    def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
+        originals = {id(m) for m in view.messages}
+        out: list[dict[str, Any]] = []  # {"_of": the original message, "content": blocks}
+        marks: list[Any] = []  # breakpoints of dropped blocks, for the nearest kept one before
+        pending = iter(view.messages)
+        for m in kept:
+            if m.get(SOURCE) == SYSTEM:
+                continue  # the system prefix is never changed
+            src: dict[str, Any] | None = m.get(SOURCE)
+            if src is None:  # a message the engine made (a summary checkpoint)
+                block = {"type": "text", "text": _text(m)}
+                out.append({"_of": None, "role": "user", "content": [block]})
+                continue
+            for skipped in pending:  # the view messages up to this one; those before it went
+                if skipped.get(SOURCE) is src:
+                    break
+                marks += _marks(skipped)
+            _attach(out, marks)
+            assert src is not None
+            original, source_blocks = src["m"], src["b"]
+            blocks = [m["content"]] if source_blocks is None else source_blocks
+            if id(m) not in originals:
+                blocks = _rewritten(m, source_blocks)
+            if out and out[-1]["_of"] is original:
+                out[-1]["content"] += blocks
+            else:
+                out.append({"_of": original, "content": list(blocks)})
+        for skipped in pending:
+            marks += _marks(skipped)
+        _attach(out, marks)
+        messages = [_message(o) for o in out]
+        _cap_breakpoints(payload, messages)
+        return {**payload, "messages": messages}
+
+
+ANTHROPIC = AnthropicFormat()
+
+
+def _lower(messages: list[dict[str, Any]]) -> list[Message]:
+    answered = {
+        b.get("tool_use_id")
+        for m in messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
+    out: list[Message] = []
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, str):
+            out.append({"role": m["role"], "content": content, SOURCE: {"m": m, "b": None}})
+            continue
+        if m["role"] == "assistant":
+            out.append(_assistant(m, answered))
+            continue
+        results = 0
+        while results < len(content) and content[results].get("type") == "tool_result":
+            block = content[results]
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": block.get("tool_use_id"),
+                    "content": _content(block.get("content", "")),
+                    SOURCE: {"m": m, "b": [block]},
+                }
+            )
+            results += 1
+        rest = content[results:]
+        if rest or not results:
+            out.append({"role": "user", "content": _content(rest), SOURCE: {"m": m, "b": rest}})
+    return out
+
+
+def _assistant(m: dict[str, Any], answered: set[Any]) -> Message:
+    blocks = m["content"]
+    calls = [
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {
+                "name": b.get("name", ""),
+                "arguments": orjson.dumps(b.get("input")).decode(),
+            },
+        }
+        for b in blocks
+        if b.get("type") == "tool_use" and b.get("id") in answered
+    ]
+    view: Message = {"role": "assistant", "content": _content(blocks) or None}
+    if calls:
+        view["tool_calls"] = calls
+    view[SOURCE] = {"m": m, "b": blocks}
+    return view
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _content(content: Any) -> Any:
+    """Blocks for the engine: text as chat text parts, images as image parts; thinking, tool
+    use and every other block are left out (tool use is in ``tool_calls``; the rest hidden)."""
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": block.get("text", "")})
+        elif kind == "image":
+            source = block.get("source") or {}
+            url = (
+                source.get("url") or f"data:{source.get('media_type')};base64,{source.get('data')}"
+            )
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
+
+
+def _rewritten(m: Message, blocks: list[dict[str, Any]] | None) -> list[Any]:
+    """The blocks behind a view message whose text the engine rewrote."""
+    new = m.get("content")
+    if blocks is None:  # string content
+        return [new]
+    if m.get("role") == "tool":
+        block = blocks[0]
+        if isinstance(new, str) or not isinstance(block.get("content"), list):
+            return [{**block, "content": new if isinstance(new, str) else _text(m)}]
+        return [{**block, "content": _with_texts(block["content"], new)}]
+    return _with_texts(blocks, new)
+
+
+def _with_texts(blocks: list[Any], parts: Any) -> list[Any]:
+    """``blocks`` with the text of the view's text parts, in order (the view is one to one)."""
+    texts = iter(p for p in parts or [] if isinstance(p, dict) and p.get("type") == "text")
+    out = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "text":
+            part = next(texts, None)
+            if part is not None and part.get("text") != block.get("text"):
+                block = {**block, "text": part["text"]}
+        out.append(block)
+    return out
+
+
+def _message(o: dict[str, Any]) -> dict[str, Any]:
+    original = o["_of"]
+    content = o["content"]
+    if original is None:
+        return {"role": o["role"], "content": content}
+    same: dict[str, Any] = original
+    if isinstance(same["content"], str):
+        text = content[0] if len(content) == 1 and isinstance(content[0], str) else content
+        return same if text is same["content"] else {**same, "content": text}
+    if len(content) == len(same["content"]) and all(
+        a is b for a, b in zip(content, same["content"], strict=True)
+    ):
+        return same  # every block kept as it came
+    return {**same, "content": content}
+
+
+def _marks(view_message: Message) -> list[Any]:
+    src = view_message.get(SOURCE)
+    if not isinstance(src, dict) or src["b"] is None:
+        return []
+    return [b["cache_control"] for b in src["b"] if isinstance(b, dict) and "cache_control" in b]
+
+
+def _attach(out: list[dict[str, Any]], marks: list[Any]) -> None:
+    """Move the dropped blocks' breakpoint onto the last block kept before them."""
+    if not marks:
+        return
+    if out and isinstance(out[-1]["content"][-1], dict):
+        last = out[-1]["content"][-1]
+        if "cache_control" not in last:
+            out[-1]["content"][-1] = {**last, "cache_control": marks[-1]}
+    marks.clear()
+
+
+def _cap_breakpoints(payload: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    """At most four breakpoints in all: tools and system keep theirs; the oldest in the
+    messages go first."""
+    fixed = 0
+    for key in ("tools", "system"):
+        value = payload.get(key)
+        if isinstance(value, list):
+            fixed += sum(1 for b in value if isinstance(b, dict) and "cache_control" in b)
+    marked = [
+        (i, k)
+        for i, m in enumerate(messages)
+        if isinstance(m["content"], list)
+        for k, b in enumerate(m["content"])
+        if isinstance(b, dict) and "cache_control" in b
+    ]
+    for i, k in marked[: max(0, fixed + len(marked) - MAX_BREAKPOINTS)]:
+        content = list(messages[i]["content"])
+        content[k] = {key: v for key, v in content[k].items() if key != "cache_control"}
+        messages[i] = {**messages[i], "content": content}
+
+
+def _text(m: Message) -> str:
+    content = m.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+
+
+def _hidden_text() -> Callable[[Message], str]:
+    """Each block the view does not show (thinking and its signature, server tool blocks, ids,
+    cache marks), as JSON, memoized per message for the request."""
+    memo: dict[int, tuple[Any, str]] = {}
+
+    def hidden(message: Message) -> str:
+        src = message.get(SOURCE)
+        if not isinstance(src, dict) or src["b"] is None:
+            return ""
+        key = id(src["b"])
+        hit = memo.get(key)
+        if hit is None or hit[0] is not src["b"]:
+            hit = memo[key] = (src["b"], orjson.dumps([_unshown(b) for b in src["b"]]).decode())
+        return hit[1]
+
+    return hidden
+
+
+def _unshown(block: dict[str, Any]) -> Any:
+    kind = block.get("type")
+    if kind == "text":
+        return {k: v for k, v in block.items() if k != "text"}
+    if kind == "tool_use":
+        return {k: v for k, v in block.items() if k not in ("input", "name")}
+    if kind == "tool_result":
+        rest = {k: v for k, v in block.items() if k != "content"}
+        content = block.get("content")
+        if isinstance(content, list):
+            rest["content"] = [_unshown(b) for b in content if isinstance(b, dict)]
+        return rest
+    if kind == "image":
+        return {"type": "image"}
+    return block  # thinking, redacted thinking, server tools, documents: whole
