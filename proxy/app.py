@@ -140,7 +140,13 @@ async def admin_windows(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     learned = rt.models.learned
-    return JSONResponse({"learned_windows": learned.items(), "pending": learned.pending()})
+    return JSONResponse(
+        {
+            "learned_windows": learned.items(),
+            "pending": learned.pending(),
+            "calibration": rt.models.calibration.items(),
+        }
+    )
 
 
 async def admin_confirm_window(request: Request) -> Response:

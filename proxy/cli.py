@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="a local upstream, the proxy, and a growing conversation")
     demo.add_argument("--turns", type=int, default=12)
     demo.add_argument("--window", type=int, default=1024)
+    demo.add_argument(
+        "--format",
+        choices=["chat", "responses", "anthropic"],
+        default="chat",
+        help="the wire format the demo client speaks",
+    )
     prev = sub.add_parser("preview", help="show what the proxy would forward for a request body")
     prev.add_argument("file", help="a chat-completion request body (JSON)")
     prev.add_argument("--model", help="model to plan for (default: the body's own model)")
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             return _preview(args)
         from proxy.demo import run_demo
 
-        return run_demo(args.turns, args.window)
+        return run_demo(args.turns, args.window, args.format)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -1,8 +1,10 @@
 """``contextwarden demo``: see the proxy work with no provider account.
 
-Starts the demo upstream (a small context window, enforced the way OpenAI does), the proxy in
-front of it, and drives a growing conversation through the real ``openai`` SDK, printing per
-turn what the client sent, what the proxy forwarded and what it trimmed.
+Starts the demo upstream (a small context window, enforced the way OpenAI and Anthropic do), the
+proxy in front of it, and drives a growing conversation through a real SDK, printing per turn
+what the client sent, what the proxy forwarded and what it trimmed. ``--format`` picks the wire
+format: chat completions, Responses (a Codex-style stateless tool loop with reasoning items) or
+Anthropic Messages (a Claude-Code-style tool loop with thinking).
 """
 
 from __future__ import annotations
@@ -24,22 +26,53 @@ FILLER = (
 )
 
 
-def run_demo(turns: int, window: int) -> int:
+CLAUDE = "claude-demo"
+APIS = ["chat_completions", "responses", "messages"]
+
+
+def run_demo(turns: int, window: int, fmt: str = "chat") -> int:
     upstream_app = create_upstream(window=window)
     with BackgroundServer(upstream_app) as upstream, tempfile.TemporaryDirectory() as data:
         config = {
-            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
             "default_upstream": "demo",
-            "models": {MODEL: {"context_window": window, "max_output_tokens": 256}},
+            "models": {
+                MODEL: {"context_window": window, "max_output_tokens": 256},
+                CLAUDE: {"context_window": window, "tokenizer": "estimate"},
+            },
             "data_dir": data,
         }
         with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="demo", max_retries=0)
-            print(f"demo upstream window: {window} tokens; proxy at {proxy.url}/v1\n")
+            print(f"demo upstream window: {window} tokens; proxy at {proxy.url}/v1 ({fmt})\n")
             print(f"{'turn':>4} {'sent':>5} {'fwd':>4} {'tokens':>13} {'budget':>6}  actions")
-            _converse(client, upstream_app.state.received, turns)
-            print(f"summarizer calls: {len(upstream_app.state.summaries)} for {turns} requests")
+            received = upstream_app.state.received
+            if fmt == "responses":
+                from proxy.demo_clients import converse_responses
+
+                converse_responses(proxy.url, received, turns)
+            elif fmt == "anthropic":
+                from proxy.demo_clients import converse_anthropic
+
+                converse_anthropic(proxy.url, received, turns)
+            else:
+                client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="demo", max_retries=0)
+                _converse(client, received, turns)
+            print(f"summarizer calls: {len(upstream_app.state.summaries)} for {turns} turns")
     return 0
+
+
+def report(turn: int, sent: int, forwarded: int, h: Any) -> None:
+    """One turn's line, from the proxy's x-contextwarden-* headers."""
+    # A request that fits by the byte bound is not tokenized: its count is an upper bound.
+    bound = "≤" if h["x-contextwarden-count"] == "bound" else ""
+    before, after = h["x-contextwarden-tokens-before"], h["x-contextwarden-tokens-after"]
+    tokens = f"{bound}{before}->{bound}{after}"
+    checkpoint = h.get("x-contextwarden-checkpoint")
+    print(
+        f"{turn:>4} {sent:>5} {forwarded:>4} {tokens:>13} "
+        f"{h['x-contextwarden-budget']:>6}  {h['x-contextwarden-actions']}"
+        + (f" (checkpoint {checkpoint})" if checkpoint else "")
+    )
 
 
 def _converse(client: openai.OpenAI, received: list[dict[str, Any]], turns: int) -> None:
@@ -54,21 +87,7 @@ def _converse(client: openai.OpenAI, received: list[dict[str, Any]], turns: int)
             max_tokens=128,
         )
         answer = raw.parse().choices[0].message.content or ""
-        h = raw.headers
-        forwarded = received[-1]["messages"]
-        # A request that fits by the byte bound is not tokenized: its count is an upper bound.
-        bound = "≤" if h["x-contextwarden-count"] == "bound" else ""
-        before, after = h["x-contextwarden-tokens-before"], h["x-contextwarden-tokens-after"]
-        tokens = f"{bound}{before}->{bound}{after}"
-        print(
-            f"{turn:>4} {len(messages):>5} {len(forwarded):>4} {tokens:>13} "
-            f"{h['x-contextwarden-budget']:>6}  {h['x-contextwarden-actions']}"
-            + (
-                f" (checkpoint {h['x-contextwarden-checkpoint']})"
-                if "x-contextwarden-checkpoint" in h
-                else ""
-            )
-        )
+        report(turn, len(messages), len(received[-1]["messages"]), raw.headers)
         messages.append({"role": "assistant", "content": answer})
     print("\nsent: messages the client sent; fwd: messages the upstream received;")
     print("≤: an upper bound from the body's size (a request that clearly fits is not counted).")

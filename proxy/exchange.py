@@ -29,7 +29,7 @@ from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
-from proxy.usage import drift
+from proxy.usage import answer, drift
 from proxy.validation import read_body
 from strategies.tokens import count_prompt
 
@@ -69,9 +69,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         exc.headers = refused_headers()
         raise
     response = respond(reply, cw_headers(plan, retries))
-    ratio = drift(reply, plan)
-    if ratio is not None:
-        rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(ratio)
+    await observe_usage(rt, req, reply, plan)
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -90,6 +88,21 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     rt.metrics.record(outcome)
     log_request(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+    """What an answer read whole says: the upstream's prompt count against ours (the drift
+    metric, and the calibration of an estimated model), and a Messages answer that stopped at
+    the model's context window (counted, and left alone)."""
+    ratio = drift(reply, plan, req.fmt)
+    model = rt.metrics.model_label(req.spec.name)
+    if ratio is not None:
+        rt.metrics.usage_drift.labels(model).observe(ratio)
+        if plan.counted == "estimate":
+            await rt.calibrate(req.team, req.spec.name, ratio)
+    data = answer(reply) if req.fmt.name == "anthropic" else None
+    if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
+        rt.metrics.window_stops.labels(req.team, model).inc()
 
 
 @dataclass(slots=True)

@@ -129,6 +129,13 @@ class Metrics:
             buckets=DRIFT_BUCKETS,
             registry=r,
         )
+        self.window_stops = Counter(
+            "contextwarden_context_window_stops",
+            "Answers that stopped at the model's context window (stop_reason "
+            "model_context_window_exceeded), left alone",
+            ["team", "model"],
+            registry=r,
+        )
         self.unfitted = Counter(
             "contextwarden_unfitted_requests",
             "Requests forwarded untouched on a path the proxy does not fit",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxy.calibration import Calibration
 from proxy.config import Settings
 from proxy.modeltable import ModelTable
 from proxy.policy_config import PolicyConfig
@@ -101,6 +102,7 @@ class Models:
             name: ResolvedPolicy(name, p.to_policy(), p) for name, p in settings.policies.items()
         }
         self.learned = LearnedWindows()
+        self.calibration = Calibration()
 
     def resolve(self, name: str) -> ModelSpec:
         spec = self._cache.get(name)
@@ -111,11 +113,15 @@ class Models:
         return spec
 
     def window(self, spec: ModelSpec, team: str) -> int | None:
-        """The configured (or table) window, lowered by what overflow errors taught us."""
+        """The configured (or table) window in the proxy's own tokens (calibrated from usage
+        when the model is only estimated), lowered by what overflow errors taught us."""
         learned = self.learned.get(team, spec.name)
         if spec.window is None:
             return learned
-        return min(spec.window, learned) if learned else spec.window
+        window = spec.window
+        if not spec.pricing.exact:
+            window = self.calibration.window(team, spec.name, window)
+        return min(window, learned) if learned else window
 
     def _build(self, name: str) -> ModelSpec:
         entry = self._settings.models.get(name)

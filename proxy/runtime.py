@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass
 
 from proxy.auth import Authenticator
+from proxy.calibration import PREFIX as CALIBRATION
 from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
@@ -42,6 +43,11 @@ class Runtime:
         store = open_store(settings)
         try:
             for key, window in (await store.learned_windows()).items():
+                if key.startswith(CALIBRATION):
+                    scoped = from_store_key(key.removeprefix(CALIBRATION))
+                    if scoped is not None:
+                        models.calibration.restore(*scoped, window / 1000)
+                    continue
                 scoped = from_store_key(key)
                 if scoped is not None:
                     models.learned.learn(*scoped, window)
@@ -79,6 +85,21 @@ class Runtime:
             )  # fmt: skip
             return
         await self.persist_window(team, model, window)
+
+    async def calibrate(self, team: str, model: str, ratio: float) -> None:
+        """One answer's usage ratio for an estimated model; persisted (in thousandths, with the
+        learned windows) when the observation in force moves by a percent or more."""
+        calibration = self.models.calibration
+        before = calibration.observed(team, model)
+        calibration.observe(team, model, ratio)
+        after = calibration.observed(team, model)
+        if after is None or (before is not None and abs(after - before) < 0.01 * before):
+            return
+        try:
+            key = CALIBRATION + store_key(team, model)
+            await self.store.put_learned_window(key, round(after * 1000))
+        except Exception as exc:  # kept in memory all the same
+            log.warning("could not persist the calibration of %s: %s", model, exc)
 
     async def persist_window(self, team: str, model: str, window: int) -> None:
         try:

@@ -23,7 +23,7 @@ import orjson
 
 from proxy.errors import BadRequest
 from proxy.formats.anthropic_checks import check_messages, check_system
-from proxy.formats.base import SOURCE, View
+from proxy.formats.base import SOURCE, View, usage_int
 from proxy.validation import parse_json, reject_duplicate_keys
 from strategies.budget import requested_output
 from strategies.messages import Message
@@ -73,6 +73,11 @@ class AnthropicFormat:
         messages += _lower(payload["messages"])
         count = len(payload["messages"]) + 1
         return View(messages, atomic_current=True, items=count, hidden=_hidden_text())
+
+    def prompt_usage(self, usage: dict[str, Any]) -> int | None:
+        return usage_int(
+            usage, "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"
+        )
 
     def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
         originals = {id(m) for m in view.messages}

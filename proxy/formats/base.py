@@ -90,6 +90,22 @@ class WireFormat(Protocol):
         """The payload to forward with ``kept`` (the engine's output) as its conversation."""
         ...
 
+    def prompt_usage(self, usage: dict[str, Any]) -> int | None:
+        """The prompt tokens the upstream says it counted, from an answer's ``usage``."""
+        ...
+
+
+def usage_int(usage: dict[str, Any], *keys: str) -> int | None:
+    """The sum of ``keys`` in ``usage`` (absent ones count 0), None when the first is missing."""
+    values = [usage.get(k) for k in keys]
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in values):
+        return None
+    first = values[0]
+    if not isinstance(first, int):
+        return None
+    total = sum(v for v in values if isinstance(v, int))
+    return total if total > 0 else None
+
 
 def source(message: Message) -> Any:
     return message.get(SOURCE)

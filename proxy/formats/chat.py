@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.formats.base import View
+from proxy.formats.base import View, usage_int
 from proxy.validation import parse_chat
 from strategies.budget import requested_output
 from strategies.messages import Message
@@ -28,6 +28,9 @@ class ChatFormat:
 
     def stateful(self, payload: dict[str, Any]) -> bool:
         return False
+
+    def prompt_usage(self, usage: dict[str, Any]) -> int | None:
+        return usage_int(usage, "prompt_tokens")
 
     def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
         return {**payload, "messages": kept}

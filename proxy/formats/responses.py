@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from proxy.errors import BadRequest
-from proxy.formats.base import SOURCE, View
+from proxy.formats.base import SOURCE, View, usage_int
 from proxy.formats.responses_items import (
     TEXT_OUTPUTS,
     answered_key,
@@ -97,6 +97,9 @@ class ResponsesFormat:
             return View(messages, atomic_current=True, items=1)
         messages += _lower(items)
         return View(messages, atomic_current=True, items=len(items), hidden=_hidden_text())
+
+    def prompt_usage(self, usage: dict[str, Any]) -> int | None:
+        return usage_int(usage, "input_tokens")
 
     def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
         originals = {id(m) for m in view.messages}

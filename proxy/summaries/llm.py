@@ -51,6 +51,10 @@ def target_for(settings: Settings, req: WireRequest) -> Target:
     key = settings.api_key(req.spec.upstream) or req.bearer
     if upstream.provider == "litellm" and upstream.model:
         return Target(upstream.model, upstream.base_url, key)
+    if upstream.provider == "anthropic" and upstream.base_url:
+        # litellm's Anthropic provider appends /v1/messages to its api_base.
+        base = upstream.base_url.rstrip("/").removesuffix("/v1")
+        return Target(f"anthropic/{req.spec.name}", base, key)
     return Target(f"openai/{req.spec.name}", upstream.base_url, key)
 
 

@@ -1,0 +1,97 @@
+"""The demo's agent loops in the two agent formats, each through its real SDK.
+
+converse_responses   a Codex-style stateless loop: ``store: false``, reasoning items with
+                     encrypted content, a function tool and its outputs
+converse_anthropic   a Claude-Code-style loop: system and tools with ``cache_control``,
+                     thinking with signatures, tool_use and tool_result
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.demo import CLAUDE, FILLER, MODEL, report
+
+TOOL = {"name": "read", "description": "Read a file"}
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
+
+
+def converse_responses(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="demo", max_retries=0)
+    items: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        items.append({"role": "user", "content": f"Turn {turn}. {FILLER}"})
+        for _ in range(2):  # the call, then the answer after its output
+            sent = len(items)
+            request: dict[str, Any] = {
+                "model": MODEL,
+                "input": items,
+                "instructions": "You are a coding agent. Never forget this line.",
+                "tools": [{"type": "function", **TOOL, "parameters": SCHEMA}],
+                "store": False,
+                "include": ["reasoning.encrypted_content"],
+                "max_output_tokens": 128,
+            }
+            raw = client.responses.with_raw_response.create(**request)
+            response = raw.parse()
+            items += [o.model_dump(exclude_none=True) for o in response.output]
+            calls = [o for o in response.output if o.type == "function_call"]
+            for call in calls:
+                output = f"Contents of the file: {FILLER}"
+                items.append(
+                    {"type": "function_call_output", "call_id": call.call_id, "output": output}
+                )
+            report(turn, sent, len(received[-1]["input"]), raw.headers)
+            if not calls:
+                break
+    print("\nsent: items the client sent; fwd: items the upstream received.")
+
+
+def converse_anthropic(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=proxy_url, api_key="demo", max_retries=0)
+    cache = {"type": "ephemeral"}
+    system = [
+        {
+            "type": "text",
+            "text": "You are a coding agent. Never forget this line.",
+            "cache_control": cache,
+        }
+    ]
+    tools = [{**TOOL, "input_schema": SCHEMA, "cache_control": cache}]
+    messages: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        messages.append(
+            {"role": "user", "content": [{"type": "text", "text": f"Turn {turn}. {FILLER}"}]}
+        )
+        for _ in range(2):
+            sent = len(messages)
+            request: dict[str, Any] = {
+                "model": CLAUDE,
+                "max_tokens": 128,
+                "system": system,
+                "tools": tools,
+                "messages": messages,
+                "thinking": {"type": "enabled", "budget_tokens": 64},
+            }
+            raw = client.messages.with_raw_response.create(**request)
+            message = raw.parse()
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [b.model_dump(exclude_none=True) for b in message.content],
+                }
+            )
+            uses = [b for b in message.content if b.type == "tool_use"]
+            if uses:
+                results = [
+                    {"type": "tool_result", "tool_use_id": u.id, "content": FILLER} for u in uses
+                ]
+                messages.append({"role": "user", "content": results})
+            report(turn, sent, len(received[-1]["messages"]), raw.headers)
+            if not uses:
+                break
+    print("\nsent: messages the client sent; fwd: messages the upstream received.")
