@@ -95,13 +95,17 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
     up_port, slow_port, proxy_port = free_port(), free_port(), free_port()
     config = {
         "upstreams": {
-            "mock": {"base_url": f"http://127.0.0.1:{up_port}/v1"},
+            "mock": {
+                "base_url": f"http://127.0.0.1:{up_port}/v1",
+                "apis": ["chat_completions", "responses", "messages"],
+            },
             "llm": {"base_url": f"http://127.0.0.1:{slow_port}/v1"},
         },
         "default_upstream": "mock",
         "models": {
             "bench-model": {"context_window": 128000, "tokenizer": "o200k_base"},
             "bench-llm": {"upstream": "llm", "context_window": 128000, "tokenizer": "o200k_base"},
+            "bench-claude": {"context_window": 200000, "tokenizer": "estimate"},
         },
         "data_dir": data_dir,
     }
@@ -154,6 +158,46 @@ REQUEST = orjson.dumps(
 
 
 LLM_REQUEST = REQUEST.replace(b'"bench-model"', b'"bench-llm"')
+# The same conversation in the two agent formats.
+RESPONSES_REQUEST = orjson.dumps(
+    {
+        "model": "bench-model",
+        "instructions": "You are a helpful assistant.",
+        "input": [
+            {"role": "user", "content": "What is a context window? " * 8},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "e" * 400},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": "The number of tokens a model can attend to. " * 6,
+                    }
+                ],
+            },
+            {"role": "user", "content": "And how does a proxy keep requests inside it?"},
+        ],
+        "max_output_tokens": 256,
+    }
+)
+MESSAGES_REQUEST = orjson.dumps(
+    {
+        "model": "bench-claude",
+        "max_tokens": 256,
+        "system": [{"type": "text", "text": "You are a helpful assistant."}],
+        "messages": [
+            {"role": "user", "content": "What is a context window? " * 8},
+            {"role": "assistant", "content": "The number of tokens a model can attend to. " * 6},
+            {"role": "user", "content": "And how does a proxy keep requests inside it?"},
+        ],
+    }
+)
+FORMATS = (
+    ("chat", "/v1/chat/completions", REQUEST),
+    ("responses", "/v1/responses", RESPONSES_REQUEST),
+    ("anthropic", "/v1/messages", MESSAGES_REQUEST),
+)
 
 
 async def run_load(
@@ -193,21 +237,25 @@ def pct(values: list[float], q: float) -> float:
 async def latency_rows(up: int, proxy: int, sizes: Sizes) -> list[list[str]]:
     rows = []
     for concurrency, total in ((1, sizes.sequential), (16, sizes.concurrent)):
-        direct: list[float] = []
-        via: list[float] = []
-        for _ in range(4):  # interleave so drift on a shared machine hits both alike
-            direct += (await run_load(up, "/v1/chat/completions", total // 4, concurrency))[0]
-            via += (await run_load(proxy, "/v1/chat/completions", total // 4, concurrency))[0]
-        for q, name in ((0.5, "p50"), (0.95, "p95")):
-            d, p = pct(direct, q) * 1000, pct(via, q) * 1000
-            rows.append(
-                [
-                    f"latency {name}, concurrency {concurrency}",
-                    f"{d:.2f} ms",
-                    f"{p:.2f} ms",
-                    f"+{p - d:.2f} ms",
-                ]
-            )
+        for fmt, path, body in FORMATS:
+            # The agent formats: a quarter of chat's samples each.
+            total_fmt = total if fmt == "chat" else max(total // 4, 40)
+            direct: list[float] = []
+            via: list[float] = []
+            for _ in range(4):  # interleave so drift on a shared machine hits both alike
+                direct += (await run_load(up, path, total_fmt // 4, concurrency, body))[0]
+                via += (await run_load(proxy, path, total_fmt // 4, concurrency, body))[0]
+            for q, name in ((0.5, "p50"), (0.95, "p95")):
+                d, p = pct(direct, q) * 1000, pct(via, q) * 1000
+                label = f"latency {name}, concurrency {concurrency}"
+                rows.append(
+                    [
+                        label if fmt == "chat" else f"{label}, {fmt}",
+                        f"{d:.2f} ms",
+                        f"{p:.2f} ms",
+                        f"+{p - d:.2f} ms",
+                    ]
+                )
     return rows
 
 
