@@ -109,6 +109,7 @@ class SummarizerConfig(_Strict):
     breaker_failures: int = Field(3, gt=0)
     read_tools: list[str] = Field(default_factory=lambda: list(FileTools().read))
     write_tools: list[str] = Field(default_factory=lambda: list(FileTools().write))
+    shell_tools: list[str] = Field(default_factory=lambda: list(FileTools().shell))
     prompts: dict[str, str] = Field(
         default_factory=dict, description="system, initial, update or turn_prefix overrides"
     )
@@ -198,7 +199,8 @@ class PolicyConfig(_Strict):
         return own + tuple(r for r in Policy().rules if r.id not in ids)
 
     def file_tools(self) -> FileTools:
-        return FileTools(tuple(self.summarizer.read_tools), tuple(self.summarizer.write_tools))
+        s = self.summarizer
+        return FileTools(tuple(s.read_tools), tuple(s.write_tools), tuple(s.shell_tools))
 
     def prompts(self) -> Prompts:
         return Prompts(**self.summarizer.prompts)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from strategies.messages import Message, called_functions, makes_calls, role
+from strategies.shell_files import shell_files
 from strategies.summary_prompt import (
     INITIAL_PROMPT,
     NO_HISTORY,
@@ -180,8 +181,15 @@ class FileLists:
 
 @dataclass(frozen=True, slots=True)
 class FileTools:
-    read: tuple[str, ...] = ("read", "read_file", "grep", "find", "ls", "glob", "view")
-    write: tuple[str, ...] = ("write", "edit", "write_file", "edit_file", "apply_patch")
+    read: tuple[str, ...] = (
+        "read", "read_file", "grep", "find", "ls", "glob", "view", "Read", "Grep", "Glob",
+    )  # fmt: skip
+    write: tuple[str, ...] = (
+        "write", "edit", "write_file", "edit_file", "apply_patch", "apply_patch_call",
+        "Write", "Edit", "MultiEdit",
+    )  # fmt: skip
+    # Shell tools: their command lines are read for files (strategies/shell_files.py).
+    shell: tuple[str, ...] = ("local_shell_call", "shell_call", "shell", "bash", "Bash")
 
 
 def track_files(
@@ -192,6 +200,11 @@ def track_files(
     read, modified = set(previous.read), set(previous.modified)
     for m in messages:
         for fn in called_functions(m):
+            if fn.get("name") in tools.shell:
+                reads, writes = shell_files(_command(fn.get("arguments")))
+                read |= reads
+                modified |= writes
+                continue
             path = _path(fn.get("arguments"))
             if path is None:
                 continue
@@ -200,6 +213,26 @@ def track_files(
             elif fn.get("name") in tools.read:
                 read.add(path)
     return FileLists(tuple(sorted(read - modified)), tuple(sorted(modified)))
+
+
+def _command(arguments: object) -> str | list[str]:
+    """A shell call's command line: ``command`` (a string or an argv), or each of
+    ``commands`` (Responses' shell_call) joined as one script."""
+    try:
+        args = orjson.loads(arguments) if isinstance(arguments, str) and arguments else {}
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(args, dict):
+        return ""
+    command = args.get("command")
+    if isinstance(command, str) or (
+        isinstance(command, list) and all(isinstance(w, str) for w in command)
+    ):
+        return command
+    commands = args.get("commands")
+    if isinstance(commands, list):
+        return " ; ".join(c for c in commands if isinstance(c, str))
+    return ""
 
 
 def _path(arguments: object) -> str | None:
