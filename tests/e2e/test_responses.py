@@ -182,3 +182,29 @@ async def test_an_openai_agents_agent_runs_a_40_turn_tool_loop(make_stack: Stack
     assert len(stack.received) == 80
     assert len(stack.received[-1]["input"]) < len(items) / 4  # the window forced trimming
     await client.close()
+
+
+def test_summary_checkpoints_for_responses_are_developer_items_with_stable_bytes(
+    make_stack: StackFactory,
+) -> None:
+    """A long stateless Responses conversation gets a summary checkpoint: a developer message
+    item after the instructions, reused (byte for byte) by the requests that follow."""
+    stack = make_stack(window=WINDOW, summarize=True)
+    items: list[dict[str, Any]] = []
+    headers = []
+    for turn in range(16):
+        items.append({"role": "user", "content": f"Turn {turn}: " + FILLER.format(k=turn) * 2})
+        raw = stack.client.responses.with_raw_response.create(
+            model=MODEL, input=items, instructions=INSTRUCTIONS, store=False, max_output_tokens=128
+        )
+        headers.append(raw.headers.get("x-contextwarden-checkpoint"))
+        items += [o.model_dump(exclude_none=True) for o in raw.parse().output]
+    assert any(h and h.startswith("created") for h in headers)
+    by_checkpoint: dict[str, set[bytes]] = {}
+    for header, payload in zip(headers, stack.received, strict=False):
+        first = payload["input"][0]
+        if header:
+            assert first["role"] == "developer" and first["type"] == "message"
+            by_checkpoint.setdefault(header.split()[1], set()).add(orjson.dumps(first))
+    assert by_checkpoint and all(len(v) == 1 for v in by_checkpoint.values())
+    assert any(h and h.startswith("reused") for h in headers)
