@@ -98,7 +98,10 @@ async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan)
     model = rt.metrics.model_label(req.spec.name)
     if ratio is not None:
         rt.metrics.usage_drift.labels(model).observe(ratio)
-        if plan.counted == "estimate":
+        # Small prompts are mostly per-message overhead, which the ratio near the limit is
+        # not: only prompts of a quarter of the window or more teach it.
+        big = plan.budget is not None and (plan.tokens_after or 0) >= plan.budget.window // 4
+        if plan.counted == "estimate" and big:
             await rt.calibrate(req.team, req.spec.name, ratio)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":

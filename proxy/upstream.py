@@ -47,6 +47,7 @@ class Reply:
     stream: AsyncIterator[bytes] | None = None
     overflow: Overflow | None = None
     closer: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    peeked: bytes = b""  # a stream's first events, read by the overflow peek (and relayed)
 
     async def aclose(self) -> None:
         if self.closer is not None:

@@ -38,13 +38,35 @@ def prompt_tokens(body: bytes, fmt: WireFormat = CHAT) -> int | None:
     return fmt.prompt_usage(usage) if isinstance(usage, dict) else None
 
 
+def stream_usage(peeked: bytes, fmt: WireFormat) -> int | None:
+    """The prompt usage a stream states before its output: Anthropic's ``message_start``
+    carries the input counts (the others state usage at the end, which is not waited for)."""
+    for line in peeked.split(b"\n"):
+        if not line.startswith(b"data:") or b"message_start" not in line:
+            continue
+        try:
+            data: Any = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError:
+            return None
+        message = data.get("message") if isinstance(data, dict) else None
+        usage = message.get("usage") if isinstance(message, dict) else None
+        return fmt.prompt_usage(usage) if isinstance(usage, dict) else None
+    return None
+
+
 def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
     """The upstream's prompt count over ours (tool definitions included), when both exist: an
-    answer read whole (short JSON) and a counted plan (not the fast path's upper bound)."""
-    if reply.body is None or reply.status != 200 or plan.counted not in ("exact", "estimate"):
+    answer read whole (short JSON) or a stream that states it first, and a counted plan (not
+    the fast path's upper bound)."""
+    if reply.status != 200 or plan.counted not in ("exact", "estimate"):
         return None
     if plan.tokens_after is None or plan.budget is None:
         return None
-    theirs = prompt_tokens(decoded(reply.body, reply.headers), fmt)
+    if reply.body is not None:
+        theirs = prompt_tokens(decoded(reply.body, reply.headers), fmt)
+    elif reply.peeked:
+        theirs = stream_usage(reply.peeked, fmt)
+    else:
+        return None
     ours = plan.tokens_after + plan.budget.tools
     return theirs / ours if theirs and ours > 0 else None

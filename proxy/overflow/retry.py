@@ -128,6 +128,7 @@ async def overflow_of(reply: Reply) -> Overflow | None:
     if reply.stream is None or not _is_plain_event_stream(reply.headers):
         return None
     seen, reply.stream = await peek(reply.stream)
+    reply.peeked = seen
     if b'"error"' in seen or b"response.failed" in seen:
         return is_context_overflow(200, seen)
     return None

@@ -15,7 +15,7 @@ from proxy.demo_anthropic import AnthropicCounter, invalid_request
 from tests.e2e.conftest import Stack, StackFactory
 
 CLAUDE = "claude-demo"
-WINDOW = 8000
+WINDOW = 6000
 MAX_TOKENS = 512
 ALL_APIS = ["chat_completions", "responses", "messages"]
 CACHE = {"type": "ephemeral"}
@@ -156,7 +156,7 @@ def test_a_claude_code_style_loop_runs_40_turns_in_a_small_window(
     trimmed = [
         k for k, p in enumerate(stack.received) if len(p["messages"]) < 4 * (k // 2) + 1 + k % 2 * 2
     ]
-    assert len(trimmed) > 40
+    assert len(trimmed) > 25
     after_first_cut = trimmed[1:]
     kept_prefix = 0
     for k in after_first_cut:
@@ -223,3 +223,25 @@ def test_a_team_key_in_x_api_key_is_accepted_and_never_forwarded(
             model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         )
     assert caught.value.body["type"] == "error"  # type: ignore[index]
+
+
+def test_an_input_length_and_max_tokens_overflow_is_recovered(make_stack: StackFactory) -> None:
+    """The upstream's window is smaller than the proxy believes; it answers Anthropic's 400
+    "input length and `max_tokens` exceed context limit: a + b > c". The proxy learns the limit
+    from the numbers and retries once, smaller."""
+    models = {CLAUDE: {"context_window": 16000, "tokenizer": "estimate"}}
+    stack = make_stack(window=4000, models=models, apis=ALL_APIS)
+    messages: list[dict[str, Any]] = []
+    for k in range(40):
+        messages += [
+            {"role": "user", "content": FILLER.format(k=k) * 6},
+            {"role": "assistant", "content": "Noted. " + FILLER.format(k=k)},
+        ]
+    messages.append({"role": "user", "content": "Summarise the failures."})
+    raw = sdk(stack).messages.with_raw_response.create(
+        model=CLAUDE, max_tokens=MAX_TOKENS, messages=messages
+    )
+    assert raw.parse().content[-1].type == "text"
+    assert raw.headers["x-contextwarden-retries"] == "1"
+    assert "overflow-retry" in raw.headers["x-contextwarden-actions"]
+    assert AnthropicCounter().prompt(stack.received[-1]) + MAX_TOKENS <= 4000

@@ -100,3 +100,34 @@ def test_cli_preview_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["preview", str(body)]) == 1
     assert "not valid JSON" in capsys.readouterr().err
     assert main(["preview", str(tmp_path / "missing.json")]) == 2
+
+
+@pytest.mark.parametrize("fmt", ["responses", "anthropic"])
+async def test_preview_of_the_agent_formats_answers_in_their_own_shape(
+    respx_mock: respx.MockRouter, fmt: str
+) -> None:
+    config = {
+        **CONFIG,
+        "upstreams": {
+            "demo": {
+                "base_url": "http://upstream.test/v1",
+                "apis": ["chat_completions", "responses", "messages"],
+            }
+        },
+    }
+    turns = [m for m in long_body()["messages"] if m["role"] != "system"]
+    if fmt == "responses":
+        body: dict[str, Any] = {"model": "small", "instructions": "Be brief.", "input": turns}
+        key = "input"
+    else:
+        body = {"model": "small", "max_tokens": 100, "system": "Be brief.", "messages": turns}
+        key = "messages"
+    async with running(config) as client:
+        response = await client.post(f"/v1/contextwarden/preview?format={fmt}", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["report"]["format"] == fmt
+    assert "truncate_oldest" in result["report"]["actions"]
+    assert result[key][-1] == turns[-1]
+    assert len(result[key]) < len(turns)
+    assert not respx_mock.calls

@@ -139,3 +139,18 @@ async def test_a_missing_key_is_an_authentication_error_in_anthropics_shape(
     async with running(config) as c:
         response = await c.post("/v1/messages", content=body(messages=[USER]))
     assert assert_anthropic_error(response, 401)["type"] == "authentication_error"
+
+
+@respx.mock
+async def test_an_answer_stopped_at_the_window_is_counted_and_left_alone(
+    client: httpx.AsyncClient,
+) -> None:
+    stopped = {**OK, "stop_reason": "model_context_window_exceeded"}
+    respx.post(f"{BASE}/messages").mock(return_value=httpx.Response(200, json=stopped))
+    response = await client.post("/v1/messages", content=body(messages=[USER]))
+    assert response.json() == stopped
+    assert response.headers["x-contextwarden-retries"] == "0"
+    metrics = (await client.get("/metrics")).text
+    assert (
+        'contextwarden_context_window_stops_total{model="claude-x",team="default"} 1.0' in metrics
+    )
