@@ -32,6 +32,7 @@ def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:
         "actions": outcome.actions,
         "retries": outcome.retries,
         "checkpoint": outcome.checkpoint,
+        "prefix": outcome.prefix,
         "overhead_ms": round(outcome.overhead * 1000, 3),
         "upstream_ms": round(outcome.upstream * 1000, 3),
     }

@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from proxy.paths import DEFAULT_FORWARD
 from proxy.policy_config import PolicyConfig, resolve_extends
+from strategies.cost import Prices
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -69,6 +70,28 @@ class Upstream(Strict):
         return self
 
 
+class PriceOverride(Strict):
+    """Dollars per prompt token (litellm's names), over what litellm's table says."""
+
+    input_cost_per_token: float | None = Field(None, ge=0)
+    cache_read_input_token_cost: float | None = Field(None, ge=0)
+    cache_creation_input_token_cost: float | None = Field(None, ge=0)
+
+    def over(self, table: Prices | None) -> Prices | None:
+        base = self.input_cost_per_token
+        if base is None:
+            if table is None:
+                return None
+            base = table.input
+        read = self.cache_read_input_token_cost
+        write = self.cache_creation_input_token_cost
+        return Prices(
+            base,
+            read if read is not None else (table.cache_read if table else None),
+            write if write is not None else (table.cache_write if table else None),
+        )
+
+
 class ModelEntry(Strict):
     upstream: str | None = None
     policy: str | None = None
@@ -77,6 +100,7 @@ class ModelEntry(Strict):
     tokenizer: str | None = Field(
         None, description="tiktoken encoding (o200k_base, cl100k_base), 'estimate' or 'bytes'"
     )
+    prices: PriceOverride | None = None
 
 
 class Trimming(Strict):

@@ -27,10 +27,12 @@ from proxy.intake import WireRequest, build_request
 from proxy.metrics import Outcome
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
+from proxy.prefix import Seen, conversation_key
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
 from proxy.usage import answer, drift
 from proxy.validation import read_body
+from strategies.cost import PromptCosts, prompt_costs
 from strategies.tokens import count_prompt
 
 
@@ -68,7 +70,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         log_request(outcome)
         exc.headers = refused_headers()
         raise
-    response = respond(reply, cw_headers(plan, retries))
+    seen = see_prefix(rt, req, plan)
+    prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
+    response = respond(reply, [*cw_headers(plan, retries), *prefix])
     await observe_usage(rt, req, reply, plan)
     outcome = Outcome(
         team=req.team,
@@ -84,10 +88,38 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         stream=bool(req.payload.get("stream")),
         policy=req.policy.name,
         format=fmt.name,
+        prefix=seen.state if seen else None,
+        cached_tokens=seen.cached_tokens if seen else 0,
+        costs=costs_of(req, plan, seen),
     )
     rt.metrics.record(outcome)
     log_request(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
+    """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
+    proxy/prefix.py); None when the proxy did not fit the request (unknown window, stateful)."""
+    if plan.budget is None or plan.tokens_after is None:
+        return None
+    forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
+    key = conversation_key(req.scope, req.team, req.view.messages)
+    tools = plan.budget.tools
+    sent = (plan.tokens_before or plan.tokens_after) + tools
+    return rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent)
+
+
+def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
+    """The prompt's estimated cost as sent, as forwarded and unbroken (strategies/cost.py),
+    when the model has prices."""
+    prices = req.spec.prices
+    if prices is None or seen is None or plan.budget is None or plan.tokens_after is None:
+        return None
+    tools = plan.budget.tools
+    sent = (plan.tokens_before or plan.tokens_after) + tools
+    forwarded = plan.tokens_after + tools
+    kept = seen.state == "kept"
+    return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
 
 
 async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:

@@ -15,6 +15,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from strategies.cost import PromptCosts
+
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
 DRIFT_BUCKETS = (0.5, 0.8, 0.9, 0.95, 0.98, 1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
 UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
@@ -32,6 +34,14 @@ class TeamStats:
     summaries_created: int = 0
     summaries_reused: int = 0
     unfitted: int = 0
+    prefix_kept: int = 0
+    prefix_broken: int = 0
+    cached_tokens_estimated: int = 0
+    # Estimated prompt dollars (strategies/cost.py), for models with prices.
+    cost_as_sent: float = 0.0
+    cost_as_forwarded: float = 0.0
+    money_saved: float = 0.0
+    money_lost_to_cache_breaks: float = 0.0
 
 
 @dataclass(slots=True)
@@ -53,6 +63,9 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     path: str = "chat/completions"  # a forwarded path's allowlist pattern, or its first segment
     format: str = "chat"  # the wire format: chat, completions, responses, anthropic, or "-"
+    prefix: str | None = None  # kept, broken or new (proxy/prefix.py); None: not fitted
+    cached_tokens: int = 0  # the previous prompt's tokens, when kept as the prefix
+    costs: PromptCosts | None = None  # estimated prompt dollars, for a model with prices
 
 
 class Metrics:
@@ -136,6 +149,27 @@ class Metrics:
             ["team", "model"],
             registry=r,
         )
+        self.prefixes = Counter(
+            "contextwarden_prefix",
+            "Fitted requests by whether they kept the conversation's previous prompt as their "
+            "prefix (kept, broken, new)",
+            ["team", "model", "state"],
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "contextwarden_cached_prompt_tokens_estimated",
+            "Prompt tokens the provider can serve from its cache: the previous prompt of each "
+            "request that kept it as its prefix",
+            ["team", "model"],
+            registry=r,
+        )
+        self.prompt_cost = Counter(
+            "contextwarden_prompt_cost_dollars_estimated",
+            "Estimated prompt cost with the provider's cache: as the client sent it (untrimmed), "
+            "as forwarded, and as forwarded had no cut broken the cached prefix",
+            ["team", "model", "kind"],
+            registry=r,
+        )
         self.unfitted = Counter(
             "contextwarden_unfitted_requests",
             "Requests forwarded untouched on a path the proxy does not fit",
@@ -177,6 +211,24 @@ class Metrics:
             self.checkpoints.labels(o.team, event).inc()
             stats.summaries_created += event == "created"
             stats.summaries_reused += event == "reused"
+        if o.prefix is not None:
+            self.prefixes.labels(o.team, model, o.prefix).inc()
+            stats.prefix_kept += o.prefix == "kept"
+            stats.prefix_broken += o.prefix == "broken"
+            if o.cached_tokens:
+                self.cached_tokens.labels(o.team, model).inc(o.cached_tokens)
+                stats.cached_tokens_estimated += o.cached_tokens
+        if o.costs is not None:
+            for kind, value in (
+                ("sent", o.costs.sent),
+                ("forwarded", o.costs.forwarded),
+                ("unbroken", o.costs.unbroken),
+            ):
+                self.prompt_cost.labels(o.team, model, kind).inc(max(0.0, value))
+            stats.cost_as_sent += o.costs.sent
+            stats.cost_as_forwarded += o.costs.forwarded
+            stats.money_saved += o.costs.saved
+            stats.money_lost_to_cache_breaks += o.costs.lost_to_cache_breaks
         self.upstream_latency.labels(model).observe(o.upstream)
         self.overhead.observe(o.overhead)
 
@@ -187,8 +239,11 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def team_stats(self) -> dict[str, dict[str, int]]:
-        return {team: asdict(s) for team, s in self.teams.items()}
+    def team_stats(self) -> dict[str, dict[str, float]]:
+        return {
+            team: {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(s).items()}
+            for team, s in self.teams.items()
+        }
 
 
 class _SummarizerCollector(Collector):

@@ -9,6 +9,7 @@ from proxy.config import Settings
 from proxy.modeltable import ModelTable
 from proxy.policy_config import PolicyConfig
 from proxy.tokenizers import Pricing, Tokenizers
+from strategies.cost import Prices
 from strategies.engine import Policy
 
 MAX_CACHED_NAMES = 4096
@@ -31,6 +32,7 @@ class ModelSpec:
     max_output: int | None
     pricing: Pricing
     policy: ResolvedPolicy  # the model's own, or the default policy
+    prices: Prices | None = None  # dollars per prompt token: litellm's table, config over it
 
 
 class LearnedWindows:
@@ -133,7 +135,12 @@ class Models:
         )
         pricing = self._tokenizers.for_model(name, entry.tokenizer if entry else None)
         policy_name = (entry.policy if entry else None) or self._settings.default_policy
-        return ModelSpec(name, upstream, window, max_output, pricing, self._policies[policy_name])
+        prices = table.prices if table else None
+        if entry is not None and entry.prices is not None:
+            prices = entry.prices.over(prices)
+        return ModelSpec(
+            name, upstream, window, max_output, pricing, self._policies[policy_name], prices
+        )
 
     def policy(self, name: str) -> ResolvedPolicy:
         return self._policies[name]

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from strategies.cost import Prices
+
 TABLE_FILE = "model_prices_and_context_window_backup.json"
 
 
@@ -20,6 +22,7 @@ TABLE_FILE = "model_prices_and_context_window_backup.json"
 class TableEntry:
     window: int
     max_output: int | None
+    prices: Prices | None = None
 
 
 def litellm_dir() -> Path | None:
@@ -48,5 +51,22 @@ class ModelTable:
                 window = entry.get("max_input_tokens") or entry.get("max_tokens")
                 if isinstance(window, int) and window > 0:
                     out = entry.get("max_output_tokens")
-                    return TableEntry(window, out if isinstance(out, int) else None)
+                    return TableEntry(window, out if isinstance(out, int) else None, _prices(entry))
         return None
+
+
+def _prices(entry: dict[str, Any]) -> Prices | None:
+    """Input, cache-read and cache-write prices per token, when the table has an input price."""
+
+    def price(key: str) -> float | None:
+        value = entry.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            return None
+        return float(value)
+
+    base = price("input_cost_per_token")
+    if base is None:
+        return None
+    return Prices(
+        base, price("cache_read_input_token_cost"), price("cache_creation_input_token_cost")
+    )

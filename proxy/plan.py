@@ -5,6 +5,13 @@ plan_first     budget; byte-bound fast path; exact count; pre-compaction over th
 plan_fitted    summary checkpoint (reused or created) when the policy summarizes, then the
                engine's fit; also the overflow retry's entry point, always from the original
                transcript, never from an already degraded view
+
+Cache economy: under a policy that cuts cache-friendly, when the passes (clearing old tool
+results, trimming old text) rewrite older messages so that the conversation's previous forwarded
+prompt is no longer the prefix, the fit is made again without them: a cut on the cache grid
+keeps the prefix until the next grid step, while a rewrite in place re-bills the whole prompt
+after it on every request. The passes still run for a conversation's first trimmed request (no
+previous prompt) and whenever they keep the previous prompt as the prefix.
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from proxy.budget import budget_for
 from proxy.config import Settings
 from proxy.errors import ContextTooLarge
 from proxy.intake import WireRequest
+from proxy.prefix import PrefixTracker, conversation_key
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
-from strategies.engine import Fit, fit
+from strategies.engine import Fit, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import MemoCounter, count_prompt
 
@@ -42,9 +50,15 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, settings: Settings, compactor: Compactor | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        compactor: Compactor | None,
+        prefixes: PrefixTracker | None = None,
+    ) -> None:
         self.settings = settings
         self.compactor = compactor
+        self.prefixes = prefixes
 
     async def plan_first(
         self, req: WireRequest, exact: bool = False, dry_run: bool = False
@@ -111,6 +125,10 @@ class Planner:
         # A dry run leaves room for the summary its placeholder stands for.
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
         result = await self._fit(messages, fit_budget, req, counter)
+        if not dry_run and self._breaks_prefix(req, result):
+            # The passes rewrote older messages in place and the previous prompt is no longer
+            # the prefix: cut on the cache grid without them instead (see prefers_cut).
+            result = await self._fit(messages, fit_budget, req, counter, passes=False)
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
@@ -133,18 +151,34 @@ class Planner:
     def budget(self, req: WireRequest, window: int) -> Budget:
         return budget_for(req, window, self.settings.trimming)
 
+    def _breaks_prefix(self, req: WireRequest, result: Fit) -> bool:
+        """Whether a pass changed older messages in a way that breaks the conversation's
+        previous forwarded prompt (policies that cut cache-friendly only)."""
+        if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
+            return False
+        if not any(step.applied for step in result.steps):
+            return False
+        key = conversation_key(req.scope, req.team, req.view.messages)
+        return self.prefixes.keeps(key, result.messages) is False
+
     async def _fit(
-        self, messages: list[Any], budget: Budget, req: WireRequest, counter: MemoCounter
+        self,
+        messages: list[Any],
+        budget: Budget,
+        req: WireRequest,
+        counter: MemoCounter,
+        passes: bool = True,
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
+        policy = req.policy.engine if passes else without_passes(req.policy.engine)
         try:
             return await asyncio.to_thread(
                 fit,
                 messages,
                 budget.messages,
                 counter,
-                req.policy.engine,
+                policy,
                 atomic_current=req.view.atomic_current,
             )
         except DoesNotFit as exc:
@@ -182,3 +216,14 @@ class Planner:
             else None,
             req.scope,
         )
+
+
+_WITHOUT_PASSES: dict[int, tuple[Policy, Policy]] = {}
+
+
+def without_passes(policy: Policy) -> Policy:
+    """``policy`` with no compaction passes (built once per policy)."""
+    hit = _WITHOUT_PASSES.get(id(policy))
+    if hit is None or hit[0] is not policy:
+        hit = _WITHOUT_PASSES[id(policy)] = (policy, replace(policy, passes=()))
+    return hit[1]

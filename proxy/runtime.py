@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.auth import Authenticator
 from proxy.calibration import PREFIX as CALIBRATION
@@ -14,6 +14,7 @@ from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner
+from proxy.prefix import PrefixTracker
 from proxy.startup import prepare_environment
 from proxy.stores import GuardedStore, open_store
 from proxy.summaries import Compactor
@@ -34,6 +35,7 @@ class Runtime:
     planner: Planner
     auth: Authenticator
     metrics: Metrics
+    prefixes: PrefixTracker = field(default_factory=PrefixTracker)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -59,7 +61,8 @@ class Runtime:
             llm.warm()
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
-        planner = Planner(settings, compactor)
+        prefixes = PrefixTracker()
+        planner = Planner(settings, compactor, prefixes)
         try:
             secret = await store.scope_secret()
         except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
@@ -67,7 +70,7 @@ class Runtime:
             secret = b""
         auth = Authenticator(settings, secret)
         gc.freeze()  # everything built so far lives as long as the process
-        return cls(settings, transport, models, store, compactor, planner, auth, metrics)
+        return cls(settings, transport, models, store, compactor, planner, auth, metrics, prefixes)
 
     async def stop(self) -> None:
         await self.compactor.drain()

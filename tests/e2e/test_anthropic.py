@@ -43,15 +43,9 @@ TOOLS = [
 FILLER = "The test suite reports a failure in module {k} about a missing import. "
 
 
-# A cache-minded policy for agent traffic: old tool results are not cleared one by one (each
-# clearing rewrites the middle of the prompt, and the provider re-bills everything after it at
-# the cache-write price); old turns go on the cache grid instead.
-CACHE_POLICY = {"pipeline": ["light_trim"]}
-
-
 def claude_stack(make_stack: StackFactory, window: int = WINDOW, **settings: Any) -> Stack:
+    """The default policy, as a Claude Code user gets it."""
     models = {CLAUDE: {"context_window": window, "tokenizer": "estimate"}}
-    settings.setdefault("policies", {"default": dict(CACHE_POLICY)})
     return make_stack(window=window, models=models, apis=ALL_APIS, **settings)
 
 

@@ -199,7 +199,8 @@ def test_summary_checkpoints_for_responses_are_developer_items_with_stable_bytes
         )
         headers.append(raw.headers.get("x-contextwarden-checkpoint"))
         items += [o.model_dump(exclude_none=True) for o in raw.parse().output]
-    assert any(h and h.startswith("created") for h in headers)
+    # Created by this request or, ready from pre-compaction, reused: timing decides which.
+    assert any(h and h.split()[0] in ("created", "reused") for h in headers)
     by_checkpoint: dict[str, set[bytes]] = {}
     for header, payload in zip(headers, stack.received, strict=False):
         first = payload["input"][0]

@@ -1,0 +1,66 @@
+"""What a prompt costs, with the provider's prompt cache.
+
+Providers bill the part of a prompt they read from their cache at a fraction of the input price
+(OpenAI half to a tenth, Anthropic a tenth) and, where they charge for it, the part they write
+to the cache at a premium (Anthropic's 5-minute writes: 1.25x). A prompt of ``tokens`` whose
+first ``cached`` tokens are a cache hit costs::
+
+    cached * cache_read + (tokens - cached) * (cache_write, else input)
+
+Three figures per request make trimming's economics visible: the prompt **as sent** (the
+client's, untrimmed, as if the window allowed it; an append-only client keeps its own prefix, so
+its previous prompt is cached), **as forwarded** (its cached part is the previous forwarded
+prompt when that is still the prefix), and forwarded **unbroken** (as if the previous forwarded
+prompt had stayed the prefix). ``sent - forwarded`` is what trimming saved; ``forwarded -
+unbroken`` what cache breaks cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Dollars per prompt token."""
+
+    input: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+    def prompt(self, tokens: int, cached: int = 0) -> float:
+        cached = max(0, min(cached, tokens))
+        read = self.input if self.cache_read is None else self.cache_read
+        fresh = self.input if self.cache_write is None else self.cache_write
+        return cached * read + (tokens - cached) * fresh
+
+
+@dataclass(frozen=True, slots=True)
+class PromptCosts:
+    sent: float
+    forwarded: float
+    unbroken: float
+
+    @property
+    def saved(self) -> float:
+        return self.sent - self.forwarded
+
+    @property
+    def lost_to_cache_breaks(self) -> float:
+        return max(0.0, self.forwarded - self.unbroken)
+
+
+def prompt_costs(
+    prices: Prices,
+    sent: int,
+    previous_sent: int,
+    forwarded: int,
+    previous_forwarded: int,
+    kept: bool,
+) -> PromptCosts:
+    """The three figures for one request (token counts include tool definitions)."""
+    return PromptCosts(
+        sent=prices.prompt(sent, previous_sent),
+        forwarded=prices.prompt(forwarded, previous_forwarded if kept else 0),
+        unbroken=prices.prompt(forwarded, previous_forwarded),
+    )

@@ -1,0 +1,85 @@
+"""The proxy knows the prefix: every fitted answer says whether the forwarded prompt kept the
+conversation's previous one as its prefix (``x-contextwarden-prefix``), and the metrics count
+it with the tokens the provider can serve from its cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import MODEL, StackFactory
+
+FILLER = "Describe the next step of the migration plan and what could go wrong with it. "
+
+
+def test_a_long_chat_keeps_its_prefix_between_cuts_and_says_so(make_stack: StackFactory) -> None:
+    stack = make_stack(window=2048)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
+    states, actions = [], []
+    for turn in range(80):
+        messages.append({"role": "user", "content": f"{turn}: " + FILLER})
+        raw = stack.client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=messages, max_tokens=64
+        )
+        states.append(raw.headers["x-contextwarden-prefix"])
+        actions.append(raw.headers["x-contextwarden-actions"])
+        messages.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+    assert states[0] == "new"
+    first_cut = next(k for k, a in enumerate(actions) if a != "none")
+    after = states[first_cut + 1 :]
+    assert after.count("kept") / len(after) >= 0.9, after
+    assert "broken" in after  # the grid does cut now and then
+    # Each state matches what the upstream received.
+    for k in range(1, len(stack.received)):
+        before, now = stack.received[k - 1]["messages"], stack.received[k]["messages"]
+        assert (now[: len(before)] == before) == (states[k] == "kept")
+
+
+def test_the_metrics_count_prefixes_and_cached_tokens(make_stack: StackFactory) -> None:
+    import httpx
+
+    stack = make_stack(window=4096)
+    messages: list[dict[str, Any]] = []
+    for turn in range(3):
+        messages.append({"role": "user", "content": f"{turn}: " + FILLER})
+        reply = stack.client.chat.completions.create(model=MODEL, messages=messages, max_tokens=32)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    text = httpx.get(f"{stack.proxy_url}/metrics").text
+    assert 'contextwarden_prefix_total{model="demo-model",state="new",team="default"} 1.0' in text
+    assert 'contextwarden_prefix_total{model="demo-model",state="kept",team="default"} 2.0' in text
+    assert (
+        'contextwarden_cached_prompt_tokens_estimated_total{model="demo-model",team="default"}'
+        in text
+    )
+
+
+def test_the_dashboard_answers_what_trimming_saved_and_what_cache_breaks_cost(
+    make_stack: StackFactory, monkeypatch: Any
+) -> None:
+    import httpx
+
+    monkeypatch.setenv("CW_ADMIN", "admin-key")
+    prices = {
+        "input_cost_per_token": 3e-6,
+        "cache_read_input_token_cost": 3e-7,
+        "cache_creation_input_token_cost": 3.75e-6,
+    }
+    models = {MODEL: {"context_window": 2048, "tokenizer": "o200k_base", "prices": prices}}
+    stack = make_stack(window=2048, models=models, admin_key_env="CW_ADMIN")
+    messages: list[dict[str, Any]] = []
+    # Over a short conversation the cache breaks cost more than trimming saves (an untrimmed,
+    # append-only prompt is all cache reads); over a long one, trimming wins.
+    for turn in range(150):
+        messages.append({"role": "user", "content": f"{turn}: " + FILLER})
+        reply = stack.client.chat.completions.create(model=MODEL, messages=messages, max_tokens=64)
+        messages.append({"role": "assistant", "content": reply.choices[0].message.content})
+    stats = httpx.get(
+        f"{stack.proxy_url}/admin/stats", headers={"authorization": "Bearer admin-key"}
+    ).json()["teams"]["default"]
+    assert stats["prefix_kept"] > 5 * stats["prefix_broken"] > 0
+    assert stats["cost_as_forwarded"] < stats["cost_as_sent"]  # untrimmed: as if it fitted
+    assert stats["money_saved"] == pytest.approx(stats["cost_as_sent"] - stats["cost_as_forwarded"])
+    assert stats["money_lost_to_cache_breaks"] > 0
+    text = httpx.get(f"{stack.proxy_url}/metrics").text
+    assert 'contextwarden_prompt_cost_dollars_estimated_total{kind="sent"' in text

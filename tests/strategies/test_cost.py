@@ -1,0 +1,43 @@
+"""The prompt cost formula, with prices from litellm's model table."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.modeltable import ModelTable
+from strategies.cost import Prices, prompt_costs
+
+
+def table_prices(model: str) -> Prices:
+    entry = ModelTable.bundled().lookup(model)
+    assert entry is not None and entry.prices is not None
+    return entry.prices
+
+
+def test_prices_come_from_litellms_table() -> None:
+    claude = table_prices("claude-sonnet-4-5")
+    assert claude.input == pytest.approx(3e-6)
+    assert claude.cache_read == pytest.approx(claude.input / 10)
+    assert claude.cache_write == pytest.approx(claude.input * 1.25)
+    gpt = table_prices("gpt-4o")
+    assert gpt.cache_read == pytest.approx(gpt.input / 2)
+    assert gpt.cache_write is None
+
+
+def test_a_cached_prefix_is_billed_at_the_read_price_and_the_rest_at_the_write_price() -> None:
+    claude = table_prices("claude-sonnet-4-5")
+    cost = claude.prompt(100_000, cached=90_000)
+    assert cost == pytest.approx(90_000 * 3e-7 + 10_000 * 3.75e-6)
+    gpt = table_prices("gpt-4o")
+    assert gpt.prompt(10_000, cached=0) == pytest.approx(10_000 * 2.5e-6)
+
+
+def test_trimming_that_keeps_the_prefix_saves_and_a_break_costs() -> None:
+    claude = table_prices("claude-sonnet-4-5")
+    kept = prompt_costs(claude, 200_000, 195_000, 120_000, 115_000, kept=True)
+    assert kept.saved > 0 and kept.lost_to_cache_breaks == 0
+    broken = prompt_costs(claude, 200_000, 195_000, 120_000, 115_000, kept=False)
+    assert broken.lost_to_cache_breaks == pytest.approx(115_000 * (3.75e-6 - 3e-7))
+    # A break on a prompt trimmed only a little costs more than trimming saved.
+    costly = prompt_costs(claude, 100_000, 98_000, 95_000, 93_000, kept=False)
+    assert costly.saved < 0
