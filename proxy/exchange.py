@@ -44,7 +44,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         who = rt.auth.team(request.headers)
         team = who.team
         body = await read_body(request, rt.settings.limits.max_body_bytes)
-        req = build_request(body, request.headers, rt.settings, rt.models, who, fmt)
+        req = build_request(body, request.headers, rt.settings, rt.models, who, fmt, rt.pins)
         model = req.spec.name
         plan = await rt.planner.plan_first(req)
         reply, plan, retries = await send_with_overflow_retry(

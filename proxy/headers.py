@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 TEAM = "x-contextwarden-team"
 POLICY = "x-contextwarden-policy"
 SESSION_MEMORY = "x-contextwarden-session-memory"
+PIN_LAST = "x-contextwarden-pin-last"  # 1: pin the newest user message, in this conversation
 # The proxy's own request headers are for the proxy, not the upstream.
-OWN_REQUEST_HEADERS = frozenset({TEAM, POLICY, SESSION_MEMORY})
+OWN_REQUEST_HEADERS = frozenset({TEAM, POLICY, SESSION_MEMORY, PIN_LAST})
 
 HOP_BY_HOP = frozenset(
     {

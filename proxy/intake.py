@@ -16,6 +16,8 @@ from proxy.errors import BadRequest, Forbidden
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
 from proxy.models import Models, ModelSpec, ResolvedPolicy
+from proxy.pins import PinMemory, marked
+from proxy.prefix import conversation_key
 
 UNSET = View([])
 
@@ -38,6 +40,7 @@ class WireRequest:
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     trim: bool = True
+    pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
@@ -51,9 +54,10 @@ def build_request(
     models: Models,
     who: Principal,
     fmt: WireFormat = CHAT,
+    pins: PinMemory | None = None,
 ) -> WireRequest:
     payload = fmt.parse(body)
-    body, payload, controls = take_controls(body, payload, headers)
+    body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
     who.check_model(payload["model"])
     spec = models.resolve(payload["model"])
     served = settings.upstreams[spec.upstream].served_apis
@@ -85,7 +89,7 @@ def build_request(
     window = models.window(spec, who.team)
     if window is not None and team.max_context_tokens:
         window = min(window, team.max_context_tokens)
-    return WireRequest(
+    req = WireRequest(
         body,
         payload,
         spec,
@@ -99,3 +103,9 @@ def build_request(
         reserve_default=team.reserve_output_tokens,
         trim=controls.trim,
     )
+    pinned = marked(req.view.messages, controls.pinned)
+    if pins is not None:
+        key = conversation_key(req.scope, req.team, req.view.messages)
+        pinned |= pins.pinned(key, req.view.messages, controls.pin_last)
+    req.pinned = pinned
+    return req

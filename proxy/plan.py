@@ -32,6 +32,7 @@ from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
 from strategies.engine import Fit, Policy, fit
 from strategies.errors import DoesNotFit
+from strategies.rules import pinned_ids
 from strategies.tokens import MemoCounter, count_prompt
 
 
@@ -180,6 +181,7 @@ class Planner:
                 counter,
                 policy,
                 atomic_current=req.view.atomic_current,
+                pinned=req.pinned,
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
@@ -215,6 +217,7 @@ class Planner:
             if req.team in self.settings.teams
             else None,
             req.scope,
+            req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
         )
 
 

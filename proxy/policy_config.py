@@ -136,6 +136,10 @@ class PolicyConfig(_Strict):
     cache_cut_share: float = Field(ENGINE.cache_cut_share, ge=0, lt=1)
     repair_tool_calls: bool = ENGINE.repair_tool_calls
     rules: list[RuleConfig] | None = None
+    pin: list[MatchConfig] = Field(
+        default_factory=list,
+        description="messages kept verbatim: never summarized, dropped or light-trimmed",
+    )
     summarize: bool = True
     summary_role: Literal["user", "developer", "system"] = Field(
         "user", description="role of the summary message; user text never gains authority"
@@ -184,6 +188,7 @@ class PolicyConfig(_Strict):
             passes=tuple(passes),
             repair_tool_calls=self.repair_tool_calls,
             cache_cut_share=self.cache_cut_share,
+            pins=tuple(_match(m) for m in self.pin),
         )
         for rule in (*self._policy.rules, self._policy.history):
             self._policy.strategy(rule)  # a strategy that cannot be built fails now
@@ -206,9 +211,13 @@ class PolicyConfig(_Strict):
         return Prompts(**self.summarizer.prompts)
 
 
+def _match(m: MatchConfig) -> Match:
+    roles = (m.role,) if isinstance(m.role, str) else tuple(m.role or ())
+    return Match(roles, m.name, m.position, m.last, m.content_regex)
+
+
 def _rule(r: RuleConfig) -> Rule:
-    roles = (r.match.role,) if isinstance(r.match.role, str) else tuple(r.match.role or ())
-    match = Match(roles, r.match.name, r.match.position, r.match.last, r.match.content_regex)
+    match = _match(r.match)
     tier = TIERS[r.tier] if isinstance(r.tier, str) else r.tier
     fmt = ("xml" if r.inject_into_system is True else r.inject_into_system) or None
     return Rule(r.id, match, tier, r.strategy, dict(r.options), r.max_tokens, fmt)

@@ -100,5 +100,8 @@ def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:
     return h.hexdigest()
 
 
-def _digest(message: Message) -> bytes:
+def message_digest(message: Message) -> bytes:
     return hashlib.blake2b(orjson.dumps(message), digest_size=16).digest()
+
+
+_digest = message_digest

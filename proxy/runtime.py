@@ -13,6 +13,7 @@ from proxy.config import Settings
 from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
+from proxy.pins import PinMemory
 from proxy.plan import Planner
 from proxy.prefix import PrefixTracker
 from proxy.startup import prepare_environment
@@ -36,6 +37,7 @@ class Runtime:
     auth: Authenticator
     metrics: Metrics
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
+    pins: PinMemory = field(default_factory=PinMemory)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:

@@ -67,11 +67,18 @@ def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> C
     return max(usable, key=lambda c: c.covers, default=None)
 
 
-def apply_summary(messages: Sequence[Message], covers: int, summary: SummaryText) -> list[Message]:
+def apply_summary(
+    messages: Sequence[Message],
+    covers: int,
+    summary: SummaryText,
+    keep: frozenset[int] = frozenset(),
+) -> list[Message]:
     """The conversation with its first ``covers`` messages (after the leading run) replaced by
-    the summary, placed right after the leading system messages."""
+    the summary, placed right after the leading system messages; the covered messages whose id
+    is in ``keep`` (pinned) follow the summary verbatim, in order."""
     lead = leading_count(messages)
-    return [*messages[:lead], summary.message(), *messages[lead + covers :]]
+    pinned = [m for m in messages[lead : lead + covers] if id(m) in keep] if keep else []
+    return [*messages[:lead], summary.message(), *pinned, *messages[lead + covers :]]
 
 
 class CheckpointStore(Protocol):
@@ -119,11 +126,12 @@ def choose(
     soft: int,
     counter: Counter,
     role: str = "user",
+    keep: frozenset[int] = frozenset(),
 ) -> Choice:
     best = best_checkpoint(candidates, chain)
     if best is None:
         return Choice(None)
-    view = apply_summary(messages, best.covers, best.text(role))
+    view = apply_summary(messages, best.covers, best.text(role), keep)
     tokens = count_prompt(counter, view)
     if tokens > budget:
         return Choice(best)

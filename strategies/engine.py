@@ -44,6 +44,7 @@ from strategies.rules import (
     Rule,
     assign,
     current_turn_start,
+    pinned_ids,
 )
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
@@ -65,6 +66,7 @@ class Policy:
     passes: tuple[Pass, ...] = (ToolResultMicrocompact(), LightTrim())
     repair_tool_calls: bool = False
     cache_cut_share: float = 0.3
+    pins: tuple[Match, ...] = ()  # messages kept verbatim: never dropped, trimmed or summarized
     _built: dict[str, Strategy] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -117,6 +119,7 @@ def fit(
     policy: Policy = DEFAULT_POLICY,
     summarizer: Summarizer | None = None,
     atomic_current: bool = False,
+    pinned: frozenset[int] = frozenset(),
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
@@ -124,9 +127,13 @@ def fit(
     kept whole and no pass rewrites it; the wire formats whose APIs bind a turn's reasoning or
     thinking to its exact items ask for this.
 
+    ``pinned`` (message ids) and the policy's ``pins`` name messages kept verbatim: no pass
+    rewrites them, and their units form a strict block.
+
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
-    user's current message) cannot fit.
+    user's current message, pinned messages) cannot fit.
     """
+    pinned = pinned | pinned_ids(messages, policy.pins)
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
     before = count_prompt(counter, messages)
@@ -149,7 +156,9 @@ def fit(
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
     rules = (RUNNING_TURN_RULE, *policy.rules) if atomic_current else policy.rules
-    return _allocate(current, before, budget, counter, policy, rules, summarizer, actions, steps)
+    return _allocate(
+        current, before, budget, counter, policy, rules, summarizer, actions, steps, pinned
+    )
 
 
 # Takes the running turn whole, before any of the policy's own rules can split it.
@@ -165,6 +174,7 @@ def _run_passes(
     steps: list[Step],
     actions: list[str],
     atomic_current: bool = False,
+    pinned: frozenset[int] = frozenset(),
 ) -> tuple[list[Message], int]:
     # The system prompt and the user's current message (or, atomic, the whole running turn)
     # are never rewritten by a pass.
@@ -179,6 +189,10 @@ def _run_passes(
         if last_user >= lead:
             rewritten[last_user] = messages[last_user]
         rewritten[keep_from:] = messages[keep_from:]
+        if pinned:
+            for i, original in enumerate(messages):
+                if id(original) in pinned:
+                    rewritten[i] = original
         after = count_prompt(counter, rewritten)
         applied = any(a is not b for a, b in zip(rewritten, messages, strict=True))
         steps.append(Step(compaction.name, applied, tokens - after))
@@ -198,8 +212,9 @@ def _allocate(
     summarizer: Summarizer | None,
     actions: list[str],
     steps: list[Step],
+    pinned: frozenset[int] = frozenset(),
 ) -> Fit:
-    assignments = assign(messages, rules, policy.history)
+    assignments = assign(messages, rules, policy.history, pinned)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
     blocks = [_block(a, messages, policy, summarizer, query, budget) for a in assignments]

@@ -81,12 +81,26 @@ class Assignment:
     indices: list[int] = field(default_factory=list)
 
 
-def assign(messages: Sequence[Message], rules: Sequence[Rule], history: Rule) -> list[Assignment]:
-    """One assignment per rule (in rule order) plus the history rule last."""
+# Pinned messages: kept verbatim, never dropped, trimmed or summarized (a strict block).
+PINNED_RULE = Rule("pinned", Match(), TIERS["core"], "strict")
+
+
+def assign(
+    messages: Sequence[Message],
+    rules: Sequence[Rule],
+    history: Rule,
+    pinned: frozenset[int] = frozenset(),
+) -> list[Assignment]:
+    """One assignment per rule (in rule order) plus the history rule last; with ``pinned``
+    (message ids), a first assignment takes every unit holding a pinned message."""
     lead = leading_count(messages)
     current = current_turn_start(messages, lead)
     out = [Assignment(r) for r in (*rules, history)]
+    pins = Assignment(PINNED_RULE)
     for unit in units(messages):
+        if pinned and any(id(messages[i]) in pinned for i in range(unit.start, unit.end)):
+            pins.indices.extend(range(unit.start, unit.end))
+            continue
         where = _position(unit, lead, current)
         from_end = len(messages) - unit.start
         target = next(
@@ -94,7 +108,23 @@ def assign(messages: Sequence[Message], rules: Sequence[Rule], history: Rule) ->
             out[-1],
         )
         target.indices.extend(range(unit.start, unit.end))
-    return out
+    return [pins, *out] if pins.indices else out
+
+
+def pinned_ids(messages: Sequence[Message], pins: Sequence[Match]) -> frozenset[int]:
+    """Ids of the messages in units whose first message a pin matches (positions as rules
+    see them)."""
+    if not pins:
+        return frozenset()
+    lead = leading_count(messages)
+    current = current_turn_start(messages, lead)
+    out: set[int] = set()
+    for unit in units(messages):
+        where = _position(unit, lead, current)
+        from_end = len(messages) - unit.start
+        if any(p.accepts(messages[unit.start], where, from_end) for p in pins):
+            out.update(id(messages[i]) for i in range(unit.start, unit.end))
+    return frozenset(out)
 
 
 def _position(unit: Unit, lead: int, current: int) -> Position:

@@ -142,7 +142,7 @@ class Compactor:
         kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
         if kept is None:
             return None
-        view = apply_summary(messages, kept.covers, kept.text(ctx.policy.summary_role))
+        view = apply_summary(messages, kept.covers, kept.text(ctx.policy.summary_role), ctx.pinned)
         return Compacted(view, "created" if made else "reused", kept.id)
 
     async def precompact(self, messages: list[Message], budget: int, ctx: Context) -> None:
@@ -176,7 +176,9 @@ class Compactor:
             self._store_fault(exc)
             candidates = []
         role = ctx.policy.summary_role
-        return choose(candidates, chain, messages, budget, _soft(budget, ctx), ctx.counter, role)
+        return choose(
+            candidates, chain, messages, budget, _soft(budget, ctx), ctx.counter, role, ctx.pinned
+        )
 
     def _spawn(self, job: Job) -> None:
         if self._flights.running(job.key):
@@ -247,7 +249,8 @@ class Compactor:
         placeholder = SummaryText(note, role=ctx.policy.summary_role)
         expected = summary_max_tokens(cfg.max_tokens, job.budget)
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
-        view = apply_summary(messages, cut.index - leading_count(messages), placeholder)
+        covers = cut.index - leading_count(messages)
+        view = apply_summary(messages, covers, placeholder, ctx.pinned)
         return Compacted(view, "would-summarize", None, detail, pending)
 
     def _session_memory(
@@ -259,7 +262,7 @@ class Compactor:
             return None
         summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
         covers = planned[1].index - leading_count(messages)
-        return Compacted(apply_summary(messages, covers, summary), "session-memory")
+        return Compacted(apply_summary(messages, covers, summary, ctx.pinned), "session-memory")
 
     def _store_fault(self, exc: Exception) -> None:
         self.stats.store_errors += 1

@@ -59,6 +59,7 @@ class Context:
     window: int  # the summarizer's own context window
     calls_per_hour: int | None = None  # the team's cap on summarizer calls
     scope: str = ""  # whose checkpoints: the team, or in passthrough the team and the caller
+    pinned: frozenset[int] = frozenset()  # ids of messages kept verbatim, never summarized
 
     def __post_init__(self) -> None:
         if not self.scope:
@@ -170,7 +171,9 @@ async def _summarize_in(
     ctx, messages = job.ctx, job.messages
     cfg = ctx.policy.summarizer
     prompts = ctx.policy.prompts()
-    pieces = chunks(messages[start : cut.history_end], capacity, ctx.counter)
+    # Pinned messages stay verbatim after the summary: they are not summarized.
+    summarized = [m for m in messages[start : cut.history_end] if id(m) not in ctx.pinned]
+    pieces = chunks(summarized, capacity, ctx.counter)
     extra = 0 if cut.turn_start is None else 1
     affordable = allowance.affordable(len(pieces) + extra) - extra
     if affordable < min(1, len(pieces)):
