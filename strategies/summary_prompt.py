@@ -36,7 +36,8 @@ SECTIONS = """Use exactly this format:
 What the user is trying to accomplish.
 
 ## Constraints & Preferences
-Requirements and preferences the user stated, or "(none)".
+Every requirement, rule and preference the user stated, copied verbatim as a quoted line each
+(never paraphrased; those of the previous summary kept), or "(none)".
 
 ## Progress
 ### Done

@@ -60,3 +60,35 @@ def test_a_bad_pin_marker_is_a_400(make_stack: StackFactory) -> None:
     )
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "messages[0].contextwarden"
+
+
+def test_file_lists_are_carried_across_successive_summary_updates(make_stack: StackFactory) -> None:
+    """Files read early in a long agent session are still listed after many summary updates."""
+    stack = make_stack(window=1536, summarize=True)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+    checkpoints: list[str] = []
+    for turn in range(40):
+        call = {
+            "id": f"call_{turn}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": f'{{"path": "src/mod{turn}.py"}}'},
+        }
+        messages += [
+            {"role": "user", "content": f"{turn}: look at module {turn}. " + FILLER},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{turn}", "content": "def f(): pass\n" * 20},
+        ]
+        raw = stack.client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=messages, max_tokens=64
+        )
+        header = raw.headers.get("x-contextwarden-checkpoint")
+        if header and header.split()[1] not in checkpoints:
+            checkpoints.append(header.split()[1])
+        messages.append({"role": "assistant", "content": raw.parse().choices[0].message.content})
+    assert len(checkpoints) >= 5  # five and more successive updates
+    summary = next(
+        m["content"] for m in stack.received[-1]["messages"] if "<read-files>" in str(m["content"])
+    )
+    listed = summary.split("<read-files>")[1].split("</read-files>")[0].split()
+    summarized = [f"src/mod{k}.py" for k in range(10)]  # the earliest turns, summarized first
+    assert set(summarized) <= set(listed)
