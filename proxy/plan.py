@@ -11,7 +11,9 @@ results, trimming old text) rewrite older messages so that the conversation's pr
 prompt is no longer the prefix, the fit is made again without them: a cut on the cache grid
 keeps the prefix until the next grid step, while a rewrite in place re-bills the whole prompt
 after it on every request. The passes still run for a conversation's first trimmed request (no
-previous prompt) and whenever they keep the previous prompt as the prefix.
+previous prompt) and whenever they keep the previous prompt as the prefix. For a model with
+prices, a cut goes deep enough for the cache-write premium to be paid back by the cheap reads
+of the requests before the next cut (strategies/cost.py: cut_share).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ from proxy.prefix import PrefixTracker, conversation_key
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
+from strategies.cost import cut_share
 from strategies.engine import Fit, Policy, fit
 from strategies.errors import DoesNotFit
+from strategies.messages import last_user_index
 from strategies.rules import pinned_ids
 from strategies.tokens import MemoCounter, count_prompt
 
@@ -182,6 +186,7 @@ class Planner:
                 policy,
                 atomic_current=req.view.atomic_current,
                 pinned=req.pinned,
+                cut_share=cut_share(req.spec.prices, growth(messages, counter), budget.messages),
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
@@ -230,3 +235,9 @@ def without_passes(policy: Policy) -> Policy:
     if hit is None or hit[0] is not policy:
         hit = _WITHOUT_PASSES[id(policy)] = (policy, replace(policy, passes=()))
     return hit[1]
+
+
+def growth(messages: list[Any], counter: MemoCounter) -> int:
+    """The conversation's growth per request, estimated as its newest turn's tokens."""
+    last = last_user_index(messages)
+    return sum(counter.message(m) for m in messages[last:]) if last >= 0 else 0

@@ -17,6 +17,7 @@ unbroken`` what cache breaks cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -64,3 +65,31 @@ def prompt_costs(
         forwarded=prices.prompt(forwarded, previous_forwarded if kept else 0),
         unbroken=prices.prompt(forwarded, previous_forwarded),
     )
+
+
+MAX_CUT_SHARE = 0.6
+
+
+def cut_share(prices: Prices | None, growth: int, budget: int) -> float | None:
+    """How deep a cut that breaks the cached prefix should go, as a share of the budget.
+
+    A break re-bills the kept prompt ``P`` at the fresh price instead of the read price: a
+    premium of ``P * (fresh - read)``. Each later request that keeps the prefix reads ``P`` at
+    ``P * read``. So the premium is paid back, in the reads' own currency, after
+
+        n = ceil((fresh - read) / read)
+
+    requests (Anthropic: 11.5 -> 12; OpenAI's half-price reads: 1). The cut leaves room for
+    ``n`` requests of the conversation's growth per request before the next break:
+    ``share = n * growth / budget``, at most MAX_CUT_SHARE. None when the model has no prices or
+    no cache discount, or when nothing is known of the growth: the policy's own share stands
+    (the engine never cuts shallower than it).
+    """
+    if prices is None or growth <= 0 or budget <= 0:
+        return None
+    read = prices.input if prices.cache_read is None else prices.cache_read
+    fresh = prices.input if prices.cache_write is None else prices.cache_write
+    if read <= 0 or read >= fresh:
+        return None
+    n = math.ceil((fresh - read) / read)
+    return min(MAX_CUT_SHARE, n * growth / budget)

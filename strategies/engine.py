@@ -120,6 +120,7 @@ def fit(
     summarizer: Summarizer | None = None,
     atomic_current: bool = False,
     pinned: frozenset[int] = frozenset(),
+    cut_share: float | None = None,
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
@@ -128,7 +129,8 @@ def fit(
     thinking to its exact items ask for this.
 
     ``pinned`` (message ids) and the policy's ``pins`` name messages kept verbatim: no pass
-    rewrites them, and their units form a strict block.
+    rewrites them, and their units form a strict block. ``cut_share`` deepens the history's
+    cache-grid cut for this request (strategies/cost.py: cut_share).
 
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message, pinned messages) cannot fit.
@@ -157,7 +159,17 @@ def fit(
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
     rules = (RUNNING_TURN_RULE, *policy.rules) if atomic_current else policy.rules
     return _allocate(
-        current, before, budget, counter, policy, rules, summarizer, actions, steps, pinned
+        current,
+        before,
+        budget,
+        counter,
+        policy,
+        rules,
+        summarizer,
+        actions,
+        steps,
+        pinned,
+        cut_share,
     )
 
 
@@ -213,11 +225,14 @@ def _allocate(
     actions: list[str],
     steps: list[Step],
     pinned: frozenset[int] = frozenset(),
+    cut_share: float | None = None,
 ) -> Fit:
     assignments = assign(messages, rules, policy.history, pinned)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
-    blocks = [_block(a, messages, policy, summarizer, query, budget) for a in assignments]
+    blocks = [
+        _block(a, messages, policy, summarizer, query, budget, cut_share) for a in assignments
+    ]
     outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
     kept = _reassemble(messages, assignments, outputs)
     after = count_prompt(counter, kept)
@@ -237,6 +252,7 @@ def _block(
     summarizer: Summarizer | None,
     query: str,
     budget: int,
+    cut_share: float | None = None,
 ) -> Block:
     rule = a.rule
     if summarizer is not None and rule.strategy == "summarize":  # the library's own use
@@ -245,7 +261,10 @@ def _block(
         strategy = policy.strategy(rule)
     bind = getattr(strategy, "bind", None)
     if bind is not None:  # the request's context, for a strategy that asks for it
-        strategy = bind(query=query, budget=budget)
+        if cut_share is not None and rule.id == "history" and hasattr(strategy, "grid_share"):
+            strategy = bind(query=query, budget=budget, grid_share=cut_share)
+        else:
+            strategy = bind(query=query, budget=budget)
     picked = [messages[i] for i in a.indices]
     return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
 

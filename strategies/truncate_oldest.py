@@ -46,11 +46,13 @@ class TruncateOldest:
         self.grid_tokens = grid_tokens
         self.grid_share = grid_share
 
-    def bind(self, *, query: str, budget: int) -> TruncateOldest:
-        """This strategy for one request: the cache grid from the request's budget."""
-        if self.grid_share <= 0:
+    def bind(self, *, query: str, budget: int, grid_share: float | None = None) -> TruncateOldest:
+        """This strategy for one request: the cache grid from the request's budget (and, when
+        the request's prices call for a deeper cut, its ``grid_share``; never shallower)."""
+        share = self.grid_share if grid_share is None else max(self.grid_share, grid_share)
+        if share <= 0 or self.grid_share <= 0:
             return self
-        grid = max(1, int(budget * self.grid_share))
+        grid = max(1, int(budget * share))
         return TruncateOldest(self.unit, self.min_messages, tuple(self.protect_roles), grid)
 
     def apply(

@@ -41,3 +41,30 @@ def test_trimming_that_keeps_the_prefix_saves_and_a_break_costs() -> None:
     # A break on a prompt trimmed only a little costs more than trimming saved.
     costly = prompt_costs(claude, 100_000, 98_000, 95_000, 93_000, kept=False)
     assert costly.saved < 0
+
+
+def test_the_cut_depth_pays_the_cache_write_premium_back() -> None:
+    from strategies.cost import MAX_CUT_SHARE, cut_share
+
+    claude = table_prices("claude-sonnet-4-5")  # reads 0.1x, writes 1.25x: n = 12
+    assert cut_share(claude, growth=1000, budget=100_000) == pytest.approx(12 * 1000 / 100_000)
+    assert cut_share(claude, growth=10_000, budget=100_000) == MAX_CUT_SHARE
+    gpt = table_prices("gpt-4o")  # reads half price, no write premium: n = 1
+    assert cut_share(gpt, growth=1000, budget=100_000) == pytest.approx(0.01)
+    assert cut_share(None, 1000, 100_000) is None
+    assert cut_share(Prices(1e-6), 1000, 100_000) is None  # no cache discount
+
+
+def test_the_engine_never_cuts_shallower_than_the_policy_and_deeper_when_asked() -> None:
+    from strategies.engine import fit
+    from strategies.tokens import FixedCounter
+
+    messages = [{"role": "system", "content": "s"}]
+    for k in range(60):
+        messages += [{"role": "user", "content": f"q{k}"}, {"role": "assistant", "content": "a"}]
+    messages.append({"role": "user", "content": "now"})
+    base = fit(messages, 400, FixedCounter(10))
+    shallow = fit(messages, 400, FixedCounter(10), cut_share=0.01)
+    deep = fit(messages, 400, FixedCounter(10), cut_share=0.6)
+    assert len(shallow.messages) == len(base.messages)
+    assert len(deep.messages) < len(base.messages)
