@@ -30,6 +30,7 @@ import yaml
 
 from bench.client import Connection
 from bench.decision import decision_rows
+from bench.economy import economy_rows
 from bench.load import load_rows
 from bench.quality import quality_rows
 from bench.summaries import summary_rows
@@ -433,6 +434,8 @@ def main() -> int:
     body += "\n\n## Summarizer calls as conversations grow (demo upstream, summaries on)\n\n"
     body += table(*summary_rows(args.quick))
     body += "\n\n" + (HERE / "summaries_before.md").read_text().strip()
+    body += "\n\n## Cache economy against trim_messages and untrimmed (summaries on)\n\n"
+    body += table(*economy_rows(args.quick))
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
     when = time.strftime("%Y-%m-%d")
