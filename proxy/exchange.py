@@ -30,7 +30,7 @@ from proxy.plan import Plan
 from proxy.prefix import Seen, conversation_key
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
-from proxy.usage import answer, drift
+from proxy.usage import answer, drift, tapped
 from proxy.validation import read_body
 from strategies.cost import PromptCosts, prompt_costs
 from strategies.tokens import count_prompt
@@ -72,6 +72,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         raise
     seen = see_prefix(rt, req, plan)
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
+    if reply.stream is not None and reply.status == 200 and ours(plan) is not None:
+        reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
     response = respond(reply, [*cw_headers(plan, retries), *prefix])
     await observe_usage(rt, req, reply, plan)
     outcome = Outcome(
@@ -123,21 +125,39 @@ def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | N
 
 
 async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
-    """What an answer read whole says: the upstream's prompt count against ours (the drift
-    metric, and the calibration of an estimated model), and a Messages answer that stopped at
-    the model's context window (counted, and left alone)."""
+    """What an answer read whole (or a stream's first events) says: the upstream's prompt count
+    against ours, and a Messages answer that stopped at the model's context window (counted,
+    and left alone). A stream's final usage comes later, through ``tapped``."""
     ratio = drift(reply, plan, req.fmt)
     model = rt.metrics.model_label(req.spec.name)
     if ratio is not None:
-        rt.metrics.usage_drift.labels(model).observe(ratio)
-        # Small prompts are mostly per-message overhead, which the ratio near the limit is
-        # not: only prompts of a quarter of the window or more teach it.
-        big = plan.budget is not None and (plan.tokens_after or 0) >= plan.budget.window // 4
-        if plan.counted == "estimate" and big:
-            await rt.calibrate(req.team, req.spec.name, ratio)
+        await _learn_ratio(rt, req, plan, ratio)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, model).inc()
+
+
+def ours(plan: Plan) -> int | None:
+    """The proxy's count of the forwarded prompt, tools included, when it counted one."""
+    if plan.counted not in ("exact", "estimate") or plan.tokens_after is None:
+        return None
+    return plan.tokens_after + (plan.budget.tools if plan.budget else 0)
+
+
+async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) -> None:
+    """A stream's final usage (its end has reached the client already)."""
+    count = ours(plan)
+    if count and theirs > 0:
+        await _learn_ratio(rt, req, plan, theirs / count)
+
+
+async def _learn_ratio(rt: Runtime, req: WireRequest, plan: Plan, ratio: float) -> None:
+    """The drift metric; and, for an estimated model and a prompt of a quarter of the window or
+    more, the calibration (small prompts are mostly per-message overhead)."""
+    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(ratio)
+    big = plan.budget is not None and (plan.tokens_after or 0) >= plan.budget.window // 4
+    if plan.counted == "estimate" and big:
+        await rt.calibrate(req.team, req.spec.name, ratio)
 
 
 @dataclass(slots=True)

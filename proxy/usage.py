@@ -8,6 +8,8 @@ tokenizer change, or an estimate that runs low, before requests start to overflo
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -70,3 +72,45 @@ def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
         return None
     ours = plan.tokens_after + plan.budget.tools
     return theirs / ours if theirs and ours > 0 else None
+
+
+TAIL_BYTES = 65536
+
+
+async def tapped(
+    stream: AsyncIterator[bytes],
+    fmt: WireFormat,
+    on_usage: Callable[[int], Awaitable[None]],
+) -> AsyncIterator[bytes]:
+    """``stream`` relayed chunk by chunk, unchanged; at its end, the prompt usage its last
+    events state (chat's final chunk when the client asked for ``include_usage``, Responses'
+    ``response.completed``) goes to ``on_usage``. Only the stream's tail is kept."""
+    tail: deque[bytes] = deque()
+    size = 0
+    async for chunk in stream:
+        yield chunk
+        tail.append(chunk)
+        size += len(chunk)
+        while size - len(tail[0]) >= TAIL_BYTES:  # keep just enough chunks for the tail
+            size -= len(tail.popleft())
+    theirs = final_usage(b"".join(tail), fmt)
+    if theirs is not None:
+        await on_usage(theirs)
+
+
+def final_usage(tail: bytes, fmt: WireFormat) -> int | None:
+    """The prompt usage in the last event of a stream's tail that carries one."""
+    for line in reversed(tail.split(b"\n")):
+        if not line.startswith(b"data:") or b'"usage"' not in line:
+            continue
+        try:
+            data: Any = orjson.loads(line[5:].strip())
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        holder = data.get("response") if isinstance(data.get("response"), dict) else data
+        usage = holder.get("usage") if isinstance(holder, dict) else None
+        if isinstance(usage, dict):
+            return fmt.prompt_usage(usage)
+    return None
