@@ -34,7 +34,7 @@ def run(
         {**RULE, "contextwarden": {"pin": True}},
         {"role": "assistant", "content": "Understood."},
     ]
-    states, actions = [], []
+    states, actions, checkpoints = [], [], []
     for turn in range(60 if agent else 150):
         messages.append({"role": "user", "content": f"{turn}: " + FILLER})
         if agent:
@@ -55,6 +55,8 @@ def run(
         assert response.status_code == 200, response.text
         states.append(response.headers["x-contextwarden-prefix"])
         actions.append(response.headers["x-contextwarden-actions"])
+        header = response.headers.get("x-contextwarden-checkpoint")
+        checkpoints.append(header.split()[-1] if header else "")
         answer = response.json()["choices"][0]["message"]["content"]
         messages.append({"role": "assistant", "content": answer})
     assert stack.upstream_app.state.summaries  # summaries were on and used
@@ -62,6 +64,13 @@ def run(
     after = states[first + 1 :]
     kept = after.count("kept") / len(after)
     assert kept >= 0.9, (kept, after)
+    # Byte-stable checkpoints: between two checkpoint updates, every request keeps the previous
+    # forwarded prompt as its prefix (the reused summary is the same bytes in the same place).
+    same = [
+        k for k in range(1, len(states)) if checkpoints[k] and checkpoints[k] == checkpoints[k - 1]
+    ]
+    assert same
+    assert sum(states[k] == "kept" for k in same) / len(same) >= 0.95, [states[k] for k in same]
     for payload in stack.received:
         assert orjson.dumps(RULE) in orjson.dumps(payload["messages"])
     stats = httpx.get(
