@@ -70,7 +70,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         log_request(outcome)
         exc.headers = refused_headers()
         raise
-    seen = see_prefix(rt, req, plan)
+    seen = await see_prefix(rt, req, plan)
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     if reply.stream is not None and reply.status == 200 and ours(plan) is not None:
         reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
@@ -99,7 +99,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     return response
 
 
-def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
+async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
     proxy/prefix.py); None when the proxy did not fit the request (unknown window, stateful)."""
     if plan.budget is None or plan.tokens_after is None:
@@ -108,7 +108,7 @@ def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     key = conversation_key(req.scope, req.team, req.view.messages)
     tools = plan.budget.tools
     sent = (plan.tokens_before or plan.tokens_after) + tools
-    return rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent)
+    return await rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:

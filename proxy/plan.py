@@ -130,7 +130,7 @@ class Planner:
         # A dry run leaves room for the summary its placeholder stands for.
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
         result = await self._fit(messages, fit_budget, req, counter)
-        if not dry_run and self._breaks_prefix(req, result):
+        if not dry_run and await self._breaks_prefix(req, result):
             # The passes rewrote older messages in place and the previous prompt is no longer
             # the prefix: cut on the cache grid without them instead (see prefers_cut).
             result = await self._fit(messages, fit_budget, req, counter, passes=False)
@@ -156,7 +156,7 @@ class Planner:
     def budget(self, req: WireRequest, window: int) -> Budget:
         return budget_for(req, window, self.settings.trimming)
 
-    def _breaks_prefix(self, req: WireRequest, result: Fit) -> bool:
+    async def _breaks_prefix(self, req: WireRequest, result: Fit) -> bool:
         """Whether a pass changed older messages in a way that breaks the conversation's
         previous forwarded prompt (policies that cut cache-friendly only)."""
         if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
@@ -164,7 +164,7 @@ class Planner:
         if not any(step.applied for step in result.steps):
             return False
         key = conversation_key(req.scope, req.team, req.view.messages)
-        return self.prefixes.keeps(key, result.messages) is False
+        return await self.prefixes.keeps(key, result.messages) is False
 
     async def _fit(
         self,

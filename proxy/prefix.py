@@ -6,18 +6,24 @@ checkpoints key it) the tracker keeps a fingerprint of the last prompt forwarded
 count, a rolling hash of its messages, and its token count. The next request of the conversation
 is then ``kept`` (the previous prompt is its prefix: about that many tokens can come from the
 provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole prompt) or
-``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's cache). Kept in
-memory per process: a fingerprint is cheap to lose (the next request reports ``new``).
+``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's cache).
+
+Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas sharing a
+store (and a restarted proxy) know each other's last prompts: the store is read only when memory
+has no fingerprint for the conversation, and written in the background. A store fault only
+costs the comparison (the request reports ``new``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import orjson
 
@@ -49,36 +55,49 @@ class Seen:
         return self.previous_tokens if self.state == "kept" else 0
 
 
-class PrefixTracker:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._last: OrderedDict[str, Fingerprint] = OrderedDict()
-        self._clock = clock
+class BlobStore(Protocol):
+    async def get_blob(self, key: str) -> bytes | None: ...
 
-    def see(
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None: ...
+
+
+class PrefixTracker:
+    def __init__(
+        self, store: BlobStore | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._last: OrderedDict[str, Fingerprint] = OrderedDict()
+        self._store = store
+        self._clock = clock
+        self._writes: set[asyncio.Task[None]] = set()
+
+    async def see(
         self, conversation: str, messages: Sequence[Message], tokens: int, sent: int = 0
     ) -> Seen:
         """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
         with the conversation's last one, and remember it in its place."""
         now = self._clock()
-        previous = self._last.pop(conversation, None)
+        previous = await self._previous(conversation)
+        self._last.pop(conversation, None)
         rolling = hashlib.blake2b(digest_size=16)
         at_previous: bytes | None = None
         for i, m in enumerate(messages):
             rolling.update(_digest(m))
             if previous is not None and i + 1 == previous.count:
                 at_previous = rolling.digest()
-        self._last[conversation] = Fingerprint(len(messages), rolling.digest(), tokens, sent, now)
+        fingerprint = Fingerprint(len(messages), rolling.digest(), tokens, sent, now)
+        self._last[conversation] = fingerprint
         if len(self._last) > MAX_CONVERSATIONS:
             self._last.popitem(last=False)
+        self._write(conversation, fingerprint)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
         state: State = "kept" if at_previous == previous.digest else "broken"
         return Seen(state, previous.tokens, previous.sent)
 
-    def keeps(self, conversation: str, messages: Sequence[Message]) -> bool | None:
+    async def keeps(self, conversation: str, messages: Sequence[Message]) -> bool | None:
         """Whether ``messages`` keep the conversation's last prompt as their prefix, without
         remembering them; None when there is no fresh last prompt."""
-        previous = self._last.get(conversation)
+        previous = await self._previous(conversation)
         if previous is None or self._clock() - previous.at > TTL_SECONDS:
             return None
         if len(messages) < previous.count:
@@ -87,6 +106,47 @@ class PrefixTracker:
         for m in messages[: previous.count]:
             rolling.update(_digest(m))
         return rolling.digest() == previous.digest
+
+    async def _previous(self, conversation: str) -> Fingerprint | None:
+        found = self._last.get(conversation)
+        if found is not None or self._store is None:
+            return found
+        try:
+            raw = await self._store.get_blob(STORE_PREFIX + conversation)
+        except Exception:  # the store is down: no comparison this time
+            return None
+        return _decode(raw) if raw else None
+
+    def _write(self, conversation: str, fingerprint: Fingerprint) -> None:
+        if self._store is None:
+            return
+        store = self._store
+
+        async def write() -> None:
+            try:
+                await store.put_blob(STORE_PREFIX + conversation, _encode(fingerprint), TTL_SECONDS)
+            except Exception:  # kept in memory all the same
+                return
+
+        task = asyncio.ensure_future(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+
+STORE_PREFIX = "prefix\t"
+_LAYOUT = struct.Struct("<IQQd16s")
+
+
+def _encode(f: Fingerprint) -> bytes:
+    return _LAYOUT.pack(f.count, f.tokens, f.sent, f.at, f.digest)
+
+
+def _decode(raw: bytes) -> Fingerprint | None:
+    try:
+        count, tokens, sent, at, digest = _LAYOUT.unpack(raw)
+    except struct.error:
+        return None
+    return Fingerprint(count, digest, tokens, sent, at)
 
 
 def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:

@@ -63,7 +63,7 @@ class Runtime:
             llm.warm()
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
-        prefixes = PrefixTracker()
+        prefixes = PrefixTracker(store)
         planner = Planner(settings, compactor, prefixes)
         try:
             secret = await store.scope_secret()
@@ -102,7 +102,7 @@ class Runtime:
             return
         try:
             key = CALIBRATION + store_key(team, model)
-            await self.store.put_learned_window(key, round(after * 1000))
+            await self.store.put_setting(key, round(after * 1000))
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the calibration of %s: %s", model, exc)
 

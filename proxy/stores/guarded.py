@@ -76,6 +76,15 @@ class GuardedStore:
     async def put_learned_window(self, model: str, window: int) -> None:
         await self._call(self._store.put_learned_window(model, window))
 
+    async def put_setting(self, key: str, value: int) -> None:
+        await self._call(self._store.put_setting(key, value))
+
+    async def get_blob(self, key: str) -> bytes | None:
+        return await self._call(self._store.get_blob(key))
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        await self._call(self._store.put_blob(key, value, ttl_seconds))
+
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         return await self._call(self._store.acquire(key, ttl_seconds))
 

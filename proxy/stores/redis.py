@@ -51,6 +51,16 @@ class RedisStore:
         if current is None or int(current) > window:
             await self._redis.hset(LEARNED, model, window)
 
+    async def put_setting(self, key: str, value: int) -> None:
+        await self._redis.hset(LEARNED, key, value)
+
+    async def get_blob(self, key: str) -> bytes | None:
+        value = await self._redis.get(f"cw:blob:{key}")
+        return value.encode() if isinstance(value, str) else value
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        await self._redis.set(f"cw:blob:{key}", value, px=max(1, int(ttl_seconds * 1000)))
+
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         return bool(
             await self._redis.set(f"cw:lock:{key}", b"1", nx=True, px=int(ttl_seconds * 1000))

@@ -31,6 +31,9 @@ CREATE INDEX IF NOT EXISTS checkpoints_age ON checkpoints (created_at);
 CREATE TABLE IF NOT EXISTS learned_windows (model TEXT PRIMARY KEY, window INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS locks (key TEXT PRIMARY KEY, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (
+    key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL NOT NULL
+);
 """
 
 
@@ -105,6 +108,37 @@ class SqliteStore:
                 (model, window),
             )
         )
+
+    async def put_setting(self, key: str, value: int) -> None:
+        await self._run(
+            lambda db: db.execute(
+                "INSERT INTO learned_windows VALUES (?, ?) ON CONFLICT(model) "
+                "DO UPDATE SET window=excluded.window",
+                (key, value),
+            )
+        )
+
+    async def get_blob(self, key: str) -> bytes | None:
+        def get(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute(
+                "SELECT value FROM blobs WHERE key=? AND expires_at>=?", (key, time.time())
+            ).fetchone()
+            return bytes(row[0]) if row else None
+
+        return await self._run(get)
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        def put(db: sqlite3.Connection) -> None:
+            now = time.time()
+            db.execute(
+                "INSERT INTO blobs VALUES (?, ?, ?) ON CONFLICT(key) "
+                "DO UPDATE SET value=excluded.value, expires_at=excluded.expires_at",
+                (key, value, now + ttl_seconds),
+            )
+            if secrets.randbelow(256) == 0:  # now and then, sweep the expired
+                db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
+
+        await self._run(put)
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         def take(db: sqlite3.Connection) -> bool:

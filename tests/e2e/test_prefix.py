@@ -83,3 +83,38 @@ def test_the_dashboard_answers_what_trimming_saved_and_what_cache_breaks_cost(
     assert stats["money_lost_to_cache_breaks"] > 0
     text = httpx.get(f"{stack.proxy_url}/metrics").text
     assert 'contextwarden_prompt_cost_dollars_estimated_total{kind="sent"' in text
+
+
+def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None:
+    """Replicas sharing a store, or a restarted proxy, know the conversation's last prompt."""
+    import openai
+
+    from proxy.app import create_app
+    from proxy.config import load_settings
+    from proxy.demo_upstream import create_upstream
+    from proxy.servers import BackgroundServer
+
+    upstream_app = create_upstream(window=4096)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "0: " + FILLER}]
+    with BackgroundServer(upstream_app) as upstream:
+        config = {
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+            "models": {MODEL: {"context_window": 4096, "tokenizer": "o200k_base"}},
+            "data_dir": str(tmp_path),
+        }
+        states = []
+        for _ in range(2):  # two proxy lives, one store
+            with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+                client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="x", max_retries=0)
+                raw = client.chat.completions.with_raw_response.create(
+                    model=MODEL,
+                    messages=messages,
+                    max_tokens=32,  # type: ignore[arg-type]
+                )
+                states.append(raw.headers["x-contextwarden-prefix"])
+                answer = raw.parse().choices[0].message.content
+                messages += [
+                    {"role": "assistant", "content": answer},
+                    {"role": "user", "content": "1: " + FILLER},
+                ]
+    assert states == ["new", "kept"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -70,6 +71,22 @@ async def test_learned_windows_only_go_down(store: CheckpointStore) -> None:
     await store.put_learned_window("m", 7000)
     await store.put_learned_window("m", 4000)
     assert (await store.learned_windows())["m"] == 4000
+
+
+async def test_settings_are_overwritten_both_ways(store: CheckpointStore) -> None:
+    await store.put_setting("calibration\tt\tm", 900)
+    await store.put_setting("calibration\tt\tm", 1100)
+    assert (await store.learned_windows())["calibration\tt\tm"] == 1100
+
+
+async def test_blobs_expire(store: CheckpointStore) -> None:
+    await store.put_blob("fp", b"\x00\x01", ttl_seconds=60)
+    assert await store.get_blob("fp") == b"\x00\x01"
+    await store.put_blob("fp", b"\x02", ttl_seconds=0.05)
+    assert await store.get_blob("fp") == b"\x02"
+    await asyncio.sleep(0.1)
+    assert await store.get_blob("fp") is None
+    assert await store.get_blob("never") is None
 
 
 async def test_locks_are_exclusive_until_released_or_expired(store: CheckpointStore) -> None:
