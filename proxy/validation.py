@@ -256,3 +256,22 @@ def _check_positive_int(value: Any, key: str) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequest(f"'{key}' must be a positive integer", param=key)
+
+
+def check_request_basics(payload: dict[str, Any], anthropic: bool = False) -> None:
+    """``model``, ``stream`` and ``tools`` as every fitted format takes them, in the client's
+    own wording (Anthropic's ``field: problem``, else OpenAI's ``'field' ...``)."""
+
+    def say(field: str, problem: str) -> str:
+        return f"{field}: {problem}" if anthropic else f"'{field}' {problem}"
+
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest(say("model", "is required and must be a non-empty string"), param="model")
+    if "stream" in payload and not isinstance(payload["stream"], bool | None):
+        raise BadRequest(say("stream", "must be a boolean"), param="stream")
+    tools = payload.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+    ):
+        raise BadRequest(say("tools", "must be an array of objects"), param="tools")

@@ -24,7 +24,7 @@ import orjson
 from proxy.errors import BadRequest
 from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import SOURCE, View, usage_int
-from proxy.validation import parse_json, reject_duplicate_keys
+from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
 from strategies.budget import requested_output
 from strategies.messages import Message
 
@@ -41,21 +41,12 @@ class AnthropicFormat:
 
     def parse(self, body: bytes) -> dict[str, Any]:
         payload = parse_json(body)
-        model = payload.get("model")
-        if not isinstance(model, str) or not model:
-            raise BadRequest("model: Field required", param="model")
+        check_request_basics(payload, anthropic=True)
         value = payload.get("max_tokens")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
         check_system(payload.get("system"))
         check_messages(payload.get("messages"))
-        if "stream" in payload and not isinstance(payload["stream"], bool | None):
-            raise BadRequest("stream: must be a boolean", param="stream")
-        tools = payload.get("tools")
-        if tools is not None and not (
-            isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
-        ):
-            raise BadRequest("tools: must be an array of objects", param="tools")
         reject_duplicate_keys(body, payload)
         return payload
 

@@ -29,7 +29,7 @@ from proxy.formats.responses_items import (
     check_input,
     kind_of,
 )
-from proxy.validation import parse_json, reject_duplicate_keys
+from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
 from strategies.budget import requested_output
 from strategies.messages import Message
 
@@ -56,9 +56,7 @@ class ResponsesFormat:
 
     def parse(self, body: bytes) -> dict[str, Any]:
         payload = parse_json(body)
-        model = payload.get("model")
-        if not isinstance(model, str) or not model:
-            raise BadRequest("'model' is required and must be a non-empty string", param="model")
+        check_request_basics(payload)
         if "input" not in payload:
             raise BadRequest("'input' is required", param="input")
         check_input(payload["input"], self.stateful(payload))
@@ -70,13 +68,6 @@ class ResponsesFormat:
             raise BadRequest("'max_output_tokens' must be an integer", param="max_output_tokens")
         if value is not None and value < 1:
             raise BadRequest("'max_output_tokens' must be positive", param="max_output_tokens")
-        if "stream" in payload and not isinstance(payload["stream"], bool | None):
-            raise BadRequest("'stream' must be a boolean", param="stream")
-        tools = payload.get("tools")
-        if tools is not None and not (
-            isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
-        ):
-            raise BadRequest("'tools' must be an array of objects", param="tools")
         reject_duplicate_keys(body, payload)
         return payload
 
