@@ -105,10 +105,11 @@ async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     if plan.budget is None or plan.tokens_after is None:
         return None
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
-    key = conversation_key(req.scope, req.team, req.view.messages)
+    key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
     tools = plan.budget.tools
     sent = (plan.tokens_before or plan.tokens_after) + tools
-    return await rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent)
+    near = plan.counted != "bound"  # the fast path's prompts are far from the limit
+    return await rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent, near)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:

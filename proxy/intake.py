@@ -41,6 +41,7 @@ class WireRequest:
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     trim: bool = True
     pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
+    conversation: str = ""  # its conversation's key (proxy/prefix.py), set by build_request
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
@@ -103,9 +104,9 @@ def build_request(
         reserve_default=team.reserve_output_tokens,
         trim=controls.trim,
     )
+    req.conversation = conversation_key(req.scope, req.team, req.view.messages)
     pinned = marked(req.view.messages, controls.pinned)
     if pins is not None:
-        key = conversation_key(req.scope, req.team, req.view.messages)
-        pinned |= pins.pinned(key, req.view.messages, controls.pin_last)
+        pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned
     return req

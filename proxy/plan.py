@@ -163,7 +163,7 @@ class Planner:
             return False
         if not any(step.applied for step in result.steps):
             return False
-        key = conversation_key(req.scope, req.team, req.view.messages)
+        key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
         return await self.prefixes.keeps(key, result.messages) is False
 
     async def _fit(

@@ -10,7 +10,8 @@ provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the 
 
 Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas sharing a
 store (and a restarted proxy) know each other's last prompts: the store is read only when memory
-has no fingerprint for the conversation, and written in the background. A store fault only
+has no fingerprint for the conversation, and written in the background, for prompts the proxy
+counted (near the limit: the fast path's small prompts stay in memory). A store fault only
 costs the comparison (the request reports ``new``).
 """
 
@@ -71,10 +72,17 @@ class PrefixTracker:
         self._writes: set[asyncio.Task[None]] = set()
 
     async def see(
-        self, conversation: str, messages: Sequence[Message], tokens: int, sent: int = 0
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        tokens: int,
+        sent: int = 0,
+        persist: bool = True,
     ) -> Seen:
         """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
-        with the conversation's last one, and remember it in its place."""
+        with the conversation's last one, and remember it in its place (in the store too when
+        ``persist``: the caller's choice for prompts near the limit, the only ones whose next
+        request may be trimmed)."""
         now = self._clock()
         previous = await self._previous(conversation)
         self._last.pop(conversation, None)
@@ -88,7 +96,8 @@ class PrefixTracker:
         self._last[conversation] = fingerprint
         if len(self._last) > MAX_CONVERSATIONS:
             self._last.popitem(last=False)
-        self._write(conversation, fingerprint)
+        if persist:
+            self._write(conversation, fingerprint)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
         state: State = "kept" if at_previous == previous.digest else "broken"

@@ -86,7 +86,8 @@ def test_the_dashboard_answers_what_trimming_saved_and_what_cache_breaks_cost(
 
 
 def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None:
-    """Replicas sharing a store, or a restarted proxy, know the conversation's last prompt."""
+    """Replicas sharing a store, or a restarted proxy, know the conversation's last prompt
+    (for prompts near the limit, which the proxy counts: the fast path's stay in memory)."""
     import openai
 
     from proxy.app import create_app
@@ -95,7 +96,7 @@ def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None
     from proxy.servers import BackgroundServer
 
     upstream_app = create_upstream(window=4096)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "0: " + FILLER}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "0: " + FILLER * 45}]
     with BackgroundServer(upstream_app) as upstream:
         config = {
             "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
