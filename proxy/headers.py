@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from proxy.errors import BadRequest
 
 if TYPE_CHECKING:
-    from proxy.config import Upstream
+    from proxy.catalog import Upstream
     from proxy.plan import Plan
 
 TEAM = "x-contextwarden-team"

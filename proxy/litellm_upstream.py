@@ -13,7 +13,7 @@ import httpx
 import openai
 import orjson
 
-from proxy.config import Upstream
+from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.overflow.detect import Overflow, is_context_overflow
 from proxy.startup import prepare_environment

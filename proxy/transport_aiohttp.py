@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 
-from proxy.config import Upstream
+from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import response_headers
 from proxy.upstream import Reply, _read_whole, is_small, relay

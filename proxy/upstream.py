@@ -15,7 +15,7 @@ from typing import Protocol
 import httpx
 from starlette.responses import Response, StreamingResponse
 
-from proxy.config import Upstream
+from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.headers import response_headers
 from proxy.overflow.detect import Overflow

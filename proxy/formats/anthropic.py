@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from proxy.errors import BadRequest
+from proxy.formats.anthropic_cache import attach, cap_breakpoints, marks_of
 from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import SOURCE, View, usage_int
 from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
@@ -29,7 +30,6 @@ from strategies.budget import requested_output
 from strategies.messages import Message
 
 SYSTEM = "system"  # SOURCE of the view message standing for ``system``
-MAX_BREAKPOINTS = 4
 SHOWN_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image"})
 
 
@@ -86,8 +86,8 @@ class AnthropicFormat:
             for skipped in pending:  # the view messages up to this one; those before it went
                 if skipped.get(SOURCE) is src:
                     break
-                marks += _marks(skipped)
-            _attach(out, marks)
+                marks += marks_of(skipped)
+            attach(out, marks)
             assert src is not None
             original, source_blocks = src["m"], src["b"]
             blocks = [m["content"]] if source_blocks is None else source_blocks
@@ -98,10 +98,10 @@ class AnthropicFormat:
             else:
                 out.append({"_of": original, "content": list(blocks)})
         for skipped in pending:
-            marks += _marks(skipped)
-        _attach(out, marks)
+            marks += marks_of(skipped)
+        attach(out, marks)
         messages = [_message(o) for o in out]
-        _cap_breakpoints(payload, messages)
+        cap_breakpoints(payload, messages)
         return {**payload, "messages": messages}
 
 
@@ -227,45 +227,6 @@ def _message(o: dict[str, Any]) -> dict[str, Any]:
     ):
         return same  # every block kept as it came
     return {**same, "content": content}
-
-
-def _marks(view_message: Message) -> list[Any]:
-    src = view_message.get(SOURCE)
-    if not isinstance(src, dict) or src["b"] is None:
-        return []
-    return [b["cache_control"] for b in src["b"] if isinstance(b, dict) and "cache_control" in b]
-
-
-def _attach(out: list[dict[str, Any]], marks: list[Any]) -> None:
-    """Move the dropped blocks' breakpoint onto the last block kept before them."""
-    if not marks:
-        return
-    if out and isinstance(out[-1]["content"][-1], dict):
-        last = out[-1]["content"][-1]
-        if "cache_control" not in last:
-            out[-1]["content"][-1] = {**last, "cache_control": marks[-1]}
-    marks.clear()
-
-
-def _cap_breakpoints(payload: dict[str, Any], messages: list[dict[str, Any]]) -> None:
-    """At most four breakpoints in all: tools and system keep theirs; the oldest in the
-    messages go first."""
-    fixed = 0
-    for key in ("tools", "system"):
-        value = payload.get(key)
-        if isinstance(value, list):
-            fixed += sum(1 for b in value if isinstance(b, dict) and "cache_control" in b)
-    marked = [
-        (i, k)
-        for i, m in enumerate(messages)
-        if isinstance(m["content"], list)
-        for k, b in enumerate(m["content"])
-        if isinstance(b, dict) and "cache_control" in b
-    ]
-    for i, k in marked[: max(0, fixed + len(marked) - MAX_BREAKPOINTS)]:
-        content = list(messages[i]["content"])
-        content[k] = {key: v for key, v in content[k].items() if key != "cache_control"}
-        messages[i] = {**messages[i], "content": content}
 
 
 def _text(m: Message) -> str:

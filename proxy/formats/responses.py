@@ -15,7 +15,7 @@ by its JSON text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -23,10 +23,13 @@ import orjson
 from proxy.errors import BadRequest
 from proxy.formats.base import SOURCE, View, usage_int
 from proxy.formats.responses_items import (
+    SHOWN,
     TEXT_OUTPUTS,
+    TEXT_PARTS,
     answered_key,
     call_keys,
     check_input,
+    hidden_text,
     kind_of,
 )
 from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
@@ -35,17 +38,6 @@ from strategies.messages import Message
 
 INSTRUCTIONS = "instructions"  # SOURCE of the view message standing for ``instructions``
 STRING_INPUT = "input"  # SOURCE of the view message standing for a string ``input``
-TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
-# What a view message shows of an item (priced by the model's counter); the rest is hidden.
-SHOWN = {
-    "message": ("content",),
-    "function_call": ("name", "arguments"),
-    "custom_tool_call": ("name", "input"),
-    "local_shell_call": ("action",),
-    "shell_call": ("action",),
-    "computer_call": ("action",),
-    "apply_patch_call": ("operation",),
-}
 
 
 class ResponsesFormat:
@@ -87,7 +79,7 @@ class ResponsesFormat:
             messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
             return View(messages, atomic_current=True, items=1)
         messages += _lower(items)
-        return View(messages, atomic_current=True, items=len(items), hidden=_hidden_text())
+        return View(messages, atomic_current=True, items=len(items), hidden=hidden_text())
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "input_tokens")
@@ -272,48 +264,3 @@ def _new_item(m: Message) -> dict[str, Any]:
     if not isinstance(content, str):
         content = "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
     return {"type": "message", "role": "developer", "content": content}
-
-
-def _hidden_text() -> Callable[[Message], str]:
-    """The view's hidden text: each item's fields the view does not show, as JSON, memoized
-    per item for the request."""
-    memo: dict[int, tuple[dict[str, Any], str]] = {}
-
-    def hidden(message: Message) -> str:
-        src = message.get(SOURCE)
-        if not isinstance(src, list):
-            return ""
-        texts = []
-        for item in src:
-            hit = memo.get(id(item))
-            if hit is None or hit[0] is not item:
-                hit = memo[id(item)] = (item, orjson.dumps(_unshown(item)).decode())
-            texts.append(hit[1])
-        return "\n".join(texts)
-
-    return hidden
-
-
-def _unshown(item: dict[str, Any]) -> dict[str, Any]:
-    """What a view message does not show of ``item``."""
-    kind = item.get("type", "message")
-    if kind == "message" or (kind in TEXT_OUTPUTS and item.get("output") is not None):
-        field = "content" if kind == "message" else "output"
-        rest = {k: v for k, v in item.items() if k != field}
-        value = item[field]
-        if isinstance(value, list):
-            rest[field] = [_unshown_part(p) for p in value if isinstance(p, dict)]
-        return rest
-    shown = SHOWN.get(kind, ())
-    if kind_of(item) == "call" and not shown:
-        shown = ("name", "arguments")
-    return {k: v for k, v in item.items() if k not in shown}
-
-
-def _unshown_part(part: dict[str, Any]) -> dict[str, Any]:
-    key = TEXT_PARTS.get(part.get("type", ""))
-    if key is not None and isinstance(part.get(key), str):
-        return {k: v for k, v in part.items() if k != key}
-    if part.get("type") == "input_image":
-        return {k: v for k, v in part.items() if k != "image_url"}
-    return {}  # shown as it is

@@ -11,13 +11,20 @@ Kinds, from the ``openai`` SDK's ``ResponseInputItemParam``:
     assistant    reasoning and server-side calls (web search, file search, code interpreter,
                  image generation, MCP calls): part of the assistant run, opaque
     opaque       ``compaction``, ``item_reference`` and unknown kinds: whole units, never edited
+
+And what a view message hides of its items, priced by its JSON text (``hidden_text``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
+import orjson
+
 from proxy.errors import BadRequest
+from proxy.formats.base import SOURCE
+from strategies.messages import Message
 
 Kind = Literal["message", "call", "output", "assistant", "opaque"]
 
@@ -169,3 +176,61 @@ def _check_answered(items: list[dict[str, Any]]) -> None:
                 "input; send each call with its output",
                 param=f"input[{i}]",
             )
+
+
+# What a view message shows of an item (priced by the model's counter); the rest is hidden.
+TEXT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+SHOWN = {
+    "message": ("content",),
+    "function_call": ("name", "arguments"),
+    "custom_tool_call": ("name", "input"),
+    "local_shell_call": ("action",),
+    "shell_call": ("action",),
+    "computer_call": ("action",),
+    "apply_patch_call": ("operation",),
+}
+
+
+def hidden_text() -> Callable[[Message], str]:
+    """The view's hidden text: each item's fields the view does not show, as JSON, memoized
+    per item for the request."""
+    memo: dict[int, tuple[dict[str, Any], str]] = {}
+
+    def hidden(message: Message) -> str:
+        src = message.get(SOURCE)
+        if not isinstance(src, list):
+            return ""
+        texts = []
+        for item in src:
+            hit = memo.get(id(item))
+            if hit is None or hit[0] is not item:
+                hit = memo[id(item)] = (item, orjson.dumps(_unshown(item)).decode())
+            texts.append(hit[1])
+        return "\n".join(texts)
+
+    return hidden
+
+
+def _unshown(item: dict[str, Any]) -> dict[str, Any]:
+    """What a view message does not show of ``item``."""
+    kind = item.get("type", "message")
+    if kind == "message" or (kind in TEXT_OUTPUTS and item.get("output") is not None):
+        field = "content" if kind == "message" else "output"
+        rest = {k: v for k, v in item.items() if k != field}
+        value = item[field]
+        if isinstance(value, list):
+            rest[field] = [_unshown_part(p) for p in value if isinstance(p, dict)]
+        return rest
+    shown = SHOWN.get(kind, ())
+    if kind_of(item) == "call" and not shown:
+        shown = ("name", "arguments")
+    return {k: v for k, v in item.items() if k not in shown}
+
+
+def _unshown_part(part: dict[str, Any]) -> dict[str, Any]:
+    key = TEXT_PARTS.get(part.get("type", ""))
+    if key is not None and isinstance(part.get(key), str):
+        return {k: v for k, v in part.items() if k != key}
+    if part.get("type") == "input_image":
+        return {k: v for k, v in part.items() if k != "image_url"}
+    return {}  # shown as it is

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from proxy.config import Upstream
+from proxy.catalog import Upstream
 from proxy.litellm_upstream import REQUEST_FIELDS, call_arguments, client_message
 from tests.security.conftest import OTHER_KEY, UPSTREAM_KEY, Capture, ProxyFactory, keys_config
 
