@@ -6,12 +6,9 @@ plan_fitted    summary checkpoint (reused or created) when the policy summarizes
                engine's fit; also the overflow retry's entry point, always from the original
                transcript, never from an already degraded view
 
-Cache economy: under a policy that cuts cache-friendly, when the passes (clearing old tool
-results, trimming old text) rewrite older messages so that the conversation's previous forwarded
-prompt is no longer the prefix, the fit is made again without them: a cut on the cache grid
-keeps the prefix until the next grid step, while a rewrite in place re-bills the whole prompt
-after it on every request. The passes still run for a conversation's first trimmed request (no
-previous prompt) and whenever they keep the previous prompt as the prefix. For a model with
+Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
+last forwarded prompt (proxy/prefix.py) and prefers a cut on the cache grid to passes that would
+rewrite it (strategies/engine.py: keeps_prefix). For a model with
 prices, a cut goes deep enough for the cache-write premium to be paid back by the cheap reads
 of the requests before the next cut (strategies/cost.py: cut_share).
 """
@@ -20,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -28,12 +26,12 @@ from proxy.budget import budget_for
 from proxy.config import Settings
 from proxy.errors import ContextTooLarge
 from proxy.intake import WireRequest
-from proxy.prefix import PrefixTracker, conversation_key
+from proxy.prefix import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
 from strategies.cost import cut_share
-from strategies.engine import Fit, Policy, fit
+from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index
 from strategies.rules import pinned_ids
@@ -129,11 +127,8 @@ class Planner:
                 pending = compacted.pending_tokens
         # A dry run leaves room for the summary its placeholder stands for.
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
-        result = await self._fit(messages, fit_budget, req, counter)
-        if not dry_run and await self._breaks_prefix(req, result):
-            # The passes rewrote older messages in place and the previous prompt is no longer
-            # the prefix: cut on the cache grid without them instead (see prefers_cut).
-            result = await self._fit(messages, fit_budget, req, counter, passes=False)
+        last = None if dry_run else await self._last_prompt(req)
+        result = await self._fit(messages, fit_budget, req, counter, last)
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
@@ -156,15 +151,12 @@ class Planner:
     def budget(self, req: WireRequest, window: int) -> Budget:
         return budget_for(req, window, self.settings.trimming)
 
-    async def _breaks_prefix(self, req: WireRequest, result: Fit) -> bool:
-        """Whether a pass changed older messages in a way that breaks the conversation's
-        previous forwarded prompt (policies that cut cache-friendly only)."""
+    async def _last_prompt(self, req: WireRequest) -> Fingerprint | None:
+        """The conversation's last forwarded prompt, for policies that cut cache-friendly."""
         if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
-            return False
-        if not any(step.applied for step in result.steps):
-            return False
+            return None
         key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
-        return await self.prefixes.keeps(key, result.messages) is False
+        return await self.prefixes.last(key)
 
     async def _fit(
         self,
@@ -172,21 +164,23 @@ class Planner:
         budget: Budget,
         req: WireRequest,
         counter: MemoCounter,
-        passes: bool = True,
+        last: Fingerprint | None = None,
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
-        policy = req.policy.engine if passes else without_passes(req.policy.engine)
+        prices = req.spec.prices
+        share = cut_share(prices, growth(messages, counter), budget.messages) if prices else None
         try:
             return await asyncio.to_thread(
                 fit,
                 messages,
                 budget.messages,
                 counter,
-                policy,
+                req.policy.engine,
                 atomic_current=req.view.atomic_current,
                 pinned=req.pinned,
-                cut_share=cut_share(req.spec.prices, growth(messages, counter), budget.messages),
+                cut_share=share,
+                keeps_prefix=None if last is None else partial(extends, last),
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
@@ -224,17 +218,6 @@ class Planner:
             req.scope,
             req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
         )
-
-
-_WITHOUT_PASSES: dict[int, tuple[Policy, Policy]] = {}
-
-
-def without_passes(policy: Policy) -> Policy:
-    """``policy`` with no compaction passes (built once per policy)."""
-    hit = _WITHOUT_PASSES.get(id(policy))
-    if hit is None or hit[0] is not policy:
-        hit = _WITHOUT_PASSES[id(policy)] = (policy, replace(policy, passes=()))
-    return hit[1]
 
 
 def growth(messages: list[Any], counter: MemoCounter) -> int:

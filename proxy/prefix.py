@@ -103,18 +103,12 @@ class PrefixTracker:
         state: State = "kept" if at_previous == previous.digest else "broken"
         return Seen(state, previous.tokens, previous.sent)
 
-    async def keeps(self, conversation: str, messages: Sequence[Message]) -> bool | None:
-        """Whether ``messages`` keep the conversation's last prompt as their prefix, without
-        remembering them; None when there is no fresh last prompt."""
+    async def last(self, conversation: str) -> Fingerprint | None:
+        """The conversation's last forwarded prompt, when fresh."""
         previous = await self._previous(conversation)
         if previous is None or self._clock() - previous.at > TTL_SECONDS:
             return None
-        if len(messages) < previous.count:
-            return False
-        rolling = hashlib.blake2b(digest_size=16)
-        for m in messages[: previous.count]:
-            rolling.update(_digest(m))
-        return rolling.digest() == previous.digest
+        return previous
 
     async def _previous(self, conversation: str) -> Fingerprint | None:
         found = self._last.get(conversation)
@@ -156,6 +150,16 @@ def _decode(raw: bytes) -> Fingerprint | None:
     except struct.error:
         return None
     return Fingerprint(count, digest, tokens, sent, at)
+
+
+def extends(previous: Fingerprint, messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` keep the prompt ``previous`` fingerprints as their prefix."""
+    if len(messages) < previous.count:
+        return False
+    rolling = hashlib.blake2b(digest_size=16)
+    for m in messages[: previous.count]:
+        rolling.update(_digest(m))
+    return rolling.digest() == previous.digest
 
 
 def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:

@@ -13,7 +13,7 @@ taken off by the caller. Messages nobody rewrote are returned as the same object
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -116,6 +116,7 @@ def fit(
     atomic_current: bool = False,
     pinned: frozenset[int] = frozenset(),
     cut_share: float | None = None,
+    keeps_prefix: Callable[[Sequence[Message]], bool] | None = None,
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
@@ -127,12 +128,40 @@ def fit(
     rewrites them, and their units form a strict block. ``cut_share`` deepens the history's
     cache-grid cut for this request (strategies/cost.py: cut_share).
 
+    ``keeps_prefix`` says whether a result keeps the conversation's previous forwarded prompt as
+    its prefix. When the compaction passes rewrote older messages so that it does not, the fit
+    is made again without them: a cut on the cache grid keeps the prefix until the next grid
+    step, while a rewrite in place re-bills the whole prompt after it on every request.
+
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message, pinned messages) cannot fit.
     """
     pinned = pinned | pinned_ids(messages, policy.pins)
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
+    args = (messages, budget, counter, policy, summarizer, atomic_current, pinned, cut_share)
+    result = _fit(*args, policy.passes)
+    rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
+    if rewrote and keeps_prefix is not None and not keeps_prefix(result.messages):
+        result = _fit(*args, ())
+    return result
+
+
+def _pass_names(policy: Policy) -> frozenset[str]:
+    return frozenset(p.name for p in policy.passes)
+
+
+def _fit(
+    messages: list[Message],
+    budget: int,
+    counter: MemoCounter,
+    policy: Policy,
+    summarizer: Summarizer | None,
+    atomic_current: bool,
+    pinned: frozenset[int],
+    cut_share: float | None,
+    passes: Sequence[Pass],
+) -> Fit:
     before = count_prompt(counter, messages)
     current, actions, steps = messages, [], []
     if policy.repair_tool_calls:
@@ -148,7 +177,7 @@ def fit(
             f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
     current, tokens = _run_passes(
-        current, tokens, budget, counter, policy.passes, steps, actions, atomic_current
+        current, tokens, budget, counter, passes, steps, actions, atomic_current, pinned
     )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
