@@ -72,7 +72,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         raise
     seen = await see_prefix(rt, req, plan)
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
-    if reply.stream is not None and reply.status == 200 and ours(plan) is not None:
+    if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
         reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
     response = respond(reply, [*cw_headers(plan, retries), *prefix])
     await observe_usage(rt, req, reply, plan)
@@ -102,25 +102,22 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
 async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
     proxy/prefix.py); None when the proxy did not fit the request (unknown window, stateful)."""
-    if plan.budget is None or plan.tokens_after is None:
+    if plan.prompts is None:
         return None
+    sent, tokens = plan.prompts
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
     key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
-    tools = plan.budget.tools
-    sent = (plan.tokens_before or plan.tokens_after) + tools
     near = plan.counted != "bound"  # the fast path's prompts are far from the limit
-    return await rt.prefixes.see(key, forwarded, plan.tokens_after + tools, sent, near)
+    return await rt.prefixes.see(key, forwarded, tokens, sent, near)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
     """The prompt's estimated cost as sent, as forwarded and unbroken (strategies/cost.py),
     when the model has prices."""
     prices = req.spec.prices
-    if prices is None or seen is None or plan.budget is None or plan.tokens_after is None:
+    if prices is None or seen is None or plan.prompts is None:
         return None
-    tools = plan.budget.tools
-    sent = (plan.tokens_before or plan.tokens_after) + tools
-    forwarded = plan.tokens_after + tools
+    sent, forwarded = plan.prompts
     kept = seen.state == "kept"
     return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
 
@@ -138,16 +135,9 @@ async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan)
         rt.metrics.window_stops.labels(req.team, model).inc()
 
 
-def ours(plan: Plan) -> int | None:
-    """The proxy's count of the forwarded prompt, tools included, when it counted one."""
-    if plan.counted not in ("exact", "estimate") or plan.tokens_after is None:
-        return None
-    return plan.tokens_after + (plan.budget.tools if plan.budget else 0)
-
-
 async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) -> None:
     """A stream's final usage (its end has reached the client already)."""
-    count = ours(plan)
+    count = plan.counted_prompt
     if count and theirs > 0:
         await _learn_ratio(rt, req, plan, theirs / count)
 

@@ -51,6 +51,23 @@ class Plan:
     fit: Fit | None = None
     checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
 
+    @property
+    def prompts(self) -> tuple[int, int] | None:
+        """(as sent, as forwarded) prompt tokens, tool definitions included; None when the
+        request was not fitted."""
+        if self.budget is None or self.tokens_after is None:
+            return None
+        tools = self.budget.tools
+        return (self.tokens_before or self.tokens_after) + tools, self.tokens_after + tools
+
+    @property
+    def counted_prompt(self) -> int | None:
+        """The forwarded prompt's tokens when the proxy counted them (not the fast path's
+        upper bound)."""
+        if self.counted not in ("exact", "estimate") or self.prompts is None:
+            return None
+        return self.prompts[1]
+
 
 class Planner:
     def __init__(

@@ -60,9 +60,8 @@ def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
     """The upstream's prompt count over ours (tool definitions included), when both exist: an
     answer read whole (short JSON) or a stream that states it first, and a counted plan (not
     the fast path's upper bound)."""
-    if reply.status != 200 or plan.counted not in ("exact", "estimate"):
-        return None
-    if plan.tokens_after is None or plan.budget is None:
+    ours = plan.counted_prompt
+    if reply.status != 200 or ours is None:
         return None
     if reply.body is not None:
         theirs = prompt_tokens(decoded(reply.body, reply.headers), fmt)
@@ -70,7 +69,6 @@ def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
         theirs = stream_usage(reply.peeked, fmt)
     else:
         return None
-    ours = plan.tokens_after + plan.budget.tools
     return theirs / ours if theirs and ours > 0 else None
 
 
