@@ -185,9 +185,8 @@ def retrying(
 async def send_once(
     request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
 ) -> Reply:
-    spec = req.spec
-    upstream = rt.settings.upstreams[spec.upstream]
-    key = rt.api_key(spec.upstream)
+    route = req.spec.route
+    upstream, key = route.upstream, route.key
     headers = upstream_headers(
         decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
     )

@@ -61,11 +61,11 @@ def build_request(
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
     who.check_model(payload["model"])
     spec = models.resolve(payload["model"])
-    served = settings.upstreams[spec.upstream].served_apis
-    if fmt.api not in served:
+    if fmt.api not in spec.route.apis:
         raise BadRequest(
-            f"model {payload['model']!r} is served by upstream {spec.upstream!r}, which serves "
-            f"{', '.join(served)}, not {fmt.api}; send this request in one of those formats",
+            f"model {payload['model']!r} is served by upstream {spec.route.name!r}, which serves "
+            f"{', '.join(spec.route.apis)}, not {fmt.api}; send this request in one of those "
+            "formats",
             param="model",
             code="unsupported_api",
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.calibration import Calibration
+from proxy.catalog import Api, Upstream
 from proxy.config import Settings
 from proxy.modeltable import ModelTable
 from proxy.policy_config import PolicyConfig
@@ -25,9 +26,20 @@ class ResolvedPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Route:
+    """Where a model's requests go: the upstream by name, its config, the key the proxy holds
+    for it (None: the client's credential goes through) and the wire formats it serves."""
+
+    name: str
+    upstream: Upstream
+    key: str | None
+    apis: tuple[Api, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ModelSpec:
     name: str
-    upstream: str
+    route: Route
     window: int | None
     max_output: int | None
     pricing: Pricing
@@ -138,8 +150,10 @@ class Models:
         prices = table.prices if table else None
         if entry is not None and entry.prices is not None:
             prices = entry.prices.over(prices)
+        via = self._settings.upstreams[upstream]
+        route = Route(upstream, via, self._settings.api_key(upstream), via.served_apis)
         return ModelSpec(
-            name, upstream, window, max_output, pricing, self._policies[policy_name], prices
+            name, route, window, max_output, pricing, self._policies[policy_name], prices
         )
 
     def policy(self, name: str) -> ResolvedPolicy:

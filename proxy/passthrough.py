@@ -37,7 +37,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         model = _model_of(body, request.headers.get("content-type", ""))
         name = _route(rt, who, model, subpath)
         upstream = rt.settings.upstreams[name]
-        key = rt.api_key(name)
+        key = rt.settings.api_key(name)
         if (key or not who.forward_client_auth) and label == "other":
             raise Forbidden(
                 f"/v1/{subpath} is not forwarded with the gateway's key; the operator may add it "
@@ -82,7 +82,7 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
         name = rt.settings.default_upstream
     else:
         who.check_model(model)
-        name = rt.models.resolve(model).upstream
+        name = rt.models.resolve(model).route.name
     if rt.settings.upstreams[name].provider == "litellm":
         raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
     return name
@@ -110,7 +110,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     name = rt.settings.default_upstream
     upstream = rt.settings.upstreams[name]
     if upstream.base_url is not None and upstream.provider == "openai":
-        key = rt.api_key(name)
+        key = rt.settings.api_key(name)
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )

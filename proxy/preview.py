@@ -62,7 +62,7 @@ def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]
         "format": req.fmt.name,
         "team": req.team,
         "policy": policy.name,
-        "upstream": spec.upstream,
+        "upstream": spec.route.name,
         "window": window,
         "budget": budget.messages if budget else None,
         "reserve": budget.reserve if budget else None,

@@ -79,9 +79,6 @@ class Runtime:
         await self.store.close()
         await self.transport.aclose()
 
-    def api_key(self, upstream: str) -> str | None:
-        return self.settings.api_key(upstream)
-
     async def learn_window(self, team: str, model: str, window: int, floor: int = 0) -> None:
         if not self.models.learned.learn(team, model, window, floor):
             log.warning(

@@ -80,7 +80,7 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
         model, stream = payload["model"], payload.get("stream") is True
         who.check_model(model)
         spec = rt.models.resolve(model)
-        upstream = rt.settings.upstreams[spec.upstream]
+        upstream = spec.route.upstream
         if upstream.provider != "openai" or upstream.base_url is None:
             raise BadRequest("/v1/completions is only served by an OpenAI-compatible upstream")
         window = rt.models.window(spec, who.team)
@@ -188,9 +188,9 @@ def _unknown(body: bytes) -> Plan:
 def _retrying(
     request: Request, rt: Runtime, who: Principal, spec: ModelSpec, fitting: Fitting, margin: int
 ) -> Retrying:
-    upstream = rt.settings.upstreams[spec.upstream]
+    upstream = spec.route.upstream
     assert upstream.base_url is not None
-    key = rt.api_key(spec.upstream)
+    key = spec.route.key
     headers = upstream_headers(
         decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
     )

@@ -47,8 +47,8 @@ def target_for(settings: Settings, req: WireRequest) -> Target:
             return Target(cfg.model)
         via = settings.upstreams[cfg.upstream]
         return Target(cfg.model, via.base_url, settings.api_key(cfg.upstream) or req.bearer)
-    upstream = settings.upstreams[req.spec.upstream]
-    key = settings.api_key(req.spec.upstream) or req.bearer
+    upstream = req.spec.route.upstream
+    key = req.spec.route.key or req.bearer
     if upstream.provider == "litellm" and upstream.model:
         return Target(upstream.model, upstream.base_url, key)
     if upstream.provider == "anthropic" and upstream.base_url:
