@@ -20,6 +20,7 @@ from proxy import litellm_upstream
 from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.budget import budget_for
+from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
 from proxy.formats.base import WireFormat
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
@@ -27,7 +28,6 @@ from proxy.intake import WireRequest, build_request
 from proxy.metrics import Outcome
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
-from proxy.prefix import Seen, conversation_key
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
 from proxy.usage import answer, drift, tapped
@@ -101,7 +101,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
 
 async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
-    proxy/prefix.py); None when the proxy did not fit the request (unknown window, stateful)."""
+    proxy/conversations.py); None when the proxy did not fit the request (unknown window, stateful)."""
     if plan.prompts is None:
         return None
     sent, tokens = plan.prompts

@@ -1,23 +1,33 @@
 """From a request's bytes and headers to what the planner needs: the body validated by its wire
 format, controls taken out, the format's view of the conversation, model resolved and allowed,
-the team's policy (or the one the request may choose), caps."""
+the team's policy (or the one the request may choose), caps, pinned messages.
+
+**Controls** a client may send: the ``contextwarden`` body object and ``x-contextwarden-*``
+headers. The body object is always stripped before forwarding (the upstream would reject it);
+then the body is re-serialized, every other field kept as it was. A message (or Responses input
+item) may carry its own ``"contextwarden": {"pin": true}``: stripped too, and the message is
+pinned (kept verbatim: never dropped, trimmed or summarized), like the messages the policy's
+``pin:`` rules match and the ones ``x-contextwarden-pin-last`` pinned (proxy/conversations.py).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from starlette.datastructures import Headers
 
 from proxy.auth import Principal, bearer
 from proxy.config import Settings
-from proxy.controls import take_controls
+from proxy.conversations import PinMemory, conversation_key
 from proxy.errors import BadRequest, Forbidden
-from proxy.formats.base import View, WireFormat
+from proxy.formats.base import SOURCE, View, WireFormat
 from proxy.formats.chat import CHAT
+from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.models import Models, ModelSpec, ResolvedPolicy
-from proxy.pins import PinMemory, marked
-from proxy.prefix import conversation_key
+from strategies.messages import Message
 
 UNSET = View([])
 
@@ -41,7 +51,7 @@ class WireRequest:
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     trim: bool = True
     pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
-    conversation: str = ""  # its conversation's key (proxy/prefix.py), set by build_request
+    conversation: str = ""  # its conversation's key (proxy/conversations.py), set by build_request
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
@@ -110,3 +120,101 @@ def build_request(
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned
     return req
+
+
+KNOWN = frozenset({"session_memory", "policy", "trim"})
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    session_memory: str | None = None
+    policy: str | None = None
+    trim: bool = True
+    pinned: frozenset[int] = frozenset()  # ids of the (stripped) messages marked to pin
+    pin_last: bool = False  # x-contextwarden-pin-last: pin the newest user message
+
+
+def take_pins(payload: dict[str, Any], key: str) -> tuple[dict[str, Any], frozenset[int], bool]:
+    """``payload`` without the per-message ``contextwarden`` markers under ``key``, the ids of
+    the messages that asked to be pinned, and whether any marker was there."""
+    messages = payload.get(key)
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and "contextwarden" in m for m in messages
+    ):
+        return payload, frozenset(), False
+    out: list[Any] = []
+    pinned: set[int] = set()
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or "contextwarden" not in m:
+            out.append(m)
+            continue
+        marker = m["contextwarden"]
+        if (
+            not isinstance(marker, dict)
+            or set(marker) - {"pin"}
+            or not isinstance(marker.get("pin", False), bool)
+        ):
+            where = f"{key}[{i}].contextwarden"
+            raise BadRequest(
+                f'\'{where}\' must be {{"pin": true}} or {{"pin": false}}', param=where
+            )
+        clean = {k: v for k, v in m.items() if k != "contextwarden"}
+        if marker.get("pin"):
+            pinned.add(id(clean))
+        out.append(clean)
+    return {**payload, key: out}, frozenset(pinned), True
+
+
+def take_controls(
+    body: bytes, payload: dict[str, Any], headers: Headers, messages_key: str = "messages"
+) -> tuple[bytes, dict[str, Any], Controls]:
+    """The body and payload to forward, without the ``contextwarden`` object or message
+    markers, and the controls."""
+    memory = text_header(headers.raw, SESSION_MEMORY)
+    policy = text_header(headers.raw, POLICY)
+    pin_last = (text_header(headers.raw, PIN_LAST) or "").strip().lower() in ("1", "true")
+    payload, pinned, marked = take_pins(payload, messages_key)
+    if "contextwarden" not in payload:
+        body = orjson.dumps(payload) if marked else body
+        return body, payload, Controls(memory or None, policy or None, True, pinned, pin_last)
+    raw = payload["contextwarden"]
+    if not isinstance(raw, dict):
+        raise BadRequest("'contextwarden' must be an object", param="contextwarden")
+    unknown = sorted(set(raw) - KNOWN)
+    if unknown:
+        raise BadRequest(
+            f"unknown contextwarden option(s): {', '.join(unknown)}", param="contextwarden"
+        )
+    value = raw.get("session_memory", memory)
+    chosen = raw.get("policy", policy)
+    trim = raw.get("trim", True)
+    if value is not None and not isinstance(value, str):
+        raise BadRequest("'contextwarden.session_memory' must be a string", param="contextwarden")
+    if chosen is not None and not isinstance(chosen, str):
+        raise BadRequest("'contextwarden.policy' must be a string", param="contextwarden")
+    if not isinstance(trim, bool):
+        raise BadRequest("'contextwarden.trim' must be a boolean", param="contextwarden")
+    rest = {k: v for k, v in payload.items() if k != "contextwarden"}
+    controls = Controls(value or None, chosen or None, trim, pinned, pin_last)
+    return orjson.dumps(rest), rest, controls
+
+
+def marked(messages: Sequence[Message], objects: frozenset[int]) -> frozenset[int]:
+    """Ids of the view messages made from the wire messages or items in ``objects`` (by id):
+    the message itself (chat), or one of its source items (Responses, Anthropic)."""
+    if not objects:
+        return frozenset()
+    out = set()
+    for m in messages:
+        if id(m) in objects or any(id(o) in objects for o in _sources(m)):
+            out.add(id(m))
+    return frozenset(out)
+
+
+def _sources(m: Message) -> list[object]:
+    src = m.get(SOURCE)
+    if isinstance(src, list):
+        return list(src)
+    if isinstance(src, dict):
+        return [src.get("m")]
+    return []

@@ -63,7 +63,7 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     path: str = "chat/completions"  # a forwarded path's allowlist pattern, or its first segment
     format: str = "chat"  # the wire format: chat, completions, responses, anthropic, or "-"
-    prefix: str | None = None  # kept, broken or new (proxy/prefix.py); None: not fitted
+    prefix: str | None = None  # kept, broken or new (proxy/conversations.py); None: not fitted
     cached_tokens: int = 0  # the previous prompt's tokens, when kept as the prefix
     costs: PromptCosts | None = None  # estimated prompt dollars, for a model with prices
 

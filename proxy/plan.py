@@ -7,7 +7,7 @@ plan_fitted    summary checkpoint (reused or created) when the policy summarizes
                transcript, never from an already degraded view
 
 Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
-last forwarded prompt (proxy/prefix.py) and prefers a cut on the cache grid to passes that would
+last forwarded prompt (proxy/conversations.py) and prefers a cut on the cache grid to passes that would
 rewrite it (strategies/engine.py: keeps_prefix). For a model with
 prices, a cut goes deep enough for the cache-write premium to be paid back by the cheap reads
 of the requests before the next cut (strategies/cost.py: cut_share).
@@ -24,9 +24,9 @@ import orjson
 
 from proxy.budget import budget_for
 from proxy.config import Settings
+from proxy.conversations import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.errors import ContextTooLarge
 from proxy.intake import WireRequest
-from proxy.prefix import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from proxy.auth import Authenticator
 from proxy.calibration import PREFIX as CALIBRATION
 from proxy.config import Settings
+from proxy.conversations import PinMemory, PrefixTracker
 from proxy.metrics import Metrics
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
-from proxy.pins import PinMemory
 from proxy.plan import Planner
-from proxy.prefix import PrefixTracker
 from proxy.startup import prepare_environment
 from proxy.stores import GuardedStore, open_store
 from proxy.summaries import Compactor

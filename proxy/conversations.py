@@ -1,18 +1,25 @@
-"""Know the prefix: does a forwarded prompt keep the previous one of its conversation as its
-prefix, the part providers bill at the cached price?
+"""What the proxy remembers of each conversation between its requests: the fingerprint of the
+last prompt forwarded (is the next one's prefix the same? that part is billed at the cached
+price), and the messages its requests pinned.
 
-For each conversation (the scope, and the hash of its leading messages and first message, as
-checkpoints key it) the tracker keeps a fingerprint of the last prompt forwarded: its message
-count, a rolling hash of its messages, and its token count. The next request of the conversation
-is then ``kept`` (the previous prompt is its prefix: about that many tokens can come from the
-provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole prompt) or
-``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's cache).
+A conversation's key is its caller's scope and team and the hash of its leading messages and first
+message, as checkpoints key it.
 
-Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas sharing a
-store (and a restarted proxy) know each other's last prompts: the store is read only when memory
-has no fingerprint for the conversation, and written in the background, for prompts the proxy
-counted (near the limit: the fast path's small prompts stay in memory). A store fault only
-costs the comparison (the request reports ``new``).
+**Prefix.** For each conversation the tracker keeps a fingerprint of the last prompt forwarded:
+its message count, a rolling hash of its messages, and its token count. The next request of the
+conversation is then ``kept`` (the previous prompt is its prefix: about that many tokens can come
+from the provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole
+prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
+cache). Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas
+sharing a store (and a restarted proxy) know each other's last prompts: the store is read only
+when memory has no fingerprint for the conversation, and written in the background, for prompts
+the proxy counted (near the limit: the fast path's small prompts stay in memory). A store fault
+only costs the comparison (the request reports ``new``).
+
+**Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
+header once, with the message, so the proxy remembers the pinned message's digest for its
+conversation (in memory, per process) and keeps pinning it in every later request. (Pins by
+the policy's ``pin:`` rules and by a message's own marker need no memory: see proxy/intake.py.)
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Literal, Protocol
 
 import orjson
 
-from strategies.messages import Message
+from strategies.messages import Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
 TTL_SECONDS = 3600.0  # the longest provider cache (Anthropic's 1-hour writes, OpenAI's hour)
@@ -178,3 +185,28 @@ def message_digest(message: Message) -> bytes:
 
 
 _digest = message_digest
+
+
+class PinMemory:
+    def __init__(self) -> None:
+        self._pins: OrderedDict[str, set[bytes]] = OrderedDict()
+
+    def pinned(
+        self, conversation: str, messages: Sequence[Message], pin_last: bool
+    ) -> frozenset[int]:
+        """Ids of ``messages`` pinned by this request's header or an earlier one's."""
+        remembered = self._pins.get(conversation)
+        if pin_last:
+            last = last_user_index(messages)
+            if last >= 0:
+                if remembered is None:
+                    remembered = self._pins[conversation] = set()
+                remembered.add(message_digest(messages[last]))
+                if len(self._pins) > MAX_CONVERSATIONS:
+                    self._pins.popitem(last=False)
+        if not remembered:
+            return frozenset()
+        self._pins.move_to_end(conversation)
+        return frozenset(
+            id(m) for m in messages if m.get("role") == "user" and message_digest(m) in remembered
+        )
