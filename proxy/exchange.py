@@ -101,7 +101,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
 
 async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
-    proxy/conversations.py); None when the proxy did not fit the request (unknown window, stateful)."""
+    proxy/conversations.py); None when the proxy did not fit the request (unknown window,
+    stateful)."""
     if plan.prompts is None:
         return None
     sent, tokens = plan.prompts

@@ -7,10 +7,10 @@ plan_fitted    summary checkpoint (reused or created) when the policy summarizes
                transcript, never from an already degraded view
 
 Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
-last forwarded prompt (proxy/conversations.py) and prefers a cut on the cache grid to passes that would
-rewrite it (strategies/engine.py: keeps_prefix). For a model with
-prices, a cut goes deep enough for the cache-write premium to be paid back by the cheap reads
-of the requests before the next cut (strategies/cost.py: cut_share).
+last forwarded prompt (proxy/conversations.py) and prefers a cut on the cache grid to passes
+that would rewrite it (strategies/engine.py: keeps_prefix). For a model with prices, a cut goes
+deep enough for the cache-write premium to be paid back by the cheap reads of the requests
+before the next cut (strategies/cost.py: cut_share).
 """
 
 from __future__ import annotations

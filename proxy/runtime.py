@@ -8,10 +8,10 @@ import logging
 from dataclasses import dataclass, field
 
 from proxy.auth import Authenticator
-from proxy.calibration import PREFIX as CALIBRATION
 from proxy.config import Settings
 from proxy.conversations import PinMemory, PrefixTracker
 from proxy.metrics import Metrics
+from proxy.models import CALIBRATION_PREFIX as CALIBRATION
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
 from proxy.plan import Planner

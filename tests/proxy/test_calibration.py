@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.calibration import HIGH, LOW, MIN_SEEN, SLACK, Calibration
+from proxy.models import HIGH, LOW, MIN_SEEN, SLACK, Calibration
 
 
 def test_nothing_changes_before_enough_answers() -> None:
