@@ -21,14 +21,13 @@ from starlette.responses import Response
 
 from proxy.accesslog import log_request
 from proxy.auth import Principal
-from proxy.budget import checked
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.intake import take_controls
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
-from proxy.plan import Plan
+from proxy.plan import Plan, checked
 from proxy.runtime import Runtime
 from proxy.tokenizers import get_encoding
 from proxy.upstream import Reply, join_url, respond
