@@ -19,6 +19,7 @@ from proxy.config import Settings
 from proxy.errors import BadRequest, ProxyError, anthropic_error, error_body, error_response
 from proxy.exchange import handle
 from proxy.formats.anthropic import ANTHROPIC
+from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
 from proxy.formats.completions import handle_completions
 from proxy.formats.responses import RESPONSES
@@ -29,7 +30,6 @@ from proxy.preview import handle_preview
 from proxy.runtime import Runtime, new_transport
 from proxy.startup import prepare_environment
 from proxy.upstream import Transport
-from proxy.validation import parse_json
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024

@@ -23,14 +23,13 @@ from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
 from proxy.formats.base import WireFormat
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.intake import WireRequest, build_request
+from proxy.intake import WireRequest, build_request, read_body
 from proxy.metrics import Outcome
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan, budget_for
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
 from proxy.usage import answer, drift, tapped
-from proxy.validation import read_body
 from strategies.cost import PromptCosts, prompt_costs
 from strategies.tokens import count_prompt
 

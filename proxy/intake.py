@@ -18,11 +18,12 @@ from typing import Any
 
 import orjson
 from starlette.datastructures import Headers
+from starlette.requests import Request
 
 from proxy.auth import Principal, bearer
 from proxy.config import Settings
 from proxy.conversations import PinMemory, conversation_key
-from proxy.errors import BadRequest, Forbidden
+from proxy.errors import BadRequest, Forbidden, PayloadTooLarge
 from proxy.formats.base import SOURCE, View, WireFormat
 from proxy.formats.chat import CHAT
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
@@ -56,6 +57,20 @@ class WireRequest:
     def __post_init__(self) -> None:
         if self.view is UNSET:
             self.view = self.fmt.view(self.payload)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def build_request(

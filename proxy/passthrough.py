@@ -12,11 +12,11 @@ from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.errors import BadRequest, Forbidden, ProxyError
 from proxy.headers import decode_headers, upstream_headers
+from proxy.intake import read_body
 from proxy.metrics import Outcome
 from proxy.paths import forwardable
 from proxy.runtime import Runtime
 from proxy.upstream import join_url, respond
-from proxy.validation import read_body
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 

@@ -16,14 +16,13 @@ from proxy.errors import BadRequest, Forbidden
 from proxy.formats import FORMATS
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
-from proxy.intake import WireRequest, build_request
+from proxy.intake import WireRequest, build_request, read_body
 from proxy.models import Models
 from proxy.plan import Plan, Planner
 from proxy.runtime import build_models
 from proxy.stores import open_store
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
-from proxy.validation import read_body
 from strategies.engine import breakdown
 
 

@@ -1,7 +1,8 @@
 """The wire formats, each an adapter over the one engine (see base.py):
 
-    base.py              the View the engine trims and the WireFormat protocol
-    chat.py              chat completions: the engine's own shape
+    base.py              the View the engine trims, the WireFormat protocol, and the strict
+                         JSON reading every format shares
+    chat.py              chat completions: the engine's own shape, and its checks
     responses.py         OpenAI Responses (``/v1/responses``); responses_items.py: its items
     anthropic.py         Anthropic Messages (``/v1/messages``)
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,

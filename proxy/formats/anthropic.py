@@ -24,8 +24,14 @@ import orjson
 from proxy.errors import BadRequest
 from proxy.formats.anthropic_cache import attach, cap_breakpoints, marks_of
 from proxy.formats.anthropic_checks import check_messages, check_system
-from proxy.formats.base import SOURCE, View, usage_int
-from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
+from proxy.formats.base import (
+    SOURCE,
+    View,
+    check_request_basics,
+    parse_json,
+    reject_duplicate_keys,
+    usage_int,
+)
 from strategies.budget import requested_output
 from strategies.messages import Message
 

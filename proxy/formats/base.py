@@ -17,19 +17,41 @@ rewrote (a pass, a strategy) is a copy that still names its items, with the show
 changed; one with no source is new (a summary) and the adapter renders it. The view's counter
 prices what the message shows plus, as text from the adapter's ``hidden``, everything it does
 not (reasoning, signatures, ids): an upper bound on what the upstream counts.
+
+Every format reads its body the same strict way (``parse_json``, ``reject_duplicate_keys``,
+``check_request_basics``): only what the proxy relies on is checked; everything else is the
+upstream's business and passes through untouched.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from collections import Counter as Tally
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
+from proxy.errors import BadRequest
 from strategies.messages import Message
 from strategies.tokens import Counter
 
 SOURCE = "_src"  # a view message's wire items (never forwarded, never priced by the engine)
 HIDDEN = "_hidden"  # the priced stand-in for what the items hold that the message does not show
+MAX_DEPTH = 254  # what orjson can write back
+ROOT_WATCHED = (
+    "model",
+    "messages",
+    "stream",
+    "max_tokens",
+    "max_completion_tokens",
+    "tools",
+    "functions",
+    "contextwarden",
+)
+MESSAGE_WATCHED = ("role", "content", "tool_calls", "tool_call_id", "function_call")
 
 
 @dataclass(slots=True)
@@ -109,3 +131,97 @@ def usage_int(usage: dict[str, Any], *keys: str) -> int | None:
 
 def source(message: Message) -> Any:
     return message.get(SOURCE)
+
+
+def parse_json(body: bytes) -> dict[str, Any]:
+    """A JSON object the proxy can also write back: orjson reads 1024 levels of nesting but
+    writes only 254, so a deeper body is refused here, before anything acts on it."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest("the request body must be a JSON object")
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH:  # else it cannot be that deep
+        try:
+            orjson.dumps(payload)
+        except orjson.JSONEncodeError:
+            message = f"the request body is nested more than {MAX_DEPTH} levels deep"
+            raise BadRequest(message) from None
+    return payload
+
+
+def reject_duplicate_keys(body: bytes, payload: dict[str, Any]) -> None:
+    """400 when a key the proxy acts on appears twice in one object: orjson keeps the last one
+    while the upstream, given the original bytes, might take the first, so the proxy would check
+    one ``model`` and forward another.
+
+    The exact check re-parses with the stdlib's hook, so it runs only when a cheap count says a
+    duplicate is possible: a key spelled with an escape, or a watched key in the raw bytes more
+    often than the parsed objects hold it (inside strings quotes are escaped, so ``"model"``
+    only matches a key or a whole string value). One regex pass counts every watched key."""
+    if b"\\u" in body or _more_in_raw(body, payload):
+        try:
+            json.loads(body, object_pairs_hook=_unique)
+        except _Duplicate as exc:
+            message = f"the key {exc.key!r} appears twice in one object"
+            raise BadRequest(message, param=exc.key) from None
+
+
+_WATCHED = re.compile(
+    rb'"(' + b"|".join(re.escape(k.encode()) for k in (*ROOT_WATCHED, *MESSAGE_WATCHED)) + rb')"'
+)
+
+
+def _more_in_raw(body: bytes, payload: dict[str, Any]) -> bool:
+    raw = Tally(_WATCHED.findall(body))
+    messages = payload.get("messages")
+    objects = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+    for key, n in raw.items():
+        name = key.decode()
+        held = int(name in payload) + sum(1 for m in objects if name in m)
+        if n > held:
+            return True
+    return False
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Duplicate(k)
+            seen.add(k)
+    return out
+
+
+def check_positive_int(value: Any, key: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{key}' must be a positive integer", param=key)
+
+
+def check_request_basics(payload: dict[str, Any], anthropic: bool = False) -> None:
+    """``model``, ``stream`` and ``tools`` as every fitted format takes them, in the client's
+    own wording (Anthropic's ``field: problem``, else OpenAI's ``'field' ...``)."""
+
+    def say(field: str, problem: str) -> str:
+        return f"{field}: {problem}" if anthropic else f"'{field}' {problem}"
+
+    model = payload.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest(say("model", "is required and must be a non-empty string"), param="model")
+    if "stream" in payload and not isinstance(payload["stream"], bool | None):
+        raise BadRequest(say("stream", "must be a boolean"), param="stream")
+    tools = payload.get("tools")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+    ):
+        raise BadRequest(say("tools", "must be an array of objects"), param="tools")

@@ -22,8 +22,9 @@ from starlette.responses import Response
 from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
+from proxy.formats.base import parse_json
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.intake import take_controls
+from proxy.intake import read_body, take_controls
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
@@ -31,7 +32,6 @@ from proxy.plan import Plan, checked
 from proxy.runtime import Runtime
 from proxy.tokenizers import get_encoding
 from proxy.upstream import Reply, join_url, respond
-from proxy.validation import parse_json, read_body
 from strategies.budget import Budget
 from strategies.errors import DoesNotFit
 from strategies.prompt_cut import MARKER, PromptCut, cut_text, cut_tokens

@@ -21,7 +21,14 @@ from typing import Any
 import orjson
 
 from proxy.errors import BadRequest
-from proxy.formats.base import SOURCE, View, usage_int
+from proxy.formats.base import (
+    SOURCE,
+    View,
+    check_request_basics,
+    parse_json,
+    reject_duplicate_keys,
+    usage_int,
+)
 from proxy.formats.responses_items import (
     SHOWN,
     TEXT_OUTPUTS,
@@ -32,7 +39,6 @@ from proxy.formats.responses_items import (
     hidden_text,
     kind_of,
 )
-from proxy.validation import check_request_basics, parse_json, reject_duplicate_keys
 from strategies.budget import requested_output
 from strategies.messages import Message
 
