@@ -23,7 +23,7 @@ from proxy.runtime import build_models
 from proxy.stores import open_store
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
-from strategies.engine import breakdown
+from strategies.rules import breakdown
 
 
 async def preview(
@@ -53,7 +53,7 @@ def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]
         blocks = fit.report.blocks
     elif budget is not None:
         counter = req.view.counter(spec.pricing.counter)
-        blocks = breakdown(original, budget.messages, counter, policy.engine)
+        blocks = breakdown(original, counter, policy.engine.rules, policy.engine.history)
     else:
         blocks = []
     return {

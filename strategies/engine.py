@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from strategies import registry
 from strategies.base import Strategy
-from strategies.blocks import Block, BlockReport, Report, compile_blocks
+from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.light_trim import LightTrim
 from strategies.messages import (
@@ -284,23 +284,10 @@ def _block(
     else:
         strategy = policy.strategy(rule)
     bind = getattr(strategy, "bind", None)
-    if bind is not None:  # the request's context, for a strategy that asks for it
+    if bind is not None and a.indices:  # the request's context, for a strategy that asks for it
         if cut_share is not None and rule.id == "history" and hasattr(strategy, "grid_share"):
             strategy = bind(query=query, budget=budget, grid_share=cut_share)
         else:
             strategy = bind(query=query, budget=budget)
     picked = [messages[i] for i in a.indices]
     return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
-
-
-def breakdown(
-    messages: Sequence[Message], budget: int, counter: Counter, policy: Policy = DEFAULT_POLICY
-) -> list[BlockReport]:
-    """How a conversation splits into the policy's blocks, with counts (nothing evicted)."""
-    out: list[BlockReport] = []
-    for a in assign(messages, policy.rules, policy.history):
-        if a.indices:
-            tokens = sum(counter.message(messages[i]) for i in a.indices)
-            out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))
-    out.sort(key=lambda b: b.tier)
-    return out

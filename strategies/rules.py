@@ -14,9 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from strategies.blocks import BlockReport
 from strategies.formatter import FormatterName
 from strategies.messages import Message, Unit, leading_count, role, units
 from strategies.messages import iter_text as _texts
+from strategies.tokens import Counter
 
 Position = Literal["any", "first", "leading", "current", "history"]
 TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
@@ -142,3 +144,16 @@ def current_turn_start(messages: Sequence[Message], lead: int) -> int:
             return i
     tail = units(messages, lead)
     return tail[-1].start if tail else len(messages)
+
+
+def breakdown(
+    messages: Sequence[Message], counter: Counter, rules: Sequence[Rule], history: Rule
+) -> list[BlockReport]:
+    """How a conversation splits into a policy's blocks, with counts (nothing evicted)."""
+    out: list[BlockReport] = []
+    for a in assign(messages, rules, history):
+        if a.indices:
+            tokens = sum(counter.message(messages[i]) for i in a.indices)
+            out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))
+    out.sort(key=lambda b: b.tier)
+    return out
