@@ -13,13 +13,13 @@ the same name, so a client cannot pick the operator's organisation or project.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from proxy.errors import BadRequest
+from strategies.budget import Budget
 
 if TYPE_CHECKING:
     from proxy.catalog import Upstream
-    from proxy.plan import Plan
 
 TEAM = "x-contextwarden-team"
 POLICY = "x-contextwarden-policy"
@@ -129,7 +129,24 @@ def text_header(raw: Iterable[tuple[bytes, bytes]], name: str) -> str | None:
     return None
 
 
-def cw_headers(plan: Plan, retries: int) -> list[tuple[str, str]]:
+class Reported(Protocol):
+    """What the headers say of a plan (proxy/plan.py: Plan)."""
+
+    @property
+    def budget(self) -> Budget | None: ...
+    @property
+    def tokens_before(self) -> int | None: ...
+    @property
+    def tokens_after(self) -> int | None: ...
+    @property
+    def actions(self) -> list[str]: ...
+    @property
+    def counted(self) -> str: ...
+    @property
+    def checkpoint(self) -> str | None: ...
+
+
+def cw_headers(plan: Reported, retries: int) -> list[tuple[str, str]]:
     def num(value: int | None) -> str:
         return "unknown" if value is None else str(value)
 
