@@ -11,9 +11,9 @@ conversation is then ``kept`` (the previous prompt is its prefix: about that man
 from the provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole
 prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
 cache). Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas
-sharing a store (and a restarted proxy) know each other's last prompts: the store is read only
-when memory has no fingerprint for the conversation, and written in the background, for prompts
-the proxy counted (near the limit: the fast path's small prompts stay in memory). A store fault
+sharing a store (and a restarted proxy) know each other's last prompts. For prompts the proxy
+counted (near the limit: the fast path's small prompts stay in memory) the store is read when
+memory has no fingerprint for the conversation, and written in the background. A store fault
 only costs the comparison (the request reports ``new``).
 
 **Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
@@ -87,11 +87,12 @@ class PrefixTracker:
         persist: bool = True,
     ) -> Seen:
         """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
-        with the conversation's last one, and remember it in its place (in the store too when
-        ``persist``: the caller's choice for prompts near the limit, the only ones whose next
-        request may be trimmed)."""
+        with the conversation's last one, and remember it in its place. With ``persist`` (the
+        caller's choice for prompts near the limit, the only ones whose next request may be
+        trimmed) the store is read when memory has nothing, and written; without it, the
+        comparison is memory's alone, and a small request costs no store round trip."""
         now = self._clock()
-        previous = await self._previous(conversation)
+        previous = await self._previous(conversation, persist)
         self._last.pop(conversation, None)
         rolling = hashlib.blake2b(digest_size=16)
         at_previous: bytes | None = None
@@ -117,15 +118,20 @@ class PrefixTracker:
             return None
         return previous
 
-    async def _previous(self, conversation: str) -> Fingerprint | None:
+    async def _previous(self, conversation: str, ask_store: bool = True) -> Fingerprint | None:
         found = self._last.get(conversation)
-        if found is not None or self._store is None:
+        if found is not None or self._store is None or not ask_store:
             return found
         try:
             raw = await self._store.get_blob(STORE_PREFIX + conversation)
         except Exception:  # the store is down: no comparison this time
             return None
         return _decode(raw) if raw else None
+
+    async def drain(self) -> None:
+        """Wait for the background writes (at shutdown, before the store closes)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
 
     def _write(self, conversation: str, fingerprint: Fingerprint) -> None:
         if self._store is None:

@@ -75,6 +75,7 @@ class Runtime:
 
     async def stop(self) -> None:
         await self.compactor.drain()
+        await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         await self.store.close()
         await self.transport.aclose()
 
