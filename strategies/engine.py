@@ -29,7 +29,6 @@ from strategies.messages import (
     leading_count,
 )
 from strategies.microcompact import ToolResultMicrocompact
-from strategies.reassemble import reassemble
 from strategies.repair import repair_tool_calls
 from strategies.rules import (
     DEFAULT_RULES,
@@ -40,6 +39,7 @@ from strategies.rules import (
     assign,
     current_turn_start,
     pinned_ids,
+    reassemble,
 )
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt

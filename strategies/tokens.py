@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
 from strategies.messages import Message
-from strategies.tooldefs import tools_tokens
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
