@@ -17,7 +17,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy import litellm_upstream
-from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
@@ -65,7 +64,6 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             format=fmt.name,
         )
         rt.metrics.record(outcome)
-        log_request(outcome)
         exc.headers = refused_headers()
         raise
     seen = await see_prefix(rt, req, plan)
@@ -92,8 +90,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         cached_tokens=seen.cached_tokens if seen else 0,
         costs=costs_of(req, plan, seen),
     )
-    rt.metrics.record(outcome)
-    log_request(outcome, req.view.messages if rt.settings.log_content else None)
+    rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
 
 

@@ -1,4 +1,7 @@
-"""Prometheus metrics (one registry per app, no globals) and per-team stats for the admin API.
+"""Every request's ``Outcome``, recorded once: Prometheus metrics (one registry per app, no
+globals), per-team stats for the admin API, and one structured JSON line on the
+``contextwarden.access`` logger (never a key or an Authorization header; message content only
+with ``log_content: true``).
 
 Every label value comes from a bounded set, so no client can grow ``/metrics`` without limit:
 teams and policies are configured, statuses are three digits, and a model is labelled by name
@@ -7,16 +10,20 @@ only when the config lists it (any other name is ``other``).
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from strategies.cost import PromptCosts
 
+log = logging.getLogger("contextwarden.access")
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
 DRIFT_BUCKETS = (0.5, 0.8, 0.9, 0.95, 0.98, 1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
 UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
@@ -71,117 +78,106 @@ class Outcome:
 class Metrics:
     def __init__(self, models: Iterable[str] = ()) -> None:
         self._models = frozenset(models)
-        r = self.registry = CollectorRegistry()
-        self.requests = Counter(
+        self.registry = CollectorRegistry()
+        self.requests = self._counter(
             "contextwarden_requests",
             "Fitted requests, by wire format",
-            ["team", "model", "status", "format"],
-            registry=r,
+            ("team", "model", "status", "format"),
         )
-        self.rewritten = Counter(
+        self.rewritten = self._counter(
             "contextwarden_rewritten_requests",
             "Requests changed, by action",
-            ["team", "action", "format"],
-            registry=r,
+            ("team", "action", "format"),
         )
-        self.tokens_before = Histogram(
+        self.tokens_before = self._histogram(
             "contextwarden_prompt_tokens_before",
             "Prompt tokens as sent by the client",
-            ["team"],
-            buckets=TOKEN_BUCKETS,
-            registry=r,
+            ("team",),
+            TOKEN_BUCKETS,
         )
-        self.tokens_after = Histogram(
+        self.tokens_after = self._histogram(
             "contextwarden_prompt_tokens_after",
             "Prompt tokens as forwarded",
-            ["team"],
-            buckets=TOKEN_BUCKETS,
-            registry=r,
+            ("team",),
+            TOKEN_BUCKETS,
         )
-        self.tokens_saved = Counter(
-            "contextwarden_tokens_saved",
-            "Prompt tokens removed before forwarding",
-            ["team"],
-            registry=r,
+        self.tokens_saved = self._counter(
+            "contextwarden_tokens_saved", "Prompt tokens removed before forwarding", ("team",)
         )
-        self.overflow_retries = Counter(
+        self.overflow_retries = self._counter(
             "contextwarden_overflow_retries",
             "Retries after an upstream context overflow",
-            ["team", "outcome", "format"],
-            registry=r,
+            ("team", "outcome", "format"),
         )
-        self.summarizer_latency = Histogram(
-            "contextwarden_summarizer_latency_seconds",
-            "Time to make a checkpoint",
-            buckets=SECONDS,
-            registry=r,
+        self.summarizer_latency = self._histogram(
+            "contextwarden_summarizer_latency_seconds", "Time to make a checkpoint", (), SECONDS
         )
-        self.checkpoints = Counter(
-            "contextwarden_checkpoints",
-            "Checkpoint look-ups and writes",
-            ["team", "event"],
-            registry=r,
+        self.checkpoints = self._counter(
+            "contextwarden_checkpoints", "Checkpoint look-ups and writes", ("team", "event")
         )
-        self.upstream_latency = Histogram(
+        self.upstream_latency = self._histogram(
             "contextwarden_upstream_latency_seconds",
             "Upstream time to response headers",
-            ["model"],
-            buckets=SECONDS,
-            registry=r,
+            ("model",),
+            SECONDS,
         )
-        self.overhead = Histogram(
+        self.overhead = self._histogram(
             "contextwarden_proxy_overhead_seconds",
             "Time spent in the proxy, upstream excluded",
-            buckets=SECONDS,
-            registry=r,
+            (),
+            SECONDS,
         )
-        self.usage_drift = Histogram(
+        self.usage_drift = self._histogram(
             "contextwarden_usage_drift_ratio",
             "The upstream's usage.prompt_tokens over the proxy's count of what it forwarded",
-            ["model"],
-            buckets=DRIFT_BUCKETS,
-            registry=r,
+            ("model",),
+            DRIFT_BUCKETS,
         )
-        self.window_stops = Counter(
+        self.window_stops = self._counter(
             "contextwarden_context_window_stops",
             "Answers that stopped at the model's context window (stop_reason "
             "model_context_window_exceeded), left alone",
-            ["team", "model"],
-            registry=r,
+            ("team", "model"),
         )
-        self.prefixes = Counter(
+        self.prefixes = self._counter(
             "contextwarden_prefix",
             "Fitted requests by whether they kept the conversation's previous prompt as their "
             "prefix (kept, broken, new)",
-            ["team", "model", "state"],
-            registry=r,
+            ("team", "model", "state"),
         )
-        self.cached_tokens = Counter(
+        self.cached_tokens = self._counter(
             "contextwarden_cached_prompt_tokens_estimated",
             "Prompt tokens the provider can serve from its cache: the previous prompt of each "
             "request that kept it as its prefix",
-            ["team", "model"],
-            registry=r,
+            ("team", "model"),
         )
-        self.prompt_cost = Counter(
+        self.prompt_cost = self._counter(
             "contextwarden_prompt_cost_dollars_estimated",
             "Estimated prompt cost with the provider's cache: as the client sent it (untrimmed), "
             "as forwarded, and as forwarded had no cut broken the cached prefix",
-            ["team", "model", "kind"],
-            registry=r,
+            ("team", "model", "kind"),
         )
-        self.unfitted = Counter(
+        self.unfitted = self._counter(
             "contextwarden_unfitted_requests",
             "Requests forwarded untouched on a path the proxy does not fit",
-            ["team", "path"],
-            registry=r,
+            ("team", "path"),
         )
         self.teams: dict[str, TeamStats] = {}
+
+    def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+        return Counter(name, doc, labels, registry=self.registry)
+
+    def _histogram(
+        self, name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]
+    ) -> Histogram:
+        return Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
 
     def model_label(self, model: str) -> str:
         return model if model in self._models else "other"
 
-    def record(self, o: Outcome) -> None:
+    def record(self, o: Outcome, content: list[Any] | None = None) -> None:
+        """Count ``o`` and log it (with ``content``, the messages, when the config says so)."""
+        log_request(o, content)
         model = self.model_label(o.model) if o.model != "-" else "-"
         self.requests.labels(o.team, model, str(o.status), o.format).inc()
         stats = self.teams.setdefault(o.team, TeamStats())
@@ -244,6 +240,31 @@ class Metrics:
             team: {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(s).items()}
             for team, s in self.teams.items()
         }
+
+
+def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    record: dict[str, Any] = {
+        "ts": round(time.time(), 3),
+        "team": outcome.team,
+        "model": outcome.model,
+        "format": outcome.format,
+        "policy": outcome.policy,
+        "status": outcome.status,
+        "stream": outcome.stream,
+        "tokens_before": outcome.tokens_before,
+        "tokens_after": outcome.tokens_after,
+        "actions": outcome.actions,
+        "retries": outcome.retries,
+        "checkpoint": outcome.checkpoint,
+        "prefix": outcome.prefix,
+        "overhead_ms": round(outcome.overhead * 1000, 3),
+        "upstream_ms": round(outcome.upstream * 1000, 3),
+    }
+    if content is not None:
+        record["messages"] = content
+    log.info(orjson.dumps(record).decode())
 
 
 class _SummarizerCollector(Collector):

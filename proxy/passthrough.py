@@ -8,7 +8,6 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.errors import BadRequest, Forbidden, ProxyError
 from proxy.headers import decode_headers, upstream_headers
@@ -61,7 +60,6 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
             time.perf_counter() - started, 0.0, False, path=label, format="-",
         )  # fmt: skip
         rt.metrics.record(outcome)
-        log_request(outcome)
 
 
 def path_label(subpath: str, patterns: list[str]) -> str:

@@ -19,7 +19,6 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.accesslog import log_request
 from proxy.auth import Principal
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.formats.base import parse_json
@@ -106,7 +105,6 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
             time.perf_counter() - started, 0.0, stream, path="completions", format="completions",
         )  # fmt: skip
         rt.metrics.record(outcome)
-        log_request(outcome)
 
 
 def budget_for(payload: dict[str, Any], window: int, margin: int) -> Budget:
