@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import os
 import sys
 import tempfile
 import threading
@@ -189,12 +188,8 @@ def config(data: str) -> dict[str, Any]:
         "data_dir": data,
         "upstream_client": "httpx",
         "upstreams": {
-            "demo": {"base_url": BASE, "api_key_env": "CW_PATH_TRACE_KEY"},
-            "claude": {
-                "provider": "anthropic",
-                "base_url": BASE,
-                "api_key_env": "CW_PATH_TRACE_KEY",
-            },
+            "demo": {"base_url": BASE},
+            "claude": {"provider": "anthropic", "base_url": BASE},
         },
         "default_upstream": "demo",
         "models": {
@@ -251,7 +246,6 @@ def climbs(trace: Trace, importers: dict[str, set[str]]) -> Iterator[tuple[str, 
 
 def main() -> None:
     verbose = "-v" in sys.argv[1:]
-    os.environ.setdefault("CW_PATH_TRACE_KEY", "sk-trace")
     prepare_environment()
     importers = above(import_graph())
     for name, trace in asyncio.run(trace_all()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,24 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     assert "throughput, 50 ms upstream, concurrency 16" in out
     assert "| contextwarden (default)" in out and "| litellm" in out
     assert "0 wrong, 0 errors" in out
+
+
+def test_request_path_traces_each_kind_of_request() -> None:
+    """bench.request_path: the engine runs only for a trimmed request, and the request path's
+    climbs up the import graph are the two callbacks it is built on (the overflow loop's send,
+    the ASGI middleware) plus the tokenizer the proxy injects into the engine."""
+    from bench.request_path import above, climbs, import_graph, trace_all
+
+    importers = above(import_graph())
+    traces = dict(asyncio.run(trace_all()))
+    fits = traces["chat, fits (actions: none)"]
+    trimmed = traces["chat, trimmed (actions: truncate_oldest)"]
+    assert "strategies.engine" not in fits.files and "strategies.engine" in trimmed.files
+    assert "proxy.exchange" in fits.files and "proxy.formats.chat" in fits.files
+    assert set(climbs(trimmed, importers)) <= {
+        ("proxy.overflow.retry", "proxy.exchange"),
+        ("proxy.paths", "proxy.app"),
+        ("strategies.tokens", "proxy.tokenizers"),
+    }
+    for name in ("responses, trimmed", "messages, trimmed"):
+        assert any(k.startswith(name) and "truncate_oldest" in k for k in traces), traces.keys()
