@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from proxy import litellm_upstream
 from proxy.auth import Principal
+from proxy.budget import budget_for
 from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
 from proxy.formats.base import WireFormat
@@ -25,7 +26,7 @@ from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_
 from proxy.intake import WireRequest, build_request, read_body
 from proxy.metrics import Outcome
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
-from proxy.plan import Plan, budget_for
+from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
 from proxy.usage import answer, drift, tapped

@@ -6,12 +6,6 @@ plan_fitted    summary checkpoint (reused or created) when the policy summarizes
                engine's fit; also the overflow retry's entry point, always from the original
                transcript, never from an already degraded view
 
-The budget has one rule, ``budget_for``, for the first attempt, an overflow retry (with the
-learned window) and the preview alike: ``window - reply reserve - tool definitions - safety
-margin``. The window already holds the team's cap (``max_context_tokens``) and what overflows
-and usage taught (proxy/models.py); the reserve is the request's own output limit, else the
-team's or the default, capped by the model's output limit and a quarter of the window.
-
 Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
 last forwarded prompt (proxy/conversations.py) and prefers a cut on the cache grid to passes
 that would rewrite it (strategies/engine.py: keeps_prefix). For a model with prices, a cut goes
@@ -28,13 +22,14 @@ from typing import Any
 
 import orjson
 
-from proxy.config import Settings, Trimming
+from proxy.budget import budget_for
+from proxy.config import Settings
 from proxy.conversations import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.errors import ContextTooLarge
 from proxy.intake import WireRequest
 from proxy.summaries import Compactor, Context
 from proxy.summaries.llm import target_for
-from strategies.budget import Budget, byte_bound, reply_reserve
+from strategies.budget import Budget, byte_bound
 from strategies.cost import cut_share
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
@@ -240,29 +235,6 @@ class Planner:
             req.scope,
             req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
         )
-
-
-def budget_for(req: WireRequest, window: int, trimming: Trimming) -> Budget:
-    """The one budget rule, for the first attempt, a retry and the preview alike:
-    ``window - reply reserve - tool definitions - safety margin``. The reserve is the request's
-    own output limit, else the team's or the default reserve capped by the model's output limit
-    and a quarter of the window."""
-    default = req.reserve_default
-    if default is None:
-        default = trimming.reserve_output_tokens
-    asked = req.fmt.requested_output(req.payload)
-    reserve = reply_reserve(asked, default, req.spec.max_output, window)
-    tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
-    return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
-
-
-def checked(budget: Budget) -> Budget:
-    """``budget``, or ContextTooLarge when it leaves no room for the messages."""
-    if budget.messages <= 0:
-        raise ContextTooLarge(
-            f"no room is left for the messages: {budget.explain()}", param="messages"
-        )
-    return budget
 
 
 def growth(messages: list[Any], counter: MemoCounter) -> int:

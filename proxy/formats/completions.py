@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.auth import Principal
+from proxy.budget import checked
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.formats.base import parse_json
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
@@ -27,7 +28,7 @@ from proxy.intake import read_body, take_controls
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
-from proxy.plan import Plan, checked
+from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.tokenizers import get_encoding
 from proxy.upstream import Reply, join_url, respond

@@ -13,11 +13,12 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from proxy.budget import checked
 from proxy.config import Trimming
 from proxy.errors import ContextTooLarge
 from proxy.overflow.detect import Overflow, is_context_overflow
 from proxy.overflow.peek import peek
-from proxy.plan import Plan, checked
+from proxy.plan import Plan
 from proxy.upstream import Reply, decoded, is_event_stream
 from strategies.budget import Budget
 

@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
+from proxy.budget import budget_for
 from proxy.config import load_settings
 from proxy.errors import ContextTooLarge
 from proxy.intake import WireRequest as Request
 from proxy.overflow import Overflow
 from proxy.overflow.retry import budget_after_overflow, should_retry
-from proxy.plan import Plan, budget_for
+from proxy.plan import Plan
 from proxy.runtime import build_models
 
 SETTINGS = load_settings(
