@@ -1,4 +1,4 @@
-"""The calibration rule: conservative, clamped, scoped per team and model."""
+"""proxy/models.py: the calibration rule (conservative, clamped, scoped per team and model)."""
 
 from __future__ import annotations
 
