@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from proxy.catalog import Api, Upstream
 from proxy.config import Settings
@@ -53,8 +53,8 @@ class Route:
 
     name: str
     upstream: Upstream
-    key: str | None
-    apis: tuple[Api, ...]
+    key: str | None = field(repr=False)  # never in a log line or a traceback
+    apis: tuple[Api, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

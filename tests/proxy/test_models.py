@@ -38,3 +38,16 @@ def test_a_restored_observation_counts_until_fresh_ones_come() -> None:
     c.restore("t", "m", 1.25)
     assert c.observed("t", "m") == 1.25
     assert c.ratio("t", "m") == pytest.approx(1.25 * SLACK)
+
+
+def test_a_resolved_route_carries_the_key_but_never_shows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from proxy.config import load_settings
+    from proxy.runtime import build_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-route-secret")
+    spec = build_models(load_settings()).resolve("gpt-4o")
+    assert spec.route.name == "openai" and spec.route.key == "sk-route-secret"
+    assert "chat_completions" in spec.route.apis and "responses" in spec.route.apis
+    assert "sk-route-secret" not in repr(spec)
