@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from proxy.conversations import PinMemory, PrefixTracker
+from proxy.config import load_settings
+from proxy.conversations import STORE_PREFIX, PinMemory, PrefixTracker
+from proxy.runtime import Runtime, new_transport
+from proxy.stores import open_store
 
 
 class SlowStore:
@@ -62,3 +66,17 @@ def test_pin_last_is_remembered_for_the_conversation() -> None:
     ]
     assert pins.pinned("c1", later, pin_last=False) == {id(later[0])}
     assert pins.pinned("c2", later, pin_last=False) == frozenset()
+
+
+async def test_a_fingerprint_written_at_shutdown_reaches_the_store(tmp_path: Path) -> None:
+    """Runtime.stop waits for pending fingerprint writes before it closes the store (they were
+    lost: 'Cannot operate on a closed database')."""
+    settings = load_settings(None, data_dir=str(tmp_path))
+    rt = await Runtime.start(settings, new_transport(settings))
+    await rt.prefixes.see("c1", MESSAGES, 10, 10, persist=True)
+    await rt.stop()  # at once: the write is still in flight
+    store = open_store(settings)
+    try:
+        assert await store.get_blob(STORE_PREFIX + "c1") is not None
+    finally:
+        await store.close()
