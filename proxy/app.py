@@ -25,7 +25,7 @@ from proxy.formats.completions import handle_completions
 from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.passthrough import handle_models, handle_passthrough
-from proxy.paths import SafePaths
+from proxy.paths import SafePaths, is_messages_path
 from proxy.preview import handle_preview
 from proxy.runtime import Runtime, new_transport
 from proxy.startup import prepare_environment
@@ -181,8 +181,7 @@ async def health(request: Request) -> Response:
 
 def _shape(request: Request) -> str:
     """Whose error shape the client reads: Anthropic's on the Messages paths."""
-    path = request.url.path
-    return "anthropic" if path.startswith(("/v1/messages", "/messages")) else "openai"
+    return "anthropic" if is_messages_path(request.url.path) else "openai"
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
+from yarl import URL
 
 from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
@@ -49,8 +50,15 @@ class AiohttpTransport:
             total=upstream.timeout, sock_connect=upstream.connect_timeout
         )
         try:
+            # encoded=True: the URL is already canonical (proxy/paths.py); yarl must neither
+            # decode its escapes nor resolve dot segments again.
             response = await self._client().request(
-                method, url, headers=headers, data=content, timeout=timeout, allow_redirects=False
+                method,
+                URL(url, encoded=True),
+                headers=headers,
+                data=content,
+                timeout=timeout,
+                allow_redirects=False,
             )
         except TimeoutError as exc:
             raise UpstreamTimeout("the upstream did not answer in time") from exc

@@ -19,6 +19,7 @@ from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.headers import response_headers
 from proxy.overflow.detect import Overflow
+from proxy.paths import canonical
 
 MAX_ERROR_BODY = 1024 * 1024
 
@@ -33,7 +34,9 @@ def new_client(max_connections: int) -> httpx.AsyncClient:
 
 
 def join_url(base_url: str, subpath: str, query: str = "") -> str:
-    url = base_url.rstrip("/") + "/" + subpath.lstrip("/")
+    """``base_url`` and the decoded ``subpath`` in its canonical, once-encoded form (see
+    proxy/paths.py); the transports send the result as it is."""
+    url = base_url.rstrip("/") + "/" + canonical(subpath.lstrip("/"))
     return f"{url}?{query}" if query else url
 
 

@@ -65,3 +65,53 @@ def test_a_plain_path_still_goes(capture: Capture, make_proxy: ProxyFactory) -> 
 )
 def test_unsafe_reason_table(path: str, raw: bytes, unsafe: bool) -> None:
     assert (unsafe_reason(path, raw) is not None) is unsafe
+
+
+DOUBLE_ENCODED = [
+    "/v1/audio/%252e%252e/files",
+    "/v1/audio/%252e%252e/%252e%252e/organization/usage",
+    "/v1/images/%252E%252E/batches",
+    "/v1/audio/x%252fy",
+    "/v1/embeddings%253fx=1",
+    "/v1/audio/speech%3f/../files",
+    "/v1/audio/speech%23frag",
+    "/v1/audio/%09speech",
+]
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("path", DOUBLE_ENCODED)
+def test_a_double_encoded_path_never_reaches_another_upstream_path(
+    path: str, transport: str, capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    proxy = make_proxy(**keys_config(capture, upstream_client=transport))
+    headers = {"authorization": f"Bearer {TEAM_KEY}", "content-type": "application/json"}
+    for method in ("GET", "POST"):
+        body = orjson.dumps({"model": "gpt-4o", "input": "x"}) if method == "POST" else None
+        status, raw = proxy.raw(method, path, headers, body)
+        assert status == 400, (method, path, raw)
+    assert capture.seen == []
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_the_upstream_sees_the_checked_path_encoded_once(
+    transport: str, capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    """A path segment with characters that need escaping reaches the upstream escaped exactly
+    once: the upstream decodes it to the path the proxy checked."""
+    proxy = make_proxy(**keys_config(capture, upstream_client=transport))
+    headers = {"authorization": f"Bearer {TEAM_KEY}", "content-type": "application/json"}
+    body = orjson.dumps({"model": "gpt-4o", "input": "x"})
+    status, _ = proxy.raw("POST", "/v1/audio/sp%20eech%C3%A9", headers, body)
+    assert status == 200
+    assert capture.paths == [b"/v1/audio/sp%20eech%C3%A9"]
+
+
+def test_a_bad_messages_path_is_refused_in_anthropic_shape(
+    capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    proxy = make_proxy(**keys_config(capture))
+    headers = {"x-api-key": TEAM_KEY, "content-type": "application/json"}
+    status, raw = proxy.raw("POST", "/v1/messages/%2e%2e/x", headers, b"{}")
+    assert status == 400
+    assert orjson.loads(raw)["type"] == "error"
