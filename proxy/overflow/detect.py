@@ -3,6 +3,16 @@
 Providers word the same failure a dozen ways (see SEMANTICS.md); we match each wording and pull
 out the real limit and the counts the message gives, so the retry can shrink by the right amount.
 Rate limits (429) and OpenAI's ``string_above_max_length`` (one field too long) are not overflows.
+
+What may be read, and where:
+- an error status's body: the error object's message, code and type (any provider's shape);
+- a 200 event stream: only an *error event* (chat's ``data: {"error": {...}}``, Responses'
+  ``response.failed`` or ``error``, Anthropic's ``event: error``). A healthy stream's other
+  events echo the request (``response.created`` repeats ``instructions`` and ``tools``), so
+  their text is never read: a stream with no error event is never an overflow;
+- never text the client wrote. Providers repeat parts of the request in their errors (OpenAI
+  names an unknown field in its 400), so a wording whose matched text appears in the request
+  that was sent (``sent``) is the client's own text, not the upstream's verdict.
 """
 
 from __future__ import annotations
@@ -64,16 +74,23 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 _FIRST = _PATTERNS[0]
 
 
-def is_context_overflow(status: int, body: bytes | str | dict[str, Any] | None) -> Overflow | None:
-    """Return what the overflow said, or None when the answer is not a context overflow."""
+def is_context_overflow(
+    status: int, body: bytes | str | dict[str, Any] | None, sent: bytes | None = None
+) -> Overflow | None:
+    """Return what the overflow said, or None when the answer is not a context overflow.
+
+    ``sent``: the request body that was forwarded; wording found in it is the client's echo."""
     if status in NOT_OVERFLOW_STATUSES or (status < 400 and status != 200):
         return None
     if status == 200 and not _mentions_error(body):
         return None
-    message, code, extra = _message(body)
+    read = _message(body) if status != 200 else _stream_error(body)
+    if read is None:
+        return None
+    message, code, extra = read
     if code in NOT_OVERFLOW_CODES:
         return None
-    found = _match(message)
+    found = _match(message, sent)
     if found is None and code == "context_length_exceeded":
         found = Overflow()
     if found is None and extra.get("n_ctx") is not None and "context" in message.lower():
@@ -86,13 +103,15 @@ def is_context_overflow(status: int, body: bytes | str | dict[str, Any] | None) 
     return found
 
 
-def _match(message: str) -> Overflow | None:
+def _match(message: str, sent: bytes | None = None) -> Overflow | None:
     if not message:
         return None
     for pattern in _PATTERNS:
         m = pattern.search(message)
         if m is None:
             continue
+        if sent is not None and _echoed(m.group(0), sent):
+            return None  # the client's own words, repeated by the upstream
         groups = m.groupdict()
         limit = _n(m.group(1)) if pattern is _FIRST else _n(groups.get("limit"))
         prompt = _n(groups.get("prompt"))
@@ -112,7 +131,7 @@ def _message(body: bytes | str | dict[str, Any] | None) -> tuple[str, str | None
         try:
             data = orjson.loads(text)
         except orjson.JSONDecodeError:
-            return _sse_or_text(text)
+            return _sse_error(text) or (text, None, {})
     if not isinstance(data, dict):
         return (str(data) if data is not None else "", None, {})
     err = data.get("error", data)
@@ -125,7 +144,41 @@ def _message(body: bytes | str | dict[str, Any] | None) -> tuple[str, str | None
     return (message if isinstance(message, str) else str(message)), code, err
 
 
-def _sse_or_text(text: str) -> tuple[str, str | None, dict[str, Any]]:
+def _echoed(span: str, sent: bytes) -> bool:
+    """Whether ``span`` stands in the request as sent, or in its decoded strings (a client may
+    spell its text with JSON escapes that the upstream decodes before echoing it)."""
+    needle = span.encode("utf-8", "replace")
+    if needle.lower() in sent.lower():
+        return True
+    if b"\\u" not in sent:
+        return False
+    try:
+        canonical = orjson.dumps(orjson.loads(sent))
+    except orjson.JSONDecodeError:
+        return False
+    return needle.lower() in canonical.lower()
+
+
+def _stream_error(
+    body: bytes | str | dict[str, Any] | None,
+) -> tuple[str, str | None, dict[str, Any]] | None:
+    """A 200 answer's error: its error event, or an error object read whole; None when the
+    answer carries no error (whatever its text says)."""
+    if isinstance(body, dict):
+        return _message(body) if isinstance(body.get("error"), dict | str) else None
+    if body is None:
+        return None
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _sse_error(text)
+    if isinstance(data, dict) and isinstance(data.get("error"), dict | str):
+        return _message(data)
+    return None
+
+
+def _sse_error(text: str) -> tuple[str, str | None, dict[str, Any]] | None:
     """The first error event of an event stream: chat's ``data: {"error": {...}}`` (SGLang),
     Responses' ``response.failed`` (its ``response.error``) or Anthropic's ``error`` event."""
     for line in text.splitlines():
@@ -144,7 +197,9 @@ def _sse_or_text(text: str) -> tuple[str, str | None, dict[str, Any]]:
             data = data["response"]
         if isinstance(data.get("error"), dict | str):
             return _message(data)
-    return text, None, {}
+        if data.get("type") == "error" and isinstance(data.get("message"), str):
+            return _message(data)  # Responses' own error event: code and message at the top
+    return None
 
 
 def _mentions_error(body: bytes | str | dict[str, Any] | None) -> bool:

@@ -42,7 +42,7 @@ async def send_with_overflow_retry(
     retries = 0
     while True:
         reply = await do.send(plan)
-        overflow = await overflow_of(reply)
+        overflow = await overflow_of(reply, plan.body)
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
         assert overflow is not None
@@ -106,8 +106,9 @@ def budget_after_overflow(
 
 def learned_floor(overflow: Overflow) -> int:
     """Below this a learned window waits for an operator: half the limit the upstream stated.
-    The limit is the upstream's own word; only the scale between its count and ours comes from
-    the request's text, so that is all a client could skew."""
+    The limit is the upstream's own word (wording the upstream only echoed from the request is
+    not an overflow at all: proxy/overflow/detect.py); only the scale between its count and ours
+    comes from the request's text, so that is all a client could skew."""
     return (overflow.limit or 0) // 2
 
 
@@ -116,21 +117,22 @@ def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:
     return checked(replace(budget, window=messages + budget.reserve + budget.tools + budget.margin))
 
 
-async def overflow_of(reply: Reply) -> Overflow | None:
+async def overflow_of(reply: Reply, sent: bytes | None = None) -> Overflow | None:
     """Whether the reply is a context overflow; a 200 stream is peeked up to its first decisive
-    event (see proxy/overflow/peek.py)."""
+    event (see proxy/overflow/peek.py). ``sent`` is the body forwarded: wording the upstream
+    only echoed from it is not its verdict."""
     if reply.overflow is not None:
         return reply.overflow
     if reply.body is not None:
         if reply.status < 400:
             return None
-        return is_context_overflow(reply.status, decoded(reply.body, reply.headers))
+        return is_context_overflow(reply.status, decoded(reply.body, reply.headers), sent)
     if reply.stream is None or not _is_plain_event_stream(reply.headers):
         return None
     seen, reply.stream = await peek(reply.stream)
     reply.peeked = seen
     if b'"error"' in seen or b"response.failed" in seen:
-        return is_context_overflow(200, seen)
+        return is_context_overflow(200, seen, sent)
     return None
 
 

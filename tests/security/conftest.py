@@ -52,12 +52,17 @@ class Capture:
 
     url: str = ""
     seen: list[Seen] = field(default_factory=list)
+    # What to answer, from what was received; None: CHAT_OK. A test sets it to script errors.
+    answer: Callable[[Seen], Response] | None = None
 
     def app(self) -> Starlette:
         async def anything(request: Request) -> Response:
             body = await request.body()
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw}
-            self.seen.append(Seen(request.method, request.scope["raw_path"], headers, body))
+            seen = Seen(request.method, request.scope["raw_path"], headers, body)
+            self.seen.append(seen)
+            if self.answer is not None:
+                return self.answer(seen)
             return Response(orjson.dumps(CHAT_OK), media_type="application/json")
 
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
