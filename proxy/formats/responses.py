@@ -263,10 +263,19 @@ def _raise_parts(original: Any, new: Any) -> Any:
     return out
 
 
+SUMMARY_ROLES = frozenset({"user", "developer", "system"})
+
+
 def _new_item(m: Message) -> dict[str, Any]:
-    """A message the engine made (a summary checkpoint): a developer message item, whose bytes
-    depend only on its text."""
+    """A message the engine made (a summary checkpoint): a message item in the role the policy
+    gave it (``summary_role``, by default ``user``: a summary of user-written text never gains
+    developer authority), whose bytes depend only on its role and text."""
     content = m.get("content")
     if not isinstance(content, str):
         content = "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
-    return {"type": "message", "role": "developer", "content": content}
+    kind = m.get("role")
+    return {
+        "type": "message",
+        "role": kind if kind in SUMMARY_ROLES else "user",
+        "content": content,
+    }

@@ -184,12 +184,16 @@ async def test_an_openai_agents_agent_runs_a_40_turn_tool_loop(make_stack: Stack
     await client.close()
 
 
-def test_summary_checkpoints_for_responses_are_developer_items_with_stable_bytes(
-    make_stack: StackFactory,
+@pytest.mark.parametrize("role", [None, "developer"])
+def test_summary_checkpoints_for_responses_are_items_with_stable_bytes(
+    make_stack: StackFactory, role: str | None
 ) -> None:
-    """A long stateless Responses conversation gets a summary checkpoint: a developer message
-    item after the instructions, reused (byte for byte) by the requests that follow."""
-    stack = make_stack(window=WINDOW, summarize=True)
+    """A long stateless Responses conversation gets a summary checkpoint: a message item after
+    the instructions, reused (byte for byte) by the requests that follow. Its role is the
+    policy's ``summary_role``: by default ``user``, so text an attacker planted in an old tool
+    output and a summarizer repeated never reaches the model with developer authority."""
+    policy = {"summary_role": role} if role else {}
+    stack = make_stack(window=WINDOW, summarize=True, policies={"default": policy})
     items: list[dict[str, Any]] = []
     headers = []
     for turn in range(16):
@@ -205,7 +209,7 @@ def test_summary_checkpoints_for_responses_are_developer_items_with_stable_bytes
     for header, payload in zip(headers, stack.received, strict=False):
         first = payload["input"][0]
         if header:
-            assert first["role"] == "developer" and first["type"] == "message"
+            assert first["role"] == (role or "user") and first["type"] == "message"
             by_checkpoint.setdefault(header.split()[1], set()).add(orjson.dumps(first))
     assert by_checkpoint and all(len(v) == 1 for v in by_checkpoint.values())
     assert any(h and h.startswith("reused") for h in headers)
