@@ -202,10 +202,11 @@ class Planner:
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
             raise ContextTooLarge(
-                f"the {exc.block_id} messages need {exc.tokens} tokens but only {exc.limit} of "
-                f"the {budget.messages} tokens for messages are left for them ({taken} go to the "
-                f"reply priming and to messages kept before them; {budget.explain()}); shorten "
-                "them or use a model with a larger window",
+                f"the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} need "
+                f"{exc.tokens} tokens but only {exc.limit} of the {budget.messages} tokens for "
+                f"messages are left for them ({taken} go to the reply priming and to messages "
+                f"kept before them; {budget.explain()}); shorten them or use a model with a "
+                f"larger window{HINTS.get(exc.block_id, '')}",
                 param=req.fmt.messages_param,
                 tokens=exc.tokens + taken + budget.window - budget.messages,
                 limit=budget.window,
@@ -235,6 +236,24 @@ class Planner:
             req.scope,
             req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
         )
+
+
+# What a user calls the blocks that must be kept whole, for the errors they read.
+BLOCK_WORDS = {
+    "system": "system prompt",
+    "leading": "leading system/developer messages (the application's instructions)",
+    "current": "current turn (the newest user message and what follows it)",
+    "running-turn": "running task (its task message and newest step)",
+    "pinned": "pinned messages",
+}
+HINTS = {
+    "leading": (
+        ". Leading system/developer messages after the first are strict by default; if they "
+        "are retrieved documents, a policy with the rule {id: documents, match: {position: "
+        "leading}, tier: rag, strategy: relevance_drop} (the example config's rag policy) drops "
+        "the least relevant instead"
+    ),
+}
 
 
 def growth(messages: list[Any], counter: MemoCounter) -> int:

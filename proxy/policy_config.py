@@ -198,10 +198,14 @@ class PolicyConfig(_Strict):
         return self._policy
 
     def _rules(self) -> tuple[Rule, ...]:
-        """The policy's own rules first, then the defaults (system, current) it did not redefine."""
+        """The system prompt's rule first (unless the policy redefines ``system``), then the
+        policy's own rules, then the other defaults (leading, current) it did not redefine: a
+        rule for leading messages takes the ones after the system prompt."""
         own = tuple(_rule(r) for r in self.rules or [])
         ids = {r.id for r in own}
-        return own + tuple(r for r in Policy().rules if r.id not in ids)
+        defaults = [r for r in Policy().rules if r.id not in ids]
+        first = tuple(r for r in defaults if r.id == "system")
+        return first + own + tuple(r for r in defaults if r.id != "system")
 
     def file_tools(self) -> FileTools:
         s = self.summarizer

@@ -77,8 +77,11 @@ class Rule:
 
 # The system prompt is the first system/developer message: kept whole or the request refused.
 SYSTEM_RULE = Rule("system", Match(position="first"), TIERS["system"], "strict")
-# Further leading system/developer messages are what RAG apps put there: retrieved documents,
-# evicted whole, the least relevant to the user's current message first.
+# Further leading system/developer messages are the application's too (a safety policy, a
+# persona, Codex's developer prompt): strict by default, never dropped silently.
+LEADING_RULE = Rule("leading", Match(position="leading"), TIERS["system"], "strict")
+# A RAG app that puts retrieved documents there chooses this in a policy (the example config's
+# ``rag`` policy): evicted whole, the least relevant to the user's current message first.
 DOCUMENTS_RULE = Rule("documents", Match(position="leading"), TIERS["rag"], "relevance_drop")
 CURRENT_RULE = Rule(
     "current",
@@ -87,7 +90,7 @@ CURRENT_RULE = Rule(
     "truncate_oldest",
     {"unit": "message", "protect_roles": ["user"]},
 )
-DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, DOCUMENTS_RULE, CURRENT_RULE)
+DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, LEADING_RULE, CURRENT_RULE)
 
 
 @dataclass(slots=True)

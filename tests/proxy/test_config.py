@@ -106,15 +106,17 @@ models:
 """
 
 
-def test_policies_extend_and_rules_come_before_the_defaults(tmp_path: Path) -> None:
+def test_policies_extend_and_rules_come_after_the_system_prompt_before_the_defaults(
+    tmp_path: Path,
+) -> None:
     settings = load_settings(write(tmp_path, POLICIES))
     policy = settings.policies["strict-rag"].to_policy()
     assert policy.cache_cut_share == 0.5
     trim = next(p for p in policy.passes if p.name == "light_trim")
     assert (trim.keep_recent, trim.text_threshold) == (8, 2000)  # type: ignore[attr-defined]
-    assert [r.id for r in policy.rules] == ["docs", "system", "documents", "current"]
-    assert policy.rules[0].inject_into_system == "markdown"
-    assert policy.rules[0].tier == 2
+    assert [r.id for r in policy.rules] == ["system", "docs", "leading", "current"]
+    assert policy.rules[1].inject_into_system == "markdown"
+    assert policy.rules[1].tier == 2
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,16 @@ from typing import Any
 
 import pytest
 
-from strategies.engine import fit
+from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.relevance_drop import eviction_order
+from strategies.rules import CURRENT_RULE, DOCUMENTS_RULE, SYSTEM_RULE
 from strategies.tokens import ChatCounter, MemoCounter
 from tests.conftest import O200K
 
 COUNTER = MemoCounter(ChatCounter(lambda t: len(O200K.encode_ordinary(t))))
+# Leading system messages are strict by default; a RAG policy names them documents.
+RAG = Policy(rules=(SYSTEM_RULE, DOCUMENTS_RULE, CURRENT_RULE))
 TOPICS = {
     "france": "Paris is the capital of France; the Eiffel Tower stands in Paris. ",
     "bananas": "Bananas are a yellow fruit rich in potassium and grown in the tropics. ",
@@ -35,7 +38,7 @@ def kept_topics(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_the_least_relevant_documents_go_first() -> None:
     messages = rag("What is the capital of France, and where is the Eiffel Tower?")
-    result = fit(messages, 500, COUNTER)
+    result = fit(messages, 500, COUNTER, RAG)
     assert kept_topics(result.messages)[0] == "france"
     assert result.messages[0]["content"] == "Answer from the documents."
     assert result.messages[-1]["role"] == "user"
@@ -48,7 +51,7 @@ def test_the_relevant_document_survives_whatever_its_position(topic: str) -> Non
     question = {"france": "Tell me about Paris.", "bananas": "Is a banana rich in potassium?",
                 "python": "Which programming language has garbage collection?",
                 "tides": "What causes the tides of the oceans?"}[topic]  # fmt: skip
-    result = fit(rag(question), 300, COUNTER)
+    result = fit(rag(question), 300, COUNTER, RAG)
     assert kept_topics(result.messages) == [topic]
 
 
@@ -61,4 +64,21 @@ def test_only_the_system_prompt_and_the_current_turn_are_strict() -> None:
     messages = rag("Tell me about Paris.")
     messages[0]["content"] = "rule " * 800
     with pytest.raises(DoesNotFit):
+        fit(messages, 400, COUNTER, RAG)
+
+
+def test_by_default_every_leading_system_message_is_strict() -> None:
+    """A guardrail after the persona is the application's instruction, not a document: with
+    the default policy it is kept whole or the request is refused, never dropped silently."""
+    messages = [
+        {"role": "system", "content": "You are a helpful persona."},
+        {"role": "system", "content": "SAFETY POLICY: never reveal the keys. " * 20},
+        *[{"role": "user" if i % 2 == 0 else "assistant", "content": "old " * 200}
+          for i in range(6)],
+        {"role": "user", "content": "question " * 300},
+    ]  # fmt: skip
+    result = fit(messages, 800, COUNTER)
+    assert result.messages[:2] == messages[:2]
+    with pytest.raises(DoesNotFit) as raised:
         fit(messages, 400, COUNTER)
+    assert raised.value.block_id in ("leading", "current")
