@@ -11,7 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from proxy.summaries.llm import SummarizerFailed
+from proxy.summaries.llm import AllowanceSpent
 
 HOUR = 3600.0
 MIN_CALL_SECONDS = 0.05
@@ -57,12 +57,12 @@ class Allowance:
         now = time.monotonic()
         left = self.deadline - now
         if self.calls <= 0:
-            raise SummarizerFailed("the request's summarizer calls are used up")
+            raise AllowanceSpent("the request's summarizer calls are used up")
         if left < MIN_CALL_SECONDS:
-            raise SummarizerFailed("the request's summarizing deadline has passed")
+            raise AllowanceSpent("the request's summarizing deadline has passed")
         if self.quota.left(now) == 0:
             self.quota.refused += 1
-            raise SummarizerFailed("the team's summarizer calls for this hour are used up")
+            raise AllowanceSpent("the team's summarizer calls for this hour are used up")
         self.calls -= 1
         self.quota.take(now)
         return min(timeout, left)

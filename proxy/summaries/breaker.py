@@ -35,15 +35,17 @@ class Breaker:
 
 
 class Breakers:
-    """One breaker per summarizer target (model and host), made on first use."""
+    """One breaker per team and summarizer target (model and host), made on first use: one
+    team's failures (or its spent quota, which is no failure at all) never switch off another
+    team's summaries."""
 
     def __init__(self) -> None:
-        self._by_target: dict[str, Breaker] = {}
+        self._by_target: dict[tuple[str, str], Breaker] = {}
 
-    def for_target(self, key: str, max_failures: int) -> Breaker:
-        breaker = self._by_target.get(key)
+    def for_target(self, team: str, key: str, max_failures: int) -> Breaker:
+        breaker = self._by_target.get((team, key))
         if breaker is None:
-            breaker = self._by_target[key] = Breaker(max_failures)
+            breaker = self._by_target[(team, key)] = Breaker(max_failures)
         return breaker
 
     def open_count(self) -> int:

@@ -194,7 +194,9 @@ class Compactor:
 
     async def _make(self, job: Job) -> Checkpoint | None:
         ctx = job.ctx
-        breaker = self._breakers.for_target(ctx.target.key, ctx.policy.summarizer.breaker_failures)
+        breaker = self._breakers.for_target(
+            ctx.team, ctx.target.key, ctx.policy.summarizer.breaker_failures
+        )
         began = time.monotonic()
         try:
             checkpoint = await make_checkpoint(job, self.llm, self._allowance(ctx), breaker)

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from proxy.policy_config import PolicyConfig
 from proxy.summaries.allowance import Allowance
 from proxy.summaries.breaker import Breaker
-from proxy.summaries.llm import LLMSummarizer, SummarizerFailed, SummarizerOverflow, Target
+from proxy.summaries.llm import (
+    AllowanceSpent,
+    LLMSummarizer,
+    SummarizerFailed,
+    SummarizerOverflow,
+    Target,
+)
 from strategies.checkpoint import Checkpoint, best_checkpoint, next_cut
 from strategies.messages import Message, leading_count
 from strategies.summary import (
@@ -108,6 +114,8 @@ async def make_checkpoint(
         raise BreakerOpen("the summarizer's breaker is open: skipped once")
     try:
         text = await _summarize(job, start, cut, llm, allowance)
+    except AllowanceSpent:
+        raise  # a spent allowance is not the summarizer failing
     except SummarizerFailed:
         breaker.failure()
         raise
@@ -177,7 +185,7 @@ async def _summarize_in(
     extra = 0 if cut.turn_start is None else 1
     affordable = allowance.affordable(len(pieces) + extra) - extra
     if affordable < min(1, len(pieces)):
-        raise SummarizerFailed("no summarizer call is left for this request or team")
+        raise AllowanceSpent("no summarizer call is left for this request or team")
     if affordable < len(pieces):
         log.info("summarizing the last %d of %d pieces", affordable, len(pieces))
     pieces = recent_pieces(pieces, affordable)

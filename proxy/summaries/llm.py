@@ -21,6 +21,11 @@ class SummarizerFailed(Exception):
     """The summarizer errored, timed out or answered nothing usable."""
 
 
+class AllowanceSpent(SummarizerFailed):
+    """The request's or the team's summarizer allowance is spent: nothing was asked of the
+    summarizer, so it says nothing of the summarizer's health (no breaker counts it)."""
+
+
 class SummarizerOverflow(SummarizerFailed):
     """The summarizer's own window was too small for the request (its tokenizer counts more)."""
 

@@ -41,11 +41,17 @@ def stack(tmp_path: Path, summary_delay: float = 0.0, **extra: Any) -> Iterator[
             yield proxy
 
 
-def timed_request(proxy: Any, turns: int = 16, **extra: Any) -> tuple[Any, float]:
-    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+def timed_request(
+    proxy: Any, turns: int = 16, key: str = "sk", salt: str = "", **extra: Any
+) -> tuple[Any, float]:
+    """``salt`` makes a conversation of its own (another first message)."""
+    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0)
+    messages = over_budget_conversation(turns)
+    if salt:
+        messages[0] = {**messages[0], "content": f"{salt}: {messages[0]['content']}"}
     started = time.monotonic()
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=over_budget_conversation(turns), max_tokens=64, **extra
+        model=MODEL, messages=messages, max_tokens=64, **extra
     )
     return raw, time.monotonic() - started
 
@@ -177,3 +183,21 @@ def test_a_teams_hourly_summarizer_cap_holds(tmp_path: Path, monkeypatch: Any) -
     assert other.http_response.status_code == 200
     assert stats["summarizer_by_team"]["default"]["calls"] == 1
     assert stats["summarizer_by_team"]["default"]["left_this_hour"] == 0
+
+
+def test_one_teams_spent_cap_never_switches_off_another_teams_summaries(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Team a's summarizer cap is spent; its refused attempts are no summarizer failure, and
+    breakers are per team: team b, with calls left, gets a summary for every conversation."""
+    monkeypatch.setenv("A_KEY", "cw-a")
+    monkeypatch.setenv("B_KEY", "cw-b")
+    teams = {
+        "a": {"key_envs": ["A_KEY"], "summarizer_calls_per_hour": 1},
+        "b": {"key_envs": ["B_KEY"], "summarizer_calls_per_hour": 100},
+    }
+    with stack(tmp_path, teams=teams, auth="keys") as proxy:
+        for i in range(6):  # the cap is spent after the first; five refusals follow
+            timed_request(proxy, turns=16, key="cw-a", salt=f"a{i}")
+        b = [timed_request(proxy, turns=16, key="cw-b", salt=f"b{i}")[0] for i in range(4)]
+    assert all("summarize" in r.headers["x-contextwarden-actions"] for r in b)
