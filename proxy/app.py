@@ -24,6 +24,7 @@ from proxy.formats.chat import CHAT
 from proxy.formats.completions import handle_completions
 from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
+from proxy.origins import TrustedCallers
 from proxy.passthrough import handle_models, handle_passthrough
 from proxy.paths import SafePaths, is_messages_path
 from proxy.preview import handle_preview
@@ -76,7 +77,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         routes=routes,
         lifespan=lifespan,
         exception_handlers=handlers,
-        middleware=[Middleware(SafePaths)],
+        middleware=[Middleware(TrustedCallers, settings=settings), Middleware(SafePaths)],
     )
 
 

@@ -3,6 +3,7 @@ tokenizers, policies, prices). Part of the configuration (``proxy/config.py``)."
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,6 +39,13 @@ class Upstream(Strict):
     headers: dict[str, str] = Field(default_factory=dict)
 
     @property
+    def header_credentials(self) -> list[str]:
+        """The configured headers that carry a credential (Azure's ``api-key``, an
+        ``Authorization``, any ``*key*``, ``*token*``, ``*secret*`` or ``*auth*`` header): a key
+        the proxy holds as much as one in ``api_key_env``."""
+        return [h for h in self.headers if _CREDENTIAL.search(h)]
+
+    @property
     def served_apis(self) -> tuple[Api, ...]:
         return self.apis if self.apis is not None else DEFAULT_APIS[self.provider]
 
@@ -50,6 +58,9 @@ class Upstream(Strict):
         if self.provider == "litellm" and not self.model:
             raise ValueError("a litellm upstream needs model (e.g. anthropic/claude-sonnet-4-5)")
         return self
+
+
+_CREDENTIAL = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
 
 
 class PriceOverride(Strict):

@@ -108,6 +108,15 @@ class Settings(BaseSettings):
         description="keys mode: /v1/<path> globs forwarded untouched besides the fitted ones",
     )
     metrics_key_env: str | None = Field(None, description="env var of a key /metrics requires")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the proxy answers to when it holds keys; default: loopback "
+        "names when bound to loopback (proxy/origins.py)",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins that may make the proxy spend its keys; default none",
+    )
     _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
     upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
 
@@ -166,12 +175,12 @@ class Settings(BaseSettings):
         """Why serving on ``host`` would let anybody on the network spend the operator's
         upstream key, or None. Passthrough mode authenticates nobody, so a proxy-held key on a
         non-loopback address is an open proxy unless ``allow_open_proxy`` says it is meant."""
-        if self.auth != "passthrough" or self.allow_open_proxy or _is_loopback(self.host):
+        if self.auth != "passthrough" or self.allow_open_proxy or is_loopback(self.host):
             return None
         held = [
             name
             for name, u in self.upstreams.items()
-            if u.provider == "litellm" or self.api_key(name)
+            if u.provider == "litellm" or self.holds_key(name)
         ]
         if not held:
             return None
@@ -181,6 +190,20 @@ class Settings(BaseSettings):
             "its provider's key from the environment), so anybody who reaches this address "
             "could spend it. Use `auth: keys` with team keys, listen on 127.0.0.1, or set "
             "`allow_open_proxy: true` if a network boundary already restricts who connects."
+        )
+
+    def holds_key(self, upstream: str) -> bool:
+        """Whether the proxy spends a credential of its own on this upstream: a key from
+        ``api_key_env``, or one written in its ``headers:``."""
+        config = self.upstreams[upstream]
+        return bool(self.api_key(upstream) or config.header_credentials)
+
+    @property
+    def spends_own_keys(self) -> bool:
+        """Whether any upstream is reached with a credential the proxy holds (a litellm
+        upstream may read its provider's key from the environment)."""
+        return any(
+            u.provider == "litellm" or self.holds_key(name) for name, u in self.upstreams.items()
         )
 
     def api_key(self, upstream: str) -> str | None:
@@ -198,7 +221,7 @@ def _default_upstream(names: list[str]) -> str:
     raise ValueError(f"default_upstream is required with several upstreams; name one of: {listed}")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:

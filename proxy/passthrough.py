@@ -37,7 +37,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         name = _route(rt, who, model, subpath)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
-        if (key or not who.forward_client_auth) and label == "other":
+        if (rt.settings.holds_key(name) or not who.forward_client_auth) and label == "other":
             raise Forbidden(
                 f"/v1/{subpath} is not forwarded with the gateway's key; the operator may add it "
                 "to forward_paths",

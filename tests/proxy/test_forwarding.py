@@ -40,7 +40,7 @@ async def _running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(load_settings(None, **config))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             yield c
 
 
@@ -116,8 +116,13 @@ async def test_client_authorization_passes_through_without_an_upstream_key(
 @respx.mock
 async def test_host_header_never_steers_the_upstream(client: httpx.AsyncClient) -> None:
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
-    await client.post("/v1/chat/completions", json=chat(), headers={"host": "evil.example"})
-    assert route.calls.last.request.url.host == "upstream.test"
+    answer = await client.post(
+        "/v1/chat/completions", json=chat(), headers={"host": "evil.example"}
+    )
+    if answer.status_code == 403:  # a proxy holding a key answers only to its own host names
+        assert not route.called
+    else:
+        assert route.calls.last.request.url.host == "upstream.test"
 
 
 @respx.mock
