@@ -16,6 +16,7 @@ import hmac
 import os
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.datastructures import Headers
 
@@ -41,6 +42,23 @@ class Principal:
     def check_model(self, model: str) -> None:
         if self.config.models is not None and model not in self.config.models:
             raise Forbidden(f"team {self.team!r} may not use model {model!r}", param="model")
+
+    def check_tool_models(self, payload: dict[str, Any]) -> None:
+        """Hosted tools name billed models of their own (``{"type": "image_generation",
+        "model": "gpt-image-1"}``): a team limited to some models may name only those there
+        too."""
+        tools = payload.get("tools")
+        if self.config.models is None or not isinstance(tools, list):
+            return
+        for i, tool in enumerate(tools):
+            model = tool.get("model") if isinstance(tool, dict) else None
+            if model is not None and (
+                not isinstance(model, str) or model not in self.config.models
+            ):
+                raise Forbidden(
+                    f"team {self.team!r} may not use model {model!r} (in tools[{i}])",
+                    param=f"tools[{i}].model",
+                )
 
 
 class Authenticator:
@@ -83,11 +101,20 @@ class Authenticator:
             raise Unauthorized("invalid admin key")
 
     def metrics(self, headers: Headers) -> None:
-        """``/metrics`` is open unless ``metrics_key_env`` names a key (the admin key works too)."""
-        if self._metrics is None:
-            return
-        presented = (bearer(headers) or "").encode()
+        """``/metrics`` needs the key ``metrics_key_env`` names (the admin key works too). In
+        ``keys`` mode it needs one of them always (team names and per-team cost counters are
+        no business of another team's key holder); in passthrough it is open when none is
+        set."""
         allowed = [k for k in (self._metrics, self._admin) if k is not None]
+        if self._metrics is None and self._settings.auth == "passthrough":
+            return
+        if not allowed:
+            raise Forbidden(
+                "/metrics is closed in keys mode until metrics_key_env (or admin_key_env) names "
+                "a key",
+                code="metrics_disabled",
+            )
+        presented = (bearer(headers) or "").encode()
         if not any([hmac.compare_digest(presented, k) for k in allowed]):
             raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
 

@@ -82,7 +82,7 @@ def upstream_headers(
     incoming = list(incoming)
     drop = REQUEST_DROP | connection_tokens(incoming) | OWN_REQUEST_HEADERS
     drop |= {k.lower() for k in configured}
-    if api_key or not forward_client_auth:
+    if api_key or upstream.header_credentials or not forward_client_auth:
         drop |= CREDENTIALS
     if forward_client_auth:
         out = [(k, v) for k, v in incoming if k.lower() not in drop]

@@ -85,6 +85,7 @@ def build_request(
     payload = fmt.parse(body)
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
     who.check_model(payload["model"])
+    who.check_tool_models(payload)
     spec = models.resolve(payload["model"])
     if fmt.api not in spec.route.apis:
         raise BadRequest(
@@ -95,23 +96,7 @@ def build_request(
             code="unsupported_api",
         )
     team = who.config
-    name = team.policy or spec.policy.name
-    if controls.policy is not None and controls.policy != name:
-        if controls.policy not in settings.policies:
-            raise BadRequest(f"unknown policy {controls.policy!r}", param="contextwarden.policy")
-        if controls.policy not in team.allowed_policies:
-            raise Forbidden(
-                f"team {who.team!r} may not choose policy {controls.policy!r}",
-                code="policy_not_allowed",
-            )
-        name = controls.policy
-    if controls.session_memory and not team.allow_session_memory:
-        raise Forbidden(
-            f"team {who.team!r} may not send session memory (allow_session_memory)",
-            code="session_memory_not_allowed",
-        )
-    if not controls.trim and not team.allow_disable_trimming:
-        raise Forbidden(f"team {who.team!r} may not turn trimming off", code="trim_not_allowed")
+    name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
     window = models.window(spec, who.team)
     if window is not None and team.max_context_tokens:
         window = min(window, team.max_context_tokens)
@@ -135,6 +120,29 @@ def build_request(
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned
     return req
+
+
+def allowed_controls(controls: Controls, who: Principal, settings: Settings, name: str) -> str:
+    """The policy the request runs under (``name``, or the one it chose), once the team is
+    allowed every control the request sent; 400 or 403 otherwise."""
+    team = who.config
+    if controls.policy is not None and controls.policy != name:
+        if controls.policy not in settings.policies:
+            raise BadRequest(f"unknown policy {controls.policy!r}", param="contextwarden.policy")
+        if controls.policy not in team.allowed_policies:
+            raise Forbidden(
+                f"team {who.team!r} may not choose policy {controls.policy!r}",
+                code="policy_not_allowed",
+            )
+        name = controls.policy
+    if controls.session_memory and not team.allow_session_memory:
+        raise Forbidden(
+            f"team {who.team!r} may not send session memory (allow_session_memory)",
+            code="session_memory_not_allowed",
+        )
+    if not controls.trim and not team.allow_disable_trimming:
+        raise Forbidden(f"team {who.team!r} may not turn trimming off", code="trim_not_allowed")
+    return name
 
 
 KNOWN = frozenset({"session_memory", "policy", "trim"})

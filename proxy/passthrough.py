@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import orjson
 from starlette.requests import Request
@@ -10,6 +11,7 @@ from starlette.responses import Response
 
 from proxy.auth import Principal
 from proxy.errors import BadRequest, Forbidden, ProxyError
+from proxy.formats.base import reject_duplicate_keys
 from proxy.headers import decode_headers, upstream_headers
 from proxy.intake import read_body
 from proxy.metrics import Outcome
@@ -33,7 +35,10 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         body = None
         if request.method not in NO_BODY:
             body = await read_body(request, rt.settings.limits.max_body_bytes)
-        model = _model_of(body, request.headers.get("content-type", ""))
+        payload = _json_of(body, request.headers.get("content-type", ""))
+        model = _model_of(payload)
+        if payload is not None:
+            who.check_tool_models(payload)
         name = _route(rt, who, model, subpath)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
@@ -86,15 +91,25 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
     return name
 
 
-def _model_of(body: bytes | None, content_type: str) -> str | None:
-    """The ``model`` a JSON body names (None for no body, another type, or no model)."""
+def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
+    """A JSON object body, read as strictly as a fitted one: a key the proxy acts on (``model``)
+    twice in one object is a 400, since the proxy would check one and the upstream might take
+    the other. None for no body, another type, or JSON that is not an object."""
     if not body or "json" not in content_type.lower():
         return None
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise BadRequest("the request body is not valid JSON") from None
-    model = payload.get("model") if isinstance(payload, dict) else None
+    if not isinstance(payload, dict):
+        return None
+    reject_duplicate_keys(body, payload)
+    return payload
+
+
+def _model_of(payload: dict[str, Any] | None) -> str | None:
+    """The ``model`` a JSON body names (None for no body, another type, or no model)."""
+    model = payload.get("model") if payload is not None else None
     if model is not None and not isinstance(model, str):
         raise BadRequest("'model' must be a string", param="model")
     return model

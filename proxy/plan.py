@@ -202,11 +202,11 @@ class Planner:
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
             raise ContextTooLarge(
-                f"the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} need "
-                f"{exc.tokens} tokens but only {exc.limit} of the {budget.messages} tokens for "
-                f"messages are left for them ({taken} go to the reply priming and to messages "
-                f"kept before them; {budget.explain()}); shorten them or use a model with a "
-                f"larger window{HINTS.get(exc.block_id, '')}",
+                f"keeping the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} whole "
+                f"takes {exc.tokens} tokens, but only {exc.limit} of the {budget.messages} tokens "
+                f"for messages are left for it ({taken} go to the reply priming and to messages "
+                f"kept before; {budget.explain()}); shorten it or use a model with a larger "
+                f"window{HINTS.get(exc.block_id, '')}",
                 param=req.fmt.messages_param,
                 tokens=exc.tokens + taken + budget.window - budget.messages,
                 limit=budget.window,

@@ -63,6 +63,29 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
+# tiktoken's regex engine panics (a Rust panic, a BaseException that no handler catches) on a
+# whitespace run of about a million characters; a text that long is counted in pieces.
+PIECE = 65536
+
+
 def token_len(encoding_name: str) -> Callable[[str], int]:
     encode = get_encoding(encoding_name).encode_ordinary
-    return lambda text: len(encode(text))
+
+    def count(text: str) -> int:
+        if len(text) <= PIECE:
+            return len(encode(text))
+        try:
+            return len(encode(text))
+        except BaseException as exc:  # pyo3's PanicException is a BaseException
+            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+                raise
+            return in_pieces(encode, text)
+
+    return count
+
+
+def in_pieces(encode: Callable[[str], list[int]], text: str) -> int:
+    """The count of ``text`` cut every ``PIECE`` characters, plus one a cut as a margin for the
+    token a cut may split (cutting a text only ever adds pieces to its encoding)."""
+    pieces = range(0, len(text), PIECE)
+    return sum(len(encode(text[i : i + PIECE])) for i in pieces) + len(pieces) - 1

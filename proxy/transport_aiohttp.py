@@ -55,7 +55,7 @@ class AiohttpTransport:
             response = await self._client().request(
                 method,
                 URL(url, encoded=True),
-                headers=headers,
+                headers=[(k, _as_sent(v)) for k, v in headers],
                 data=content,
                 timeout=timeout,
                 allow_redirects=False,
@@ -87,6 +87,17 @@ class AiohttpTransport:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _as_sent(value: str) -> str:
+    """A header value (decoded latin-1, byte for byte) as the text whose UTF-8 encoding, which
+    is what aiohttp writes, gives back the bytes the client sent."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return value  # not UTF-8: aiohttp cannot write these bytes as they came
 
 
 def _small(response: aiohttp.ClientResponse) -> bool:

@@ -93,9 +93,9 @@ class HttpxTransport:
     ) -> Reply:
         timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
         client = self.client
-        request = client.build_request(
-            method, url, headers=headers, content=content, timeout=timeout
-        )
+        # As bytes: each header leaves with the bytes it came with (latin-1 round-trips them).
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        request = client.build_request(method, url, headers=raw, content=content, timeout=timeout)
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:

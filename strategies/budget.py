@@ -116,7 +116,8 @@ def tools_tokens(tools: object, functions: object, encode: Encode) -> int:
     total = 0
     defs: list[Any] = []
     if isinstance(tools, list):
-        defs += [t.get("function", t) for t in tools if isinstance(t, dict)]
+        # A tool whose ``function`` is not an object (null, say) is priced whole, as its text.
+        defs += [_definition(t) for t in tools if isinstance(t, dict)]
     if isinstance(functions, list):
         defs += [f for f in functions if isinstance(f, dict)]
     for fn in defs:
@@ -124,6 +125,11 @@ def tools_tokens(tools: object, functions: object, encode: Encode) -> int:
     if defs:
         total += FUNC_END
     return total
+
+
+def _definition(tool: dict[str, Any]) -> dict[str, Any]:
+    fn = tool.get("function")
+    return fn if isinstance(fn, dict) else tool
 
 
 def _function_tokens(fn: dict[str, Any], encode: Encode) -> int:

@@ -24,7 +24,7 @@ from proxy.budget import checked
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.formats.base import parse_json
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.intake import read_body, take_controls
+from proxy.intake import allowed_controls, read_body, take_controls
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
@@ -75,21 +75,31 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
     try:
         body = await read_body(request, rt.settings.limits.max_body_bytes)
         # The proxy's own controls never reach the upstream (which would reject the field).
-        body, payload, _ = take_controls(body, _parse(body), request.headers)
+        body, payload, controls = take_controls(body, _parse(body), request.headers)
         model, stream = payload["model"], payload.get("stream") is True
         who.check_model(model)
         spec = rt.models.resolve(model)
+        chosen = allowed_controls(controls, who, rt.settings, who.config.policy or spec.policy.name)
+        if controls.session_memory:
+            raise BadRequest(
+                "session memory is a chat conversation's summary; /v1/completions has none",
+                param="contextwarden.session_memory",
+            )
         upstream = spec.route.upstream
         if upstream.provider != "openai" or upstream.base_url is None:
             raise BadRequest("/v1/completions is only served by an OpenAI-compatible upstream")
         window = rt.models.window(spec, who.team)
         if window is not None and who.config.max_context_tokens:
             window = min(window, who.config.max_context_tokens)
-        policy = rt.models.policy(who.config.policy) if who.config.policy else spec.policy
-        how: PromptCut = policy.config.completions
+        how: PromptCut = rt.models.policy(chosen).config.completions
         fitting = Fitting(body, payload, codec_for(spec), how)
         margin = rt.settings.trimming.safety_margin_tokens
-        plan = fitting.plan(budget_for(payload, window, margin)) if window else _unknown(body)
+        if not controls.trim:
+            plan = Plan(body, None, actions=["trimming-disabled"], counted="none")
+        elif window:
+            plan = fitting.plan(budget_for(payload, window, margin))
+        else:
+            plan = _unknown(body)
         reply, plan, retries = await send_with_overflow_retry(
             plan, _retrying(request, rt, who, spec, fitting, margin), rt.settings.trimming
         )

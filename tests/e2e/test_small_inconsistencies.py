@@ -32,7 +32,7 @@ def test_a_does_not_fit_message_adds_up(stack: Stack) -> None:
     response = too_big_a_system_prompt(stack)
     message = response.json()["error"]["message"]
     left, total, taken = map(int, re.search(
-        r"only (\d+) of the (\d+) tokens for messages are left for them \((\d+) go", message
+        r"only (\d+) of the (\d+) tokens for messages are left for it \((\d+) go", message
     ).groups())  # fmt: skip
     assert left + taken == total
     assert f"= {total} tokens for messages" in message

@@ -198,14 +198,14 @@ async def test_per_request_overrides_only_where_the_team_allows(client: httpx.As
 @respx.mock
 async def test_metrics_move_after_real_requests(client: httpx.AsyncClient) -> None:
     respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
-    before = (await client.get("/metrics")).text
+    before = (await client.get("/metrics", headers=auth(ADMIN_KEY))).text
     assert (
         'contextwarden_requests_total{format="chat",model="gpt-4o-mini",status="200",team="search"}'
         not in before
     )
     for _ in range(3):
         await client.post("/v1/chat/completions", json=chat_body(), headers=auth(SEARCH_KEY))
-    text = (await client.get("/metrics")).text
+    text = (await client.get("/metrics", headers=auth(ADMIN_KEY))).text
     assert (
         'contextwarden_requests_total{format="chat",model="gpt-4o-mini",status="200",team="search"} 3.0'
         in text

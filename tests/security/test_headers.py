@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
+
+import orjson
+import pytest
+
 from tests.security.conftest import (
     OTHER_KEY,
+    TEAM_KEY,
     UPSTREAM_KEY,
     Capture,
     ProxyFactory,
@@ -101,3 +107,25 @@ def test_session_memory_needs_the_teams_permission(
         assert response.status_code == 403
         assert response.json()["error"]["code"] == "session_memory_not_allowed"
     assert capture.seen == []
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_non_ascii_header_values_reach_the_upstream_byte_for_byte(
+    transport: str, capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    proxy = make_proxy(**keys_config(capture, upstream_client=transport))
+    value = "café ☕".encode()
+    host, port = proxy.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/chat/completions")
+        conn.putheader("authorization", f"Bearer {TEAM_KEY}")
+        conn.putheader("content-type", "application/json")
+        conn.putheader("x-stainless-note", value)
+        body = orjson.dumps(chat_body())
+        conn.putheader("content-length", str(len(body)))
+        conn.endheaders(body)
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+    assert capture.seen[0].headers["x-stainless-note"].encode("latin-1") == value

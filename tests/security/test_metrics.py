@@ -16,6 +16,7 @@ def test_unknown_model_names_do_not_grow_metrics(
             c.post("/v1/embeddings", json={"model": f"made-up-{i}", "input": "x"})
             c.post("/v1/chat/completions", json={"model": f"made-up-{i}", "messages": [
                 {"role": "user", "content": "x"}]})  # fmt: skip
+    with proxy.client(ADMIN_KEY) as c:
         body = c.get("/metrics").text
     assert "made-up" not in body
     assert 'model="other"' in body
@@ -33,3 +34,16 @@ def test_a_metrics_key_is_required_when_configured(
     for good in ("cw-metrics-key", ADMIN_KEY):
         with proxy.client(good) as c:
             assert c.get("/metrics").status_code == 200
+
+
+def test_in_keys_mode_metrics_are_never_open_to_a_team_key(
+    capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    config = keys_config(capture)
+    with make_proxy(**config).client(OTHER_KEY) as c:
+        assert c.get("/metrics").status_code == 401  # the admin key opens it, a team's does not
+    del config["admin_key_env"]
+    with make_proxy(**config).client(OTHER_KEY) as c:
+        answer = c.get("/metrics")
+    assert answer.status_code == 403
+    assert answer.json()["error"]["code"] == "metrics_disabled"
