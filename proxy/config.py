@@ -56,6 +56,15 @@ class Checkpoints(Strict):
 
 class Limits(Strict):
     max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    max_json_nodes: int = Field(
+        100_000, gt=0, description="JSON objects and arrays one body may hold (proxy/admission.py)"
+    )
+    large_body_bytes: int = Field(
+        1024 * 1024, gt=0, description="from this size a body is parsed off the event loop"
+    )
+    large_bodies_per_team: int = Field(
+        1, gt=0, description="large bodies of one team in the proxy at once; more wait"
+    )
 
 
 class Team(Strict):

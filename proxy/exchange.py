@@ -42,9 +42,13 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         who = rt.auth.team(request.headers)
         team = who.team
         body = await read_body(request, rt.settings.limits.max_body_bytes)
-        req = build_request(body, request.headers, rt.settings, rt.models, who, fmt, rt.pins)
-        model = req.spec.name
-        plan = await rt.planner.plan_first(req)
+        # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/admission.py).
+        async with rt.admission.slot(team, body):
+            await rt.admission.check(body)
+            args = (body, request.headers, rt.settings, rt.models, who, fmt, rt.pins)
+            req = await rt.admission.run(body, build_request, *args)
+            model = req.spec.name
+            plan = await rt.planner.plan_first(req)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock), rt.settings.trimming
         )

@@ -35,7 +35,10 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         body = None
         if request.method not in NO_BODY:
             body = await read_body(request, rt.settings.limits.max_body_bytes)
-        payload = _json_of(body, request.headers.get("content-type", ""))
+        content_type = request.headers.get("content-type", "")
+        if body and "json" in content_type.lower():
+            await rt.admission.check(body)
+        payload = _json_of(body, content_type)
         model = _model_of(payload)
         if payload is not None:
             who.check_tool_models(payload)

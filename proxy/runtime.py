@@ -7,8 +7,9 @@ import gc
 import logging
 from dataclasses import dataclass, field
 
+from proxy.admission import Admission
 from proxy.auth import Authenticator
-from proxy.config import Settings
+from proxy.config import Limits, Settings
 from proxy.conversations import PinMemory, PrefixTracker
 from proxy.metrics import Metrics
 from proxy.models import CALIBRATION_PREFIX as CALIBRATION
@@ -37,6 +38,7 @@ class Runtime:
     metrics: Metrics
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
     pins: PinMemory = field(default_factory=PinMemory)
+    admission: Admission = field(default_factory=lambda: Admission(Limits()))
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -71,9 +73,14 @@ class Runtime:
             secret = b""
         auth = Authenticator(settings, secret)
         gc.freeze()  # everything built so far lives as long as the process
-        return cls(settings, transport, models, store, compactor, planner, auth, metrics, prefixes)
+        admission = Admission(settings.limits)
+        return cls(
+            settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
+            admission=admission,
+        )  # fmt: skip
 
     async def stop(self) -> None:
+        self.admission.close()
         await self.compactor.drain()
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         await self.store.close()

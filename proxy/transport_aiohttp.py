@@ -8,6 +8,7 @@ Bodies are relayed raw (``auto_decompress=False``): the client gets the upstream
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -18,6 +19,7 @@ from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import response_headers
 from proxy.upstream import Reply, _read_whole, is_small, relay
 
+LARGE = 1024 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 
 
@@ -56,7 +58,11 @@ class AiohttpTransport:
                 method,
                 URL(url, encoded=True),
                 headers=[(k, _as_sent(v)) for k, v in headers],
-                data=content,
+                # aiohttp copies a large bytes body on the event loop; a stream of it is sent
+                # in pieces, with its length.
+                data=io.BytesIO(content)
+                if isinstance(content, bytes) and len(content) > LARGE
+                else content,
                 timeout=timeout,
                 allow_redirects=False,
             )

@@ -74,8 +74,10 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
     model, status, plan, retries, stream = "-", 0, None, 0, False
     try:
         body = await read_body(request, rt.settings.limits.max_body_bytes)
+        await rt.admission.check(body)
         # The proxy's own controls never reach the upstream (which would reject the field).
-        body, payload, controls = take_controls(body, _parse(body), request.headers)
+        payload = await rt.admission.run(body, _parse, body)
+        body, payload, controls = take_controls(body, payload, request.headers)
         model, stream = payload["model"], payload.get("stream") is True
         who.check_model(model)
         spec = rt.models.resolve(model)
