@@ -31,6 +31,7 @@ import yaml
 from bench.client import Connection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
+from bench.hostile import hostile_rows
 from bench.load import load_rows
 from bench.quality import quality_rows
 from bench.summaries import summary_rows
@@ -47,10 +48,11 @@ class Sizes:
     quality_cases: int
     load_clients: int
     load_seconds: float
+    hostile_seconds: float
 
 
-QUICK = Sizes(60, 200, (1000, 8000), 2, 4, 20, 2)
-FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40, 200, 30)
+QUICK = Sizes(60, 200, (1000, 8000), 2, 4, 20, 2, 3)
+FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40, 200, 30, 30)
 
 
 def free_port() -> int:
@@ -109,6 +111,7 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
             "bench-claude": {"context_window": 200000, "tokenizer": "estimate"},
         },
         "data_dir": data_dir,
+        "teams": {"hostile": {}},  # bench/hostile.py: the senders of maximum-size bodies
     }
     path = Path(data_dir) / "bench.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -411,6 +414,11 @@ async def main_async(sizes: Sizes) -> str:
         sections.append(
             "## Proxy vs direct (requests that need no trimming)\n\n"
             + table(["measure", "direct", "via proxy", "ratio / added"], rows)
+        )
+        hostile = await hostile_rows(proxy, sizes.hostile_seconds)
+        sections.append(
+            "## Another team's small requests while three maximum-size hostile bodies are in "
+            "flight\n\n" + table(["measure", "quiet", "hostile bodies in flight", ""], hostile)
         )
         load = await load_rows(proxy, lambda: rss_kib(pid), sizes.load_clients, sizes.load_seconds)
         sections.append(

@@ -23,6 +23,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     for section in (
         "Proxy vs direct",
         "Load:",
+        "hostile bodies in flight",
         "Decision time",
         "Trimming quality",
         "Summarizer calls",
