@@ -26,6 +26,7 @@ from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_
 from proxy.intake import WireRequest, build_request, read_body
 from proxy.metrics import Outcome
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.ownership import answered_id
 from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
@@ -48,6 +49,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             args = (body, request.headers, rt.settings, rt.models, who, fmt, rt.pins)
             req = await rt.admission.run(body, build_request, *args)
             model = req.spec.name
+            if fmt.api == "responses" and rt.settings.auth == "keys":
+                capped = bool(who.config.max_context_tokens)
+                await rt.owners.check(team, capped, req.payload)
             plan = await rt.planner.plan_first(req)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock), rt.settings.trimming
@@ -71,6 +75,10 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers()
         raise
+    if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
+        made = answered_id(reply.body or reply.peeked)
+        if made is not None:
+            await rt.owners.claim(team, made)
     seen = await see_prefix(rt, req, plan)
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:

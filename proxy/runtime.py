@@ -15,6 +15,7 @@ from proxy.metrics import Metrics
 from proxy.models import CALIBRATION_PREFIX as CALIBRATION
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
+from proxy.ownership import Owners
 from proxy.plan import Planner
 from proxy.startup import prepare_environment
 from proxy.stores import GuardedStore, open_store
@@ -78,6 +79,11 @@ class Runtime:
             settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
             admission=admission,
         )  # fmt: skip
+
+    @property
+    def owners(self) -> Owners:
+        """Who made each stored response (proxy/ownership.py), kept in the store."""
+        return Owners(self.store)
 
     async def stop(self) -> None:
         self.admission.close()
