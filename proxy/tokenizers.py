@@ -68,24 +68,30 @@ def get_encoding(name: str) -> tiktoken.Encoding:
 PIECE = 65536
 
 
-def token_len(encoding_name: str) -> Callable[[str], int]:
+def safe_encode(encoding_name: str) -> Callable[[str], list[int]]:
+    """``encode_ordinary`` that survives tiktoken's panic: a text too long for its regex engine
+    is encoded in ``PIECE``-character pieces, one after the other."""
     encode = get_encoding(encoding_name).encode_ordinary
 
-    def count(text: str) -> int:
+    def ids(text: str) -> list[int]:
         if len(text) <= PIECE:
-            return len(encode(text))
+            return encode(text)
         try:
-            return len(encode(text))
+            return encode(text)
         except BaseException as exc:  # pyo3's PanicException is a BaseException
             if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
                 raise
-            return in_pieces(encode, text)
+            return [t for i in range(0, len(text), PIECE) for t in encode(text[i : i + PIECE])]
+
+    return ids
+
+
+def token_len(encoding_name: str) -> Callable[[str], int]:
+    encode = safe_encode(encoding_name)
+
+    def count(text: str) -> int:
+        ids = encode(text)
+        # Encoded in pieces: one token of margin a cut (a cut may split one in two).
+        return len(ids) + (len(text) - 1) // PIECE if len(text) > PIECE else len(ids)
 
     return count
-
-
-def in_pieces(encode: Callable[[str], list[int]], text: str) -> int:
-    """The count of ``text`` cut every ``PIECE`` characters, plus one a cut as a margin for the
-    token a cut may split (cutting a text only ever adds pieces to its encoding)."""
-    pieces = range(0, len(text), PIECE)
-    return sum(len(encode(text[i : i + PIECE])) for i in pieces) + len(pieces) - 1

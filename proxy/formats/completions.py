@@ -30,7 +30,7 @@ from proxy.models import ModelSpec
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.plan import Plan
 from proxy.runtime import Runtime
-from proxy.tokenizers import get_encoding
+from proxy.tokenizers import get_encoding, safe_encode
 from proxy.upstream import Reply, join_url, respond
 from strategies.budget import Budget
 from strategies.errors import DoesNotFit
@@ -54,10 +54,11 @@ def codec_for(spec: ModelSpec) -> Codec:
     name = spec.pricing.tokenizer
     if name == "bytes":
         return Codec(lambda t: list(t.encode()), _utf8, 1.0, False)
-    enc = get_encoding("cl100k_base" if name == "estimate" else name)
+    encoding = "cl100k_base" if name == "estimate" else name
+    enc = get_encoding(encoding)
     ratio = spec.pricing.tokens_per_byte if name == "estimate" else 1.0
     return Codec(
-        enc.encode_ordinary,
+        safe_encode(encoding),
         lambda ids: enc.decode_bytes(ids).decode("utf-8", "ignore"),
         ratio,
         name != "estimate",
