@@ -115,7 +115,7 @@ def build_request(
         trim=controls.trim,
     )
     req.conversation = conversation_key(req.scope, req.team, req.view.messages)
-    pinned = marked(req.view.messages, controls.pinned)
+    pinned = marked(req.view.messages, controls.pinned) | req.view.pinned
     if pins is not None:
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned

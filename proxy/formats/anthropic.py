@@ -67,9 +67,14 @@ class AnthropicFormat:
         system = payload.get("system")
         if system:
             messages.append({"role": "system", "content": _content(system), SOURCE: SYSTEM})
-        messages += _lower(payload["messages"])
+        lowered = _lower(payload["messages"])
+        messages += lowered
         count = len(payload["messages"]) + 1
-        return View(messages, atomic_current=True, items=count, hidden=_hidden_text())
+        # A role other than user and assistant (Claude Code's mid-conversation ``system``
+        # messages, which re-attach files after its own compaction) is the client's instruction
+        # at that point: kept verbatim in its place (pinned), never handed to the summarizer.
+        own = frozenset(id(m) for m in lowered if m["role"] not in ("user", "assistant", "tool"))
+        return View(messages, True, count, _hidden_text(), own)
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(
@@ -125,6 +130,11 @@ def _lower(messages: list[dict[str, Any]]) -> list[Message]:
     out: list[Message] = []
     for m in messages:
         content = m["content"]
+        if m["role"] not in ("user", "assistant"):  # an opaque instruction, as it came
+            blocks = content if isinstance(content, list) else None
+            view = _content(content) if blocks is not None else content
+            out.append({"role": "system", "content": view, SOURCE: {"m": m, "b": blocks}})
+            continue
         if isinstance(content, str):
             out.append({"role": m["role"], "content": content, SOURCE: {"m": m, "b": None}})
             continue

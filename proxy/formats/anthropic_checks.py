@@ -28,8 +28,10 @@ def check_messages(messages: Any) -> None:
         where = f"messages.{i}"
         if not isinstance(m, dict):
             raise BadRequest(f"{where}: must be an object", param=where)
-        if m.get("role") not in ROLES:
-            raise BadRequest(f"{where}.role: must be 'user' or 'assistant'", param=f"{where}.role")
+        # Roles besides user and assistant (Claude Code's mid-conversation ``system``) are the
+        # upstream's to judge: forwarded as they are, in their place.
+        if not isinstance(m.get("role"), str) or not m["role"]:
+            raise BadRequest(f"{where}.role: Field required", param=f"{where}.role")
         content = m.get("content")
         if isinstance(content, str):
             continue
@@ -39,7 +41,10 @@ def check_messages(messages: Any) -> None:
                 param=f"{where}.content",
             )
         for k, block in enumerate(content):
-            _check_block(block, m["role"], f"{where}.content.{k}")
+            if m["role"] in ROLES:
+                _check_block(block, m["role"], f"{where}.content.{k}")
+            elif not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise BadRequest(f"{where}.content.{k}: must be an object with a type", param=where)
     _check_pairs(messages)
 
 

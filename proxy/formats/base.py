@@ -62,6 +62,10 @@ class View:
     atomic_current: bool = False  # the running turn is kept whole and never rewritten
     items: int = 0  # wire items behind the messages (the byte bound's per-item overhead)
     hidden: Callable[[Message], str] | None = None  # the text of what a message's items hide
+    # Ids of view messages the format keeps verbatim wherever they stand: the client's own
+    # instructions inside the conversation (a Messages ``system`` message), never rewritten,
+    # dropped or summarized.
+    pinned: frozenset[int] = frozenset()
 
     def counter(self, inner: Counter) -> Counter:
         """The model's counter over this view: what a message shows plus what it hides."""

@@ -17,6 +17,9 @@ from proxy.config import load_settings
 from proxy.demo_upstream import WindowCounter, create_upstream
 from proxy.servers import BackgroundServer
 
+# The loopback proxy in front of a capture upstream, for end-to-end tests that check bytes.
+from tests.security.conftest import capture, keys, make_proxy  # noqa: F401
+
 WINDOW = 1024
 MODEL = "demo-model"
 LITELLM_MODEL = "via-litellm"
