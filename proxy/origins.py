@@ -20,8 +20,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.config import Settings, is_loopback
-from proxy.errors import anthropic_error, error_body
-from proxy.paths import is_messages_path
+from proxy.paths import is_messages_path, refuse
 
 EXEMPT = frozenset({"/health"})
 
@@ -38,7 +37,8 @@ class TrustedCallers:
         if self.active and scope["type"] == "http" and scope["path"] not in EXEMPT:
             reason = self.refusal(scope["headers"])
             if reason is not None:
-                await _refuse(send, reason, is_messages_path(scope["path"]))
+                anthropic = is_messages_path(scope["path"])
+                await refuse(send, 403, reason, anthropic, "permission_error", "untrusted_caller")
                 return
         await self.app(scope, receive, send)
 
@@ -70,13 +70,3 @@ def _hostname(host: str) -> str:
     if host.startswith("["):
         return host.split("]")[0] + "]"
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-async def _refuse(send: Send, message: str, anthropic: bool) -> None:
-    if anthropic:
-        body = anthropic_error("permission_error", message)
-    else:
-        body = error_body(message, "permission_error", "untrusted_caller")
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 403, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -76,7 +76,8 @@ class SafePaths:
             reason = unsafe_reason(scope["path"], scope.get("raw_path"))
             if reason is not None:
                 message = f"the request path has {reason}; send a normalised path"
-                await _refuse(send, message, anthropic=is_messages_path(scope["path"]))
+                anthropic = is_messages_path(scope["path"])
+                await refuse(send, 400, message, anthropic, "invalid_request_error", "invalid_path")
                 return
         await self.app(scope, receive, send)
 
@@ -86,13 +87,13 @@ def is_messages_path(path: str) -> bool:
     return path.startswith(("/v1/messages", "/messages"))
 
 
-async def _refuse(send: Send, message: str, anthropic: bool) -> None:
-    if anthropic:
-        body = anthropic_error("invalid_request_error", message)
-    else:
-        body = error_body(message, "invalid_request_error", "invalid_path")
+async def refuse(
+    send: Send, status: int, message: str, anthropic: bool, kind: str, code: str
+) -> None:
+    """An error answered by ASGI middleware, before routing, in the client's own shape."""
+    body = anthropic_error(kind, message) if anthropic else error_body(message, kind, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
