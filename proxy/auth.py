@@ -119,7 +119,7 @@ class Authenticator:
             raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
 
     def _caller(self, headers: Headers) -> str | None:
-        credential = bearer(headers) or headers.get("x-api-key") or headers.get("api-key")
+        credential = caller_credential(headers)
         if not credential:
             return None
         digest = hmac.new(self._scope_secret, credential.encode(), hashlib.sha256)
@@ -136,6 +136,12 @@ class Authenticator:
 def _env_key(env: str | None) -> bytes | None:
     value = os.environ.get(env) if env else None
     return value.encode() if value else None
+
+
+def caller_credential(headers: Headers) -> str | None:
+    """The client's own upstream credential, whichever header it came in: ``Authorization``
+    (OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key`` (Azure's)."""
+    return bearer(headers) or headers.get("x-api-key") or headers.get("api-key") or None
 
 
 def bearer(headers: Headers) -> str | None:

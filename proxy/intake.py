@@ -20,7 +20,7 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.requests import Request
 
-from proxy.auth import Principal, bearer
+from proxy.auth import Principal, caller_credential
 from proxy.config import Settings
 from proxy.conversations import PinMemory, conversation_key
 from proxy.errors import BadRequest, Forbidden, PayloadTooLarge
@@ -109,7 +109,9 @@ def build_request(
         fmt,
         team=who.team,
         scope=who.scope,
-        bearer=bearer(headers) if who.forward_client_auth else None,
+        # Passthrough: the summarizer spends the caller's own credential, from whichever
+        # header it came in; litellm sends it the way the summarizer's provider takes it.
+        bearer=caller_credential(headers) if who.forward_client_auth else None,
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,
         trim=controls.trim,

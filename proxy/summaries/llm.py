@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.config import Settings
@@ -36,7 +36,7 @@ class Target:
 
     model: str
     api_base: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a log line
 
     @property
     def key(self) -> str:
