@@ -11,8 +11,9 @@ JSON whose parsing alone holds the interpreter for over a second, and whose view
   which parses without holding this process's interpreter: the event loop keeps serving. A body
   over the cap is a 413 that says so.
 - **Large bodies per team.** A body of ``limits.large_body_bytes`` or more takes one of its
-  team's ``limits.large_bodies_per_team`` slots for its whole stay in the proxy (parse, count,
-  fit); the team's next large body waits. Its parsing and view run in a worker thread.
+  team's ``limits.large_bodies_per_team`` slots for its CPU phase (node count, parse, view, the
+  first plan; not the wait for the upstream); the team's next large body waits. Its parsing and
+  view run in a worker thread.
 
 Memory follows: a body's parse is bounded by its bytes and its node count.
 """
@@ -69,7 +70,8 @@ class Admission:
 
     @asynccontextmanager
     async def slot(self, team: str, body: bytes) -> AsyncIterator[None]:
-        """Held for a request's whole stay; only large bodies queue, per team."""
+        """Held for a request's CPU phase (see the module docstring); only large bodies queue,
+        per team."""
         if not self.large(body):
             yield
             return
