@@ -18,7 +18,7 @@ from starlette.responses import Response
 
 from proxy import litellm_upstream
 from proxy.auth import Principal
-from proxy.budget import budget_for
+from proxy.budget import budget_for, output_floor
 from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
 from proxy.formats.base import WireFormat
@@ -188,6 +188,7 @@ def retrying(
         budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
         learn=learn,
         recount=lambda: count_prompt(req.view.counter(req.spec.pricing.counter), req.view.messages),
+        lowers_output=output_floor(req, req.fmt.requested_output(req.payload)) is not None,
     )
 
 

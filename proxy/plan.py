@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from proxy.budget import budget_for
+from proxy.budget import budget_for, settled
 from proxy.config import Settings
 from proxy.conversations import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.errors import ContextTooLarge
@@ -107,7 +107,8 @@ class Planner:
             counter.priming,
         )
         soft = self._soft_limit(req, budget)
-        if bound <= soft and not req.policy.engine.repair_tool_calls and not exact:
+        fast = bound <= soft and settled(req, budget, bound) is None
+        if fast and not req.policy.engine.repair_tool_calls and not exact:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
         tokens = await asyncio.to_thread(count_prompt, memo, messages)
@@ -116,7 +117,10 @@ class Planner:
         if tokens > soft and self.compactor is not None and not dry_run:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
         counted = "exact" if pricing.exact else "estimate"
-        return Plan(req.body, budget, tokens, tokens, counted=counted)
+        output = settled(req, budget, tokens)
+        if output is None:
+            return Plan(req.body, budget, tokens, tokens, counted=counted)
+        return Plan(orjson.dumps(output[0]), budget, tokens, tokens, [output[1]], counted)
 
     async def plan_fitted(
         self,
@@ -149,9 +153,18 @@ class Planner:
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
+        output = settled(req, budget, result.tokens_after)
+        payload = req.payload
+        if output is not None:
+            payload = output[0]
+            actions.append(output[1])
         if not actions:
             return Plan(req.body, budget, before, result.tokens_after, [], counted, result)
-        trimmed = orjson.dumps(req.fmt.write(req.payload, req.view, result.messages))
+        if len(actions) == 1 and output is not None:  # only the output limit changed
+            return Plan(
+                orjson.dumps(payload), budget, before, result.tokens_after, actions, counted, result
+            )
+        trimmed = orjson.dumps(req.fmt.write(payload, req.view, result.messages))
         return Plan(
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
@@ -196,6 +209,7 @@ class Planner:
                 req.policy.engine,
                 atomic_current=req.view.atomic_current,
                 pinned=req.pinned,
+                continuing=req.view.continuing,
                 cut_share=share,
                 keeps_prefix=None if last is None else partial(extends, last),
             )
@@ -235,6 +249,8 @@ class Planner:
             else None,
             req.scope,
             req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
+            req.view.atomic_current,
+            req.view.continuing,
         )
 
 

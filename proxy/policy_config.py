@@ -140,6 +140,14 @@ class PolicyConfig(_Strict):
         default_factory=list,
         description="messages kept verbatim: never summarized, dropped or light-trimmed",
     )
+    lower_max_tokens: bool = Field(
+        True,
+        description="a reply limit that does not fit beside the prompt is lowered to what is "
+        "left (down to min_output_tokens) instead of the prompt being cut for it",
+    )
+    min_output_tokens: int = Field(
+        4096, gt=0, description="lower_max_tokens never goes below this; under it, trimming"
+    )
     summarize: bool = True
     summary_role: Literal["user", "developer", "system"] = Field(
         "user", description="role of the summary message; user text never gains authority"

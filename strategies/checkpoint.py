@@ -18,6 +18,7 @@ from typing import Protocol
 import orjson
 
 from strategies.messages import Message, leading_count
+from strategies.rules import running_task
 from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
 from strategies.tokens import Counter, count_prompt
 
@@ -150,11 +151,25 @@ def choose(
 
 
 def next_cut(
-    messages: Sequence[Message], covered: int, budget: int, keep: int | None, counter: Counter
+    messages: Sequence[Message],
+    covered: int,
+    budget: int,
+    keep: int | None,
+    counter: Counter,
+    running: bool = False,
+    continuing: frozenset[int] = frozenset(),
 ) -> tuple[int, Cut] | None:
     """Where the next summary starts (after the leading run and what ``covered`` messages a
     previous summary holds) and where it cuts, keeping the recent turns verbatim; None when
-    there is nothing worth summarizing. One rule for making, estimating and session memory."""
-    start = leading_count(messages) + covered
+    there is nothing worth summarizing. One rule for making, estimating and session memory.
+
+    ``running``: the current turn is a running agent task, and the cut never goes past the
+    message that states it (its steps are cleared and dropped by the engine instead)."""
+    lead = leading_count(messages)
+    start = lead + covered
     cut = find_cut(messages, start, keep_recent_tokens(budget, keep), counter, budget // 2)
+    if cut is not None and running:
+        task = running_task(messages, lead, continuing)[0]
+        if cut.index > task:
+            cut = Cut(task) if task > start else None
     return None if cut is None else (start, cut)

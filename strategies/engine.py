@@ -23,10 +23,12 @@ from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.light_trim import LightTrim
 from strategies.messages import (
+    RESULT_ROLES,
     Message,
     iter_text,
     last_user_index,
     leading_count,
+    role,
 )
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.repair import repair_tool_calls
@@ -37,9 +39,9 @@ from strategies.rules import (
     Match,
     Rule,
     assign,
-    current_turn_start,
     pinned_ids,
     reassemble,
+    running_task,
 )
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
@@ -85,6 +87,15 @@ DEFAULT_POLICY = Policy()
 
 
 @dataclass(frozen=True, slots=True)
+class Running:
+    """Whether the current turn is a running task kept by its statement and newest step
+    (``atomic``), and which of its user messages only continue its loop (ids)."""
+
+    atomic: bool = False
+    continuing: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class Step:
     name: str
     applied: bool
@@ -117,12 +128,19 @@ def fit(
     pinned: frozenset[int] = frozenset(),
     cut_share: float | None = None,
     keeps_prefix: Callable[[Sequence[Message]], bool] | None = None,
+    continuing: frozenset[int] = frozenset(),
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
-    ``atomic_current``: the running turn (the newest user message and everything after it) is
-    kept whole and no pass rewrites it; the wire formats whose APIs bind a turn's reasoning or
-    thinking to its exact items ask for this.
+    ``atomic_current``: the current turn is a running agent task, as the wire formats whose
+    APIs bind reasoning or thinking to its exact items send it. Its task message and newest
+    step (the last assistant message with its calls and their results) are kept byte for
+    byte; of its completed steps, passes may rewrite only the results (cleared oldest first),
+    and whole steps go oldest first, on the cache grid. Assistant messages are never
+    rewritten.
+
+    ``continuing`` (message ids): user messages of the running turn that continue its tool loop
+    instead of stating a task (see :func:`strategies.rules.running_task`).
 
     ``pinned`` (message ids) and the policy's ``pins`` name messages kept verbatim: no pass
     rewrites them, and their units form a strict block. ``cut_share`` deepens the history's
@@ -139,7 +157,8 @@ def fit(
     pinned = pinned | pinned_ids(messages, policy.pins)
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
-    args = (messages, budget, counter, policy, summarizer, atomic_current, pinned, cut_share)
+    run = Running(atomic_current, continuing)
+    args = (messages, budget, counter, policy, summarizer, run, pinned, cut_share)
     result = _fit(*args, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
     if rewrote and keeps_prefix is not None and not keeps_prefix(result.messages):
@@ -157,7 +176,7 @@ def _fit(
     counter: MemoCounter,
     policy: Policy,
     summarizer: Summarizer | None,
-    atomic_current: bool,
+    run: Running,
     pinned: frozenset[int],
     cut_share: float | None,
     passes: Sequence[Pass],
@@ -177,11 +196,11 @@ def _fit(
             f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
     current, tokens = _run_passes(
-        current, tokens, budget, counter, passes, steps, actions, atomic_current, pinned
+        current, tokens, budget, counter, passes, steps, actions, run, pinned
     )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
-    rules = (RUNNING_TURN_RULE, *policy.rules) if atomic_current else policy.rules
+    rules = (RUNNING_TURN_RULE, _steps_rule(policy), *policy.rules) if run.atomic else policy.rules
     return _allocate(
         current,
         before,
@@ -194,11 +213,22 @@ def _fit(
         steps,
         pinned,
         cut_share,
+        run,
     )
 
 
-# Takes the running turn whole, before any of the policy's own rules can split it.
+# A running task's statement and newest step, whole, before any of the policy's own rules.
 RUNNING_TURN_RULE = Rule("running-turn", Match(position="current"), TIERS["core"], "strict")
+RUNNING_STEPS = "running-steps"
+
+
+def _steps_rule(policy: Policy) -> Rule:
+    """A running task's completed steps: whole steps dropped oldest first, on the cache grid,
+    after older turns (they are the task's own context). Their results were cleared first."""
+    options: dict[str, Any] = {"unit": "step"}
+    if policy.cache_cut_share > 0:
+        options["grid_share"] = policy.cache_cut_share
+    return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
 
 
 def _run_passes(
@@ -209,14 +239,17 @@ def _run_passes(
     passes: Sequence[Pass],
     steps: list[Step],
     actions: list[str],
-    atomic_current: bool = False,
+    run: Running = Running(),
     pinned: frozenset[int] = frozenset(),
 ) -> tuple[list[Message], int]:
-    # The system prompt and the user's current message (or, atomic, the whole running turn)
-    # are never rewritten by a pass.
+    # The system prompt and the user's current message are never rewritten by a pass. In a
+    # running task (atomic) only the results of its completed steps may be: the task, every
+    # assistant message and the newest step go back as they came.
     lead = leading_count(messages)
     last_user = last_user_index(messages)
-    keep_from = current_turn_start(messages, lead) if atomic_current else len(messages)
+    task, newest = (
+        running_task(messages, lead, run.continuing) if run.atomic else (len(messages),) * 2
+    )
     for compaction in passes:
         if tokens <= budget:
             steps.append(Step(compaction.name, False, 0))
@@ -224,7 +257,9 @@ def _run_passes(
         rewritten = messages[:lead] + compaction.apply(messages[lead:], counter)
         if last_user >= lead:
             rewritten[last_user] = messages[last_user]
-        rewritten[keep_from:] = messages[keep_from:]
+        for i in range(task, len(messages)):
+            if i == task or i >= newest or role(messages[i]) not in RESULT_ROLES:
+                rewritten[i] = messages[i]
         if pinned:
             for i, original in enumerate(messages):
                 if id(original) in pinned:
@@ -250,8 +285,9 @@ def _allocate(
     steps: list[Step],
     pinned: frozenset[int] = frozenset(),
     cut_share: float | None = None,
+    run: Running = Running(),
 ) -> Fit:
-    assignments = assign(messages, rules, policy.history, pinned)
+    assignments = assign(messages, rules, policy.history, pinned, run.atomic, run.continuing)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
     blocks = [
@@ -285,7 +321,8 @@ def _block(
         strategy = policy.strategy(rule)
     bind = getattr(strategy, "bind", None)
     if bind is not None and a.indices:  # the request's context, for a strategy that asks for it
-        if cut_share is not None and rule.id == "history" and hasattr(strategy, "grid_share"):
+        cut = rule.id in ("history", RUNNING_STEPS) and hasattr(strategy, "grid_share")
+        if cut_share is not None and cut:
             strategy = bind(query=query, budget=budget, grid_share=cut_share)
         else:
             strategy = bind(query=query, budget=budget)

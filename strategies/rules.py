@@ -35,7 +35,7 @@ from strategies.messages import (
 from strategies.messages import iter_text as _texts
 from strategies.tokens import Counter
 
-Position = Literal["any", "first", "leading", "current", "history"]
+Position = Literal["any", "first", "leading", "current", "steps", "history"]
 TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
 
 
@@ -110,18 +110,28 @@ def assign(
     rules: Sequence[Rule],
     history: Rule,
     pinned: frozenset[int] = frozenset(),
+    running: bool = False,
+    continuing: frozenset[int] = frozenset(),
 ) -> list[Assignment]:
     """One assignment per rule (in rule order) plus the history rule last; with ``pinned``
-    (message ids), a first assignment takes every unit holding a pinned message."""
+    (message ids), a first assignment takes every unit holding a pinned message.
+
+    ``running``: the current turn is a running task (see :func:`running_task`); its completed
+    steps stand at position ``steps``, its task message and newest step at ``current``;
+    ``continuing`` names the user messages that continue its loop."""
     lead = leading_count(messages)
-    current = current_turn_start(messages, lead)
+    current, newest = (
+        running_task(messages, lead, continuing)
+        if running
+        else (current_turn_start(messages, lead),) * 2
+    )
     out = [Assignment(r) for r in (*rules, history)]
     pins = Assignment(PINNED_RULE)
     for unit in units(messages):
         if pinned and any(id(messages[i]) in pinned for i in range(unit.start, unit.end)):
             pins.indices.extend(range(unit.start, unit.end))
             continue
-        where = _position(unit, lead, current)
+        where = _position(unit, lead, current, newest)
         from_end = len(messages) - unit.start
         target = next(
             (a for a in out[:-1] if a.rule.match.accepts(messages[unit.start], where, from_end)),
@@ -140,16 +150,18 @@ def pinned_ids(messages: Sequence[Message], pins: Sequence[Match]) -> frozenset[
     current = current_turn_start(messages, lead)
     out: set[int] = set()
     for unit in units(messages):
-        where = _position(unit, lead, current)
+        where = _position(unit, lead, current, current)
         from_end = len(messages) - unit.start
         if any(p.accepts(messages[unit.start], where, from_end) for p in pins):
             out.update(id(messages[i]) for i in range(unit.start, unit.end))
     return frozenset(out)
 
 
-def _position(unit: Unit, lead: int, current: int) -> Position:
+def _position(unit: Unit, lead: int, current: int, newest: int) -> Position:
     if unit.start < lead:
         return "first" if unit.start == 0 else "leading"
+    if current < unit.start < newest:
+        return "steps"
     if unit.start >= current:
         return "current"
     return "history"
@@ -162,6 +174,31 @@ def current_turn_start(messages: Sequence[Message], lead: int) -> int:
             return i
     tail = units(messages, lead)
     return tail[-1].start if tail else len(messages)
+
+
+def running_task(
+    messages: Sequence[Message], lead: int, continuing: frozenset[int] = frozenset()
+) -> tuple[int, int]:
+    """(task, newest step) of a running agent task: the index of the user message that states
+    the task and of the newest step (the last assistant message, with its calls and their
+    results after it). A user message in ``continuing`` (ids) is part of the loop, not a new
+    task: Claude Code adds reminders to the message that carries its tool results, which the
+    Messages view shows as a user message of its own. The steps between the task and the
+    newest step are completed: their results may be cleared and whole steps dropped, oldest
+    first; the task and the newest step stay as they came."""
+    task = -1
+    for i in range(len(messages) - 1, lead - 1, -1):
+        if role(messages[i]) == "user" and id(messages[i]) not in continuing:
+            task = i
+            break
+    if task < 0:
+        start = current_turn_start(messages, lead)
+        return start, start
+    newest = next(
+        (i for i in range(len(messages) - 1, task, -1) if role(messages[i]) == "assistant"),
+        task,
+    )
+    return task, newest
 
 
 def breakdown(

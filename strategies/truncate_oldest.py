@@ -3,9 +3,11 @@
 contexty's TruncateOldest, turn-atomic as at its later releases: the oldest removable *group* goes
 first, and a group never splits an assistant ``tool_calls`` message from its results. ``unit``
 chooses the group: ``message`` (one atomic unit), ``pair`` (a user message with the assistant
-answer after it; contexty's KeepUserAssistantPairs) or ``turn`` (a user message and everything up
-to the next user message). Groups containing a role from ``protect_roles`` are never removed. A
-result shorter than ``min_messages`` drops the block instead.
+answer after it; contexty's KeepUserAssistantPairs), ``turn`` (a user message and everything up
+to the next user message) or ``step`` (an agent's step: an assistant message with its calls'
+results and whatever follows up to the next assistant message). Groups containing a role from
+``protect_roles`` are never removed. A result shorter than ``min_messages`` drops the block
+instead.
 
 With ``grid_tokens`` set, the cut is made cache-friendly: instead of removing just enough, it
 removes up to the next multiple of ``grid_tokens`` counted from the start of the block. The cut
@@ -22,7 +24,7 @@ from typing import Literal
 from strategies.messages import Message, Unit, role, units
 from strategies.tokens import Counter
 
-GroupUnit = Literal["message", "pair", "turn"]
+GroupUnit = Literal["message", "pair", "turn", "step"]
 
 
 class TruncateOldest:
@@ -86,7 +88,9 @@ def removal_groups(messages: Sequence[Message], unit: GroupUnit) -> list[Unit]:
         return atoms
     if unit == "pair":
         return _pairs(messages, atoms)
-    return _turns(messages, atoms)
+    if unit == "step":
+        return _grouped(messages, atoms, "assistant")
+    return _grouped(messages, atoms, "user")
 
 
 def _pairs(messages: Sequence[Message], atoms: list[Unit]) -> list[Unit]:
@@ -104,10 +108,11 @@ def _pairs(messages: Sequence[Message], atoms: list[Unit]) -> list[Unit]:
     return out
 
 
-def _turns(messages: Sequence[Message], atoms: list[Unit]) -> list[Unit]:
+def _grouped(messages: Sequence[Message], atoms: list[Unit], opener: str) -> list[Unit]:
+    """Units grouped from each one that ``opener`` starts up to the next."""
     out: list[Unit] = []
     for a in atoms:
-        if out and role(messages[a.start]) != "user":
+        if out and role(messages[a.start]) != opener:
             out[-1] = Unit(out[-1].start, a.end)
         else:
             out.append(a)

@@ -28,6 +28,7 @@ from proxy.formats.base import (
     SOURCE,
     View,
     check_request_basics,
+    lowered,
     parse_json,
     reject_duplicate_keys,
     usage_int,
@@ -62,19 +63,37 @@ class AnthropicFormat:
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         return requested_output(payload, ("max_tokens",))
 
+    def with_output(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
+        """``max_tokens`` lowered; a thinking ``budget_tokens`` must stay below it, so it is
+        lowered too (never under the API's minimum of 1024)."""
+        out = lowered(payload, ("max_tokens",), limit)
+        thinking = payload.get("thinking")
+        if isinstance(thinking, dict):
+            budget = thinking.get("budget_tokens")
+            if isinstance(budget, int) and not isinstance(budget, bool) and budget >= limit:
+                out["thinking"] = {**thinking, "budget_tokens": max(1024, limit - 1)}
+        return out
+
     def view(self, payload: dict[str, Any]) -> View:
         messages: list[Message] = []
         system = payload.get("system")
         if system:
             messages.append({"role": "system", "content": _content(system), SOURCE: SYSTEM})
-        lowered = _lower(payload["messages"])
-        messages += lowered
+        wire = _lower(payload["messages"])
+        messages += wire
         count = len(payload["messages"]) + 1
         # A role other than user and assistant (Claude Code's mid-conversation ``system``
         # messages, which re-attach files after its own compaction) is the client's instruction
         # at that point: kept verbatim in its place (pinned), never handed to the summarizer.
-        own = frozenset(id(m) for m in lowered if m["role"] not in ("user", "assistant", "tool"))
-        return View(messages, True, count, _hidden_text(), own)
+        own = frozenset(id(m) for m in wire if m["role"] not in ("user", "assistant", "tool"))
+        # The text after a message's tool results continues the tool loop (Claude Code's
+        # reminders): not a new task.
+        after = frozenset(
+            id(m)
+            for k, m in enumerate(wire)
+            if m["role"] == "user" and k and _same_source(m, wire[k - 1])
+        )
+        return View(messages, True, count, _hidden_text(), own, after)
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(
@@ -157,6 +176,11 @@ def _lower(messages: list[dict[str, Any]]) -> list[Message]:
         if rest or not results:
             out.append({"role": "user", "content": _content(rest), SOURCE: {"m": m, "b": rest}})
     return out
+
+
+def _same_source(a: Message, b: Message) -> bool:
+    """Whether two view messages come from the same wire message."""
+    return bool(a[SOURCE]["m"] is b[SOURCE]["m"])
 
 
 def _assistant(m: dict[str, Any], answered: set[Any]) -> Message:

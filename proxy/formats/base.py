@@ -66,6 +66,9 @@ class View:
     # instructions inside the conversation (a Messages ``system`` message), never rewritten,
     # dropped or summarized.
     pinned: frozenset[int] = frozenset()
+    # Ids of user view messages that continue the running task's tool loop rather than state
+    # a task (text a Messages client put after its tool results, in the same message).
+    continuing: frozenset[int] = frozenset()
 
     def counter(self, inner: Counter) -> Counter:
         """The model's counter over this view: what a message shows plus what it hides."""
@@ -108,6 +111,11 @@ class WireFormat(Protocol):
         """The request's own reply limit, the reply reserve when set."""
         ...
 
+    def with_output(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
+        """``payload`` with its reply limit lowered to ``limit`` (and whatever the format ties
+        to it, such as a thinking budget that must stay below it)."""
+        ...
+
     def stateful(self, payload: dict[str, Any]) -> bool:
         """Whether the server holds history the proxy cannot see."""
         ...
@@ -131,6 +139,16 @@ def usage_int(usage: dict[str, Any], *keys: str) -> int | None:
         return None
     total = sum(v for v in values if isinstance(v, int))
     return total if total > 0 else None
+
+
+def lowered(payload: dict[str, Any], keys: tuple[str, ...], limit: int) -> dict[str, Any]:
+    """``payload`` with each of ``keys`` that holds an integer above ``limit`` set to it."""
+    out = dict(payload)
+    for key in keys:
+        value = payload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            out[key] = limit
+    return out
 
 
 def source(message: Message) -> Any:

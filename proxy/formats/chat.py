@@ -10,11 +10,12 @@ from proxy.errors import BadRequest
 from proxy.formats.base import (
     View,
     check_positive_int,
+    lowered,
     parse_json,
     reject_duplicate_keys,
     usage_int,
 )
-from strategies.budget import requested_output
+from strategies.budget import CHAT_OUTPUT_KEYS, requested_output
 from strategies.messages import Message
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -35,6 +36,9 @@ class ChatFormat:
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         return requested_output(payload)
+
+    def with_output(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
+        return lowered(payload, CHAT_OUTPUT_KEYS, limit)
 
     def stateful(self, payload: dict[str, Any]) -> bool:
         return False

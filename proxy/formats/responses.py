@@ -25,6 +25,7 @@ from proxy.formats.base import (
     SOURCE,
     View,
     check_request_basics,
+    lowered,
     parse_json,
     reject_duplicate_keys,
     usage_int,
@@ -40,7 +41,7 @@ from proxy.formats.responses_items import (
     kind_of,
 )
 from strategies.budget import requested_output
-from strategies.messages import Message
+from strategies.messages import LEADING_ROLES, Message
 
 INSTRUCTIONS = "instructions"  # SOURCE of the view message standing for ``instructions``
 STRING_INPUT = "input"  # SOURCE of the view message standing for a string ``input``
@@ -74,6 +75,9 @@ class ResponsesFormat:
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         return requested_output(payload, ("max_output_tokens",))
+
+    def with_output(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
+        return lowered(payload, ("max_output_tokens",), limit)
 
     def view(self, payload: dict[str, Any]) -> View:
         messages: list[Message] = []
@@ -137,7 +141,12 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
             out.append({"role": "tool", "tool_call_id": answered_key(item), **_output(item)})
             out[-1][SOURCE] = [item]
         else:  # opaque: a unit of its own, priced whole
-            out.append({"role": "assistant", "content": None, SOURCE: [item]})
+            # Before the first user or assistant message it is part of the application's
+            # prefix (Codex's ``additional_tools`` item holds its default model's tools), and
+            # the prefix is strict: a leading message, never dropped nor summarized.
+            prefix = all(m["role"] in LEADING_ROLES for m in out)
+            role = "developer" if prefix else "assistant"
+            out.append({"role": role, "content": None, SOURCE: [item]})
     close_run()
     return out
 

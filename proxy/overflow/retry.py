@@ -34,6 +34,7 @@ class Retrying:
     budget_for: Callable[[int], Budget]  # the first attempt's budget rule, for a window
     learn: Callable[[int, int], Awaitable[None]]  # (window, floor)
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
+    lowers_output: bool = False  # the request's output limit may be lowered (proxy/budget.py)
 
 
 async def send_with_overflow_retry(
@@ -49,7 +50,9 @@ async def send_with_overflow_retry(
         if plan.counted == "bound":  # the shrink must start from the real count, not a bound
             plan.tokens_after = do.recount()
         try:
-            budget, learned = budget_after_overflow(plan, overflow, do.budget_for, trimming)
+            budget, learned = budget_after_overflow(
+                plan, overflow, do.budget_for, trimming, do.lowers_output
+            )
             if learned is not None:
                 await do.learn(learned, learned_floor(overflow))
             retry = await do.refit(budget)
@@ -78,7 +81,11 @@ def should_retry(overflow: Overflow | None, plan: Plan, retries: int, limit: int
 
 
 def budget_after_overflow(
-    plan: Plan, overflow: Overflow, budget_for: Callable[[int], Budget], trimming: Trimming
+    plan: Plan,
+    overflow: Overflow,
+    budget_for: Callable[[int], Budget],
+    trimming: Trimming,
+    lowers_output: bool = False,
 ) -> tuple[Budget, int | None]:
     """The budget for a retry after an upstream overflow, and the window learned (our tokens).
 
@@ -88,6 +95,10 @@ def budget_after_overflow(
     reply reserve sized for a 64k window must not eat a 2k one. Without numbers the messages'
     share shrinks by ``overflow_shrink``. Either way the budget for the messages ends below what
     was just sent, so each retry progresses; ContextTooLarge when no room is left.
+
+    When the upstream says the prompt fit and only the output limit did not (``a + b > c``) and
+    the request's limit may be lowered, the budget for the learned window is all it takes: the
+    refit keeps the messages and lowers the limit to what that window leaves.
     """
     assert plan.budget is not None and plan.tokens_after is not None
     old, sent = plan.budget, plan.tokens_after
@@ -95,6 +106,8 @@ def budget_after_overflow(
         scale = max(1.0, overflow.prompt / max(1, sent + old.tools))
         learned = math.floor(overflow.limit / scale)
         fresh = budget_for(min(learned, old.window))
+        if lowers_output and overflow.completion and fresh.messages >= sent:
+            return fresh, learned
         if overflow.completion and overflow.completion > fresh.reserve:
             fresh = replace(fresh, reserve=overflow.completion)
         slack = fresh.messages - math.floor(fresh.messages * 0.98)  # our count may be a bit low

@@ -240,7 +240,15 @@ class Compactor:
         ctx, messages = job.ctx, job.messages
         covered = job.previous.covers if job.previous else 0
         cfg = ctx.policy.summarizer
-        planned = next_cut(messages, covered, job.budget, cfg.keep_recent_tokens, ctx.counter)
+        planned = next_cut(
+            messages,
+            covered,
+            job.budget,
+            cfg.keep_recent_tokens,
+            ctx.counter,
+            ctx.running,
+            ctx.continuing,
+        )
         if planned is None:
             return None
         start, cut = planned
@@ -259,7 +267,9 @@ class Compactor:
         self, messages: list[Message], budget: int, ctx: Context, seed: str
     ) -> Compacted | None:
         cfg = ctx.policy.summarizer
-        planned = next_cut(messages, 0, budget, cfg.keep_recent_tokens, ctx.counter)
+        planned = next_cut(
+            messages, 0, budget, cfg.keep_recent_tokens, ctx.counter, ctx.running, ctx.continuing
+        )
         if planned is None:
             return None
         summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)

@@ -66,6 +66,8 @@ class Context:
     calls_per_hour: int | None = None  # the team's cap on summarizer calls
     scope: str = ""  # whose checkpoints: the team, or in passthrough the team and the caller
     pinned: frozenset[int] = frozenset()  # ids of messages kept verbatim, never summarized
+    running: bool = False  # the current turn is a running task: never summarized into
+    continuing: frozenset[int] = frozenset()  # its user messages that are not the task
 
     def __post_init__(self) -> None:
         if not self.scope:
@@ -106,7 +108,15 @@ async def make_checkpoint(
     ctx, messages = job.ctx, job.messages
     covered = job.previous.covers if job.previous else 0
     cfg = ctx.policy.summarizer
-    planned = next_cut(messages, covered, job.budget, cfg.keep_recent_tokens, ctx.counter)
+    planned = next_cut(
+        messages,
+        covered,
+        job.budget,
+        cfg.keep_recent_tokens,
+        ctx.counter,
+        ctx.running,
+        ctx.continuing,
+    )
     if planned is None:
         raise NothingToSummarize("the recent turns are all there is")
     start, cut = planned

@@ -1,7 +1,8 @@
 """Property tests over generated Responses and Messages conversations, through the adapters and
 the one engine: whatever the budget, the written request keeps every call with its output
-(reasoning and thinking with the items they belong to), keeps the running turn byte for byte,
-fits the budget by the proxy's count, and that count bounds the upstream's own."""
+(reasoning and thinking with the items they belong to), keeps the running task's statement and
+its newest step byte for byte and every assistant item it keeps as it came, fits the budget by
+the proxy's count, and that count bounds the upstream's own."""
 
 from __future__ import annotations
 
@@ -108,9 +109,25 @@ def anthropic_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
     return messages
 
 
-def running(items: list[dict[str, Any]], is_user: Any) -> bytes:
-    last = max(i for i, item in enumerate(items) if is_user(item))
-    return orjson.dumps(items[last:])
+def running(items: list[dict[str, Any]], is_user: Any, is_assistant: Any) -> bytes:
+    """The running task's statement (the last user item) and its newest step (the last run of
+    assistant items after it, and what follows)."""
+    task = max(i for i, item in enumerate(items) if is_user(item))
+    newest = len(items)
+    for i in range(len(items) - 1, task, -1):
+        if is_assistant(items[i]):
+            newest = i
+        elif newest < len(items):
+            break
+    return orjson.dumps([items[task], items[newest:]])
+
+
+def assistants_as_sent(
+    written: list[dict[str, Any]], sent: list[dict[str, Any]], is_assistant: Any
+) -> bool:
+    """Every assistant item the proxy forwards is one the client sent, byte for byte."""
+    originals = {orjson.dumps(item) for item in sent if is_assistant(item)}
+    return all(orjson.dumps(item) in originals for item in written if is_assistant(item))
 
 
 def run(fmt: Any, payload: dict[str, Any], counter: Any, budget: int) -> dict[str, Any] | None:
@@ -138,7 +155,9 @@ def test_responses_invariants(items: list[dict[str, Any]], share: float) -> None
         return
     assert invalid_items(written["input"]) is None
     user = lambda i: i.get("role") == "user"  # noqa: E731
-    assert running(written["input"], user) == running(items, user)
+    side = lambda i: i.get("type") in ("reasoning", "function_call")  # noqa: E731
+    assert running(written["input"], user, side) == running(items, user, side)
+    assert assistants_as_sent(written["input"], items, side)
     assert ResponsesCounter("o200k_base").prompt(written) <= total
 
 
@@ -163,5 +182,9 @@ def test_anthropic_invariants(messages: list[dict[str, Any]], share: float) -> N
         c = m["content"]
         return m["role"] == "user" and (isinstance(c, str) or any(b["type"] == "text" for b in c))
 
-    assert running(written["messages"], user) == running(messages, user)
+    def assistant(m: dict[str, Any]) -> bool:
+        return m["role"] == "assistant"
+
+    assert running(written["messages"], user, assistant) == running(messages, user, assistant)
+    assert assistants_as_sent(written["messages"], messages, assistant)
     assert written["system"] == "Be brief."

@@ -1,0 +1,83 @@
+"""A reply limit that does not fit beside the prompt is lowered, not paid for with the
+conversation: Claude Code asks for ``max_tokens`` 64000 whatever the window, and the proxy used
+to cut the prompt (or refuse) to make room for it, or pass the upstream's
+"input length and `max_tokens` exceed context limit" through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import pytest
+
+from proxy.demo_anthropic import AnthropicCounter
+from tests.e2e.conftest import Stack, StackFactory
+
+CLAUDE = "claude-demo"
+UPSTREAM_WINDOW = 72_000
+ASKED = 64_000
+MESSAGES = [
+    {"role": "user", "content": f"Line {k}: the build failed in module {k} again. " * 40}
+    for k in range(40)
+]
+
+
+def stack_for(make_stack: StackFactory, proxy_window: int, **policy: Any) -> Stack:
+    models = {CLAUDE: {"context_window": proxy_window, "tokenizer": "estimate"}}
+    policies = {"default": policy} if policy else {}
+    return make_stack(
+        window=UPSTREAM_WINDOW,
+        models=models,
+        apis=["chat_completions", "messages"],
+        policies=policies,
+    )
+
+
+def conversation() -> list[dict[str, Any]]:
+    out = []
+    for k, m in enumerate(MESSAGES):
+        out.append(m)
+        out.append({"role": "assistant", "content": f"Noted {k}."})
+    return [*out, {"role": "user", "content": "What failed?"}]
+
+
+def send(stack: Stack) -> Any:
+    client = anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0)
+    return client.messages.with_raw_response.create(
+        model=CLAUDE, max_tokens=ASKED, messages=conversation(), timeout=60
+    )
+
+
+def test_the_limit_is_lowered_to_what_the_prompt_leaves(make_stack: StackFactory) -> None:
+    stack = stack_for(make_stack, UPSTREAM_WINDOW)
+    raw = send(stack)
+    forwarded = stack.received[-1]
+    assert len(forwarded["messages"]) == len(conversation())  # nothing was cut
+    prompt = AnthropicCounter().prompt(forwarded)
+    assert prompt + forwarded["max_tokens"] <= UPSTREAM_WINDOW
+    assert 40_000 < forwarded["max_tokens"] < ASKED
+    assert (
+        f"max-tokens-lowered {ASKED}->{forwarded['max_tokens']}"
+        in raw.headers["x-contextwarden-actions"]
+    )
+
+
+def test_the_upstreams_a_plus_b_error_is_recovered(make_stack: StackFactory) -> None:
+    """The proxy believes in a larger window; the upstream's "a + b > c" teaches it."""
+    stack = stack_for(make_stack, 200_000)
+    raw = send(stack)
+    assert raw.headers["x-contextwarden-retries"] == "1"
+    first, retry = stack.received[-2:]
+    assert first["max_tokens"] == ASKED
+    assert len(retry["messages"]) == len(conversation())
+    assert AnthropicCounter().prompt(retry) + retry["max_tokens"] <= UPSTREAM_WINDOW
+
+
+@pytest.mark.parametrize("policy", [{"lower_max_tokens": False}, {"min_output_tokens": ASKED}])
+def test_a_policy_keeps_the_limit_whole(make_stack: StackFactory, policy: dict[str, Any]) -> None:
+    stack = stack_for(make_stack, UPSTREAM_WINDOW, **policy)
+    send(stack)
+    forwarded = stack.received[-1]
+    assert forwarded["max_tokens"] == ASKED
+    assert len(forwarded["messages"]) < len(conversation())  # the prompt made room instead
