@@ -1,0 +1,159 @@
+"""The real agent CLIs, run as their users run them, through a real proxy on a loopback port.
+
+The clients are the npm packages pinned in ``tests/clients/package.json`` (installed by
+``npm ci --prefix tests/clients``, which ``.ci/run`` does). Each runs non-interactively in a
+task directory of its own, with an isolated ``HOME`` and no traffic but to the proxy, against
+the scripted upstream of ``scripted.py``. In CI a missing client fails the test; elsewhere it
+is skipped with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.servers import BackgroundServer
+from tests.clients.scripted import Script, create_scripted
+
+BIN = Path(__file__).parent / "node_modules" / ".bin"
+TASK = "read the step files in order"
+
+
+def client(name: str) -> Path:
+    path = BIN / name
+    if not path.exists():
+        message = f"{name} is not installed: npm ci --prefix tests/clients"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def write_steps(work: Path, steps: int, lines: int = 120, start: int = 1) -> None:
+    """``step-NN.txt`` files of ``lines`` distinct lines each (about 2,400 tokens at 120)."""
+    for k in range(start, start + steps):
+        text = "".join(
+            f"step {k} line {i}: the quick brown fox {i * k} jumps over {k} lazy dogs near "
+            f"river {i}\n"
+            for i in range(lines)
+        )
+        (work / f"step-{k:02d}.txt").write_text(text)
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return f"exit {self.returncode}\nstdout:\n{self.stdout[-3000:]}\nstderr:\n{self.stderr[-3000:]}"
+
+
+class Recorder:
+    """The proxy's app, recording each body a client sends it (in order) before the proxy
+    sees it: what a forwarded request is compared with."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        self.sent.append((scope["path"], orjson.loads(body)))
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+@dataclass
+class Agent:
+    """A scripted upstream, the proxy in front of it, and a task directory for a client."""
+
+    script: Script
+    recorder: Recorder
+    proxy_url: str
+    upstream_url: str
+    work: Path
+    home: Path
+
+    def sent(self, path: str) -> list[dict[str, Any]]:
+        """What the client sent the proxy at ``path``, in order."""
+        return [body for at, body in self.recorder.sent if at == path]
+
+    def forwarded(self, path: str) -> list[dict[str, Any]]:
+        """What the upstream was sent at ``path`` (``messages``, ``responses``), in order."""
+        return [r.body for r in self.script.received if r.path == path]
+
+    def run(self, argv: list[str], env: dict[str, str], timeout: float = 240) -> Run:
+        base = {"PATH": os.environ["PATH"], "HOME": str(self.home), "LANG": "C.UTF-8"}
+        done = subprocess.run(
+            argv,
+            cwd=self.work,
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        return Run(done.returncode, done.stdout, done.stderr)
+
+
+AgentFactory = Callable[..., Agent]
+
+
+@pytest.fixture
+def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
+    with ExitStack() as stack:
+
+        def build(
+            window: int, steps: int, models: list[str], policy: dict[str, Any] | None = None
+        ) -> Agent:
+            script = Script(steps=steps, window=window)
+            upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
+            apis = ["chat_completions", "responses", "messages"]
+            config: dict[str, Any] = {
+                "upstreams": {"scripted": {"base_url": f"{upstream.url}/v1", "apis": apis}},
+                "default_upstream": "scripted",
+                "data_dir": str(tmp_path / "data"),
+                "models": {m: {"context_window": window} for m in models},
+                "policies": {"default": policy or {}},
+            }
+            recorder = Recorder(create_app(load_settings(None, **config)))
+            proxy = stack.enter_context(BackgroundServer(recorder))
+            work, home = tmp_path / "work", tmp_path / "home"
+            work.mkdir()
+            home.mkdir()
+            write_steps(work, steps)
+            return Agent(script, recorder, proxy.url, upstream.url, work, home)
+
+        yield build
+
+
+def same(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -1,0 +1,330 @@
+"""A scripted agent upstream for the real CLIs: Messages and Responses over SSE, with the APIs' checks.
+
+It plays the model for a multi-step task: each answer to a task (or to the output of the
+previous step) calls the client's own shell tool to read the next ``step-NN.txt`` of the task's
+working directory, with a signed thinking block (Messages) or an encrypted reasoning item
+(Responses); after ``steps`` reads it answers in text. The step is read from the newest call
+the client sent back, never from how many came before, so it holds when older steps were
+trimmed away.
+
+It rejects what the real APIs reject, in their words: a prompt over ``window`` (its own count:
+Anthropic's tokenizer for Messages, o200k for Responses), a call without its output or an
+output without its call, a reasoning item without its following item, more than four
+``cache_control`` breakpoints, a thinking block whose signature does not match its text. Every
+body it is sent is kept in ``received`` (with the path and headers), accepted or not.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from proxy.demo_anthropic import AnthropicCounter, invalid_request, sign
+from proxy.demo_anthropic import _events as message_events
+from proxy.demo_responses import ResponsesCounter
+from proxy.demo_responses import _events as response_events
+from strategies.summary import SYSTEM_PROMPT
+
+STEP = re.compile(r"step-(\d+)\.txt")
+CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUTS = {
+    "function_call_output": "function_call",
+    "custom_tool_call_output": "custom_tool_call",
+    "local_shell_call_output": "local_shell_call",
+}
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    status: int = 200
+
+
+@dataclass
+class Script:
+    """What the model does: ``steps`` reads of ``step-NN.txt``, then a text answer."""
+
+    steps: int
+    window: int
+    received: list[Received] = field(default_factory=list)
+    summaries: list[Received] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> list[Received]:
+        return [r for r in self.received if r.status == 200]
+
+    @property
+    def refused(self) -> list[Received]:
+        return [r for r in self.received if r.status != 200]
+
+
+def create_scripted(script: Script) -> Starlette:
+    anthropic = AnthropicCounter()
+    openai = ResponsesCounter("o200k_base")
+
+    async def messages(request: Request) -> Response:
+        payload = orjson.loads(await request.body())
+        seen = Received("messages", dict(request.headers), payload)
+        if _summarizing(payload):
+            script.summaries.append(seen)
+        else:
+            script.received.append(seen)
+        broken = invalid_request(payload)
+        tokens = anthropic.prompt(payload)
+        if broken is None and tokens + payload["max_tokens"] > script.window:
+            broken = (
+                f"prompt is too long: {tokens} tokens > {script.window} maximum"
+                if tokens > script.window
+                else f"input length and `max_tokens` exceed context limit: {tokens} + "
+                f"{payload['max_tokens']} > {script.window}, decrease input length or "
+                "`max_tokens` and try again"
+            )
+        if broken is not None:
+            seen.status = 400
+            error = {"type": "invalid_request_error", "message": broken}
+            return _json({"type": "error", "error": error}, 400)
+        message = _message(payload, script, tokens)
+        if payload.get("stream"):
+            return StreamingResponse(message_events(message), media_type="text/event-stream")
+        return _json(message)
+
+    async def responses(request: Request) -> Response:
+        payload = orjson.loads(await request.body())
+        seen = Received("responses", dict(request.headers), payload)
+        script.received.append(seen)
+        items = payload["input"]
+        broken = _invalid_items(items) if isinstance(items, list) else None
+        tokens = _responses_tokens(openai, payload)
+        if broken is None and tokens > script.window:
+            broken = (
+                "Your input exceeds the context window of this model. Please adjust your input "
+                "and try again."
+            )
+        if broken is not None:
+            seen.status = 400
+            code = "context_length_exceeded" if "context window" in broken else None
+            error = {"message": broken, "type": "invalid_request_error", "param": "input"}
+            return _json({"error": {**error, "code": code}}, 400)
+        response = _response(payload, script, tokens)
+        if payload.get("stream"):
+            return StreamingResponse(response_events(response), media_type="text/event-stream")
+        return _json(response)
+
+    async def chat(request: Request) -> Response:
+        """The proxy's summarizer calls: a short summary of what it was sent."""
+        payload = orjson.loads(await request.body())
+        script.summaries.append(Received("chat", dict(request.headers), payload))
+        text = f"Summary of {len(payload['messages'])} messages: files were read in order."
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
+        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+        body = {"id": "chatcmpl-s", "object": "chat.completion", "created": 0}
+        return _json({**body, "model": payload["model"], "choices": [choice], "usage": usage})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+        ]
+    )
+
+
+def _json(body: dict[str, Any], status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status, media_type="application/json")
+
+
+def _summarizing(payload: dict[str, Any]) -> bool:
+    system = payload.get("system")
+    text = system if isinstance(system, str) else orjson.dumps(system or "").decode()
+    return SYSTEM_PROMPT[:40] in text
+
+
+def next_step(calls: list[str], answered: bool) -> int:
+    """The step to take: 1 for a new task, else one after the newest call's step."""
+    if not answered or not calls:
+        return 1
+    found = STEP.findall(calls[-1])
+    return int(found[-1]) + 1 if found else 1
+
+
+# Messages -------------------------------------------------------------------------------------
+
+
+def _message(payload: dict[str, Any], script: Script, tokens: int) -> dict[str, Any]:
+    turns = [m for m in payload["messages"] if m["role"] in ("user", "assistant")]
+    calls = [
+        orjson.dumps(b.get("input")).decode()
+        for m in turns
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
+    last = turns[-1]["content"] if turns else ""
+    answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+    step = next_step(calls, answered)
+    names = {t.get("name") for t in payload.get("tools") or []}
+    text = f"Step {step}: reading the next file ({uuid.uuid4().hex[:8]})."
+    blocks: list[dict[str, Any]] = []
+    if payload.get("thinking"):
+        blocks.append({"type": "thinking", "thinking": text, "signature": sign(text)})
+    if "Bash" in names and step <= script.steps:
+        command = f"cat step-{step:02d}.txt"
+        use = {"command": command, "description": f"Read step {step}"}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                "name": "Bash",
+                "input": use,
+            }
+        )
+        reason = "tool_use"
+    else:
+        blocks.append({"type": "text", "text": f"Done after {step - 1} steps ({tokens} tokens)."})
+        reason = "end_turn"
+    usage = {
+        "input_tokens": tokens,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": 30,
+    }
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": payload["model"],
+        "content": blocks,
+        "stop_reason": reason,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+# Responses ------------------------------------------------------------------------------------
+
+
+def _responses_tokens(counter: ResponsesCounter, payload: dict[str, Any]) -> int:
+    """The demo's count, plus tool definitions wherever they stand (Codex's ``additional_tools``
+    input item holds them for its default model)."""
+    items = payload["input"]
+    tools = [i for i in items if isinstance(i, dict) and i.get("type") == "additional_tools"]
+    extra = sum(counter.n(orjson.dumps(t.get("tools")).decode()) for t in tools)
+    return counter.prompt(payload) + extra
+
+
+def _invalid_items(items: list[Any]) -> str | None:
+    calls = {i.get("call_id"): i.get("type") for i in items if i.get("type") in CALLS}
+    outputs = {i.get("call_id") for i in items if i.get("type") in OUTPUTS}
+    for k, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "reasoning":
+            nxt = items[k + 1] if k + 1 < len(items) else None
+            if nxt is None or nxt.get("type") in ("reasoning", *OUTPUTS):
+                return (
+                    f"Item '{item.get('id')}' of type 'reasoning' was provided without its "
+                    "required following item."
+                )
+        if kind in CALLS and item.get("call_id") not in outputs:
+            return f"No tool output found for function call {item.get('call_id')}."
+        if kind in OUTPUTS and calls.get(item.get("call_id")) != OUTPUTS[kind]:
+            return (
+                f"No tool call found for function call output with call_id {item.get('call_id')}."
+            )
+    return None
+
+
+def _shell(payload: dict[str, Any]) -> tuple[str, str] | None:
+    """How this client runs a shell command: ("function", name) for a top-level function tool,
+    ("exec", "exec") for the default model's JavaScript ``exec`` tool."""
+    for tool in payload.get("tools") or []:
+        if tool.get("type") == "function" and tool.get("name") in ("shell", "exec_command"):
+            return "function", tool["name"]
+    for item in payload["input"]:
+        tools = item.get("tools") if isinstance(item, dict) else None
+        if item.get("type") == "additional_tools" and b"exec_command" in orjson.dumps(tools):
+            return "exec", "exec"
+    return None
+
+
+def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str, Any]:
+    items = payload["input"] if isinstance(payload["input"], list) else []
+    calls = [
+        str(i.get("arguments") or i.get("input") or "") for i in items if i.get("type") in CALLS
+    ]
+    answered = bool(items) and items[-1].get("type") in OUTPUTS
+    step = next_step(calls, answered)
+    shell = _shell(payload)
+    reasoning: dict[str, Any] = {
+        "id": f"rs_{uuid.uuid4().hex}",
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": "gAAAA" + uuid.uuid4().hex * 6,
+    }
+    command = f"cat step-{step:02d}.txt"
+    call_id = f"call_{uuid.uuid4().hex[:16]}"
+    answer: dict[str, Any]
+    if shell is not None and step <= script.steps:
+        kind, name = shell
+        if kind == "exec":
+            code = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(r);"
+            answer = {
+                "id": f"ctc_{uuid.uuid4().hex}",
+                "type": "custom_tool_call",
+                "status": "completed",
+                "call_id": call_id,
+                "name": name,
+                "input": code,
+            }
+        else:
+            args = (
+                {"cmd": command}
+                if name == "exec_command"
+                else {"command": ["bash", "-lc", command]}
+            )
+            answer = {
+                "id": f"fc_{uuid.uuid4().hex}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": call_id,
+                "name": name,
+                "arguments": orjson.dumps(args).decode(),
+            }
+    else:
+        text = f"Done after {step - 1} steps ({tokens} tokens)."
+        answer = {
+            "id": f"msg_{uuid.uuid4().hex}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    return {
+        "id": f"resp_{uuid.uuid4().hex}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": payload["model"],
+        "output": [reasoning, answer],
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": payload.get("tools") or [],
+        "store": False,
+        "usage": {
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 30,
+            "output_tokens_details": {"reasoning_tokens": 10},
+            "total_tokens": tokens + 30,
+        },
+    }

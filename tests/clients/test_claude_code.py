@@ -1,0 +1,149 @@
+"""Claude Code (``claude -p``, pinned in package.json) through the proxy, at a window that
+forces trimming inside its tool loop.
+
+Its requests are what the documentation never showed: ``system`` messages inside
+``messages``, ``max_tokens`` 64000, adaptive thinking, ``context_management``, a breakpoint
+that moves to the newest message on every request. The scripted upstream rejects what the API
+rejects, so an answered run is a run whose every forwarded request was valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.clients.conftest import TASK, Agent, AgentFactory, client, same
+from tests.clients.scripted import STEP, Received
+
+MODEL = "claude-opus-4-8"  # what this version asks for by default; no model table knows it
+# Claude Code's system prompt and tools take about 18,600 tokens by the upstream's count: the
+# window leaves 12k for the conversation, and each step reads about 2,400.
+WINDOW = 18_600 + 12_000
+KEY = "sk-ant-test-key"
+
+
+def claude(agent: Agent, prompt: str, *more: str) -> list[str]:
+    (agent.home / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    return [str(client("claude")), "-p", prompt, "--allowedTools", "Bash(cat:*)", *more]
+
+
+def env(agent: Agent) -> dict[str, str]:
+    return {
+        "ANTHROPIC_BASE_URL": agent.proxy_url,
+        "ANTHROPIC_API_KEY": KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+
+
+def turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in body["messages"] if m["role"] in ("user", "assistant")]
+
+
+def blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def commands(body: dict[str, Any]) -> list[str]:
+    return [
+        b["input"]["command"]
+        for m in turns(body)
+        if m["role"] == "assistant"
+        for b in blocks(m)
+        if b.get("type") == "tool_use"
+    ]
+
+
+def task_of(body: dict[str, Any]) -> str:
+    """The newest user text that is not a tool loop's continuation."""
+    for m in reversed(turns(body)):
+        if m["role"] == "user" and not any(b.get("type") == "tool_result" for b in blocks(m)):
+            return "\n".join(b.get("text", "") for b in blocks(m))
+    return ""
+
+
+def check_forwarded(agent: Agent) -> None:
+    """Every request reached the upstream once, and kept what the client sent of its system
+    prompt, tools and newest step (the last assistant message with its thinking and calls, and
+    what follows it) byte for byte."""
+    sent, forwarded = agent.sent("/v1/messages"), agent.forwarded("messages")
+    assert len(sent) == len(forwarded)
+    for theirs, ours in zip(sent, forwarded, strict=True):
+        assert same(ours["system"]) == same(theirs["system"])
+        assert same(ours["tools"]) == same(theirs["tools"])
+        assert task_of(ours) == task_of(theirs)
+        assert same(newest_step(ours)) == same(newest_step(theirs))
+
+
+def newest_step(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The running task's newest step: its last assistant message and what follows."""
+    messages = body["messages"]
+    task = max(
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and not any(b.get("type") == "tool_result" for b in blocks(m))
+    )
+    last = max(
+        (i for i in range(task, len(messages)) if messages[i]["role"] == "assistant"), default=None
+    )
+    return [] if last is None else messages[last:]
+
+
+def trimmed(received: list[Received]) -> int:
+    """Requests that reached the upstream with fewer of the running task's steps than it had
+    taken (the newest call names its step; the calls before it are what was kept)."""
+    out = 0
+    for r in received:
+        calls = commands(r.body)
+        if calls and STEP.search(calls[-1]):
+            step = int(STEP.findall(calls[-1])[-1])
+            out += len([c for c in calls if STEP.search(c)]) < step
+    return out
+
+
+def test_a_long_task_and_two_more_turns_fit(make_agent: AgentFactory) -> None:
+    agent = make_agent(WINDOW, steps=6, models=[MODEL])
+    first = agent.run(claude(agent, TASK), env(agent))
+    assert first.returncode == 0, first
+    assert "Done after 6 steps" in first.stdout, first
+    for turn in (2, 3):
+        more = agent.run(claude(agent, f"{TASK}, again ({turn})", "--continue"), env(agent))
+        assert more.returncode == 0, more
+        assert "Done after 6 steps" in more.stdout, more
+    received = agent.script.received
+    assert not agent.script.refused, [r.body.get("messages", [])[-1:] for r in agent.script.refused]
+    assert len(received) >= 21  # 7 requests a turn
+    check_forwarded(agent)
+    assert trimmed(received) >= 6
+    # Claude Code asks for 64000 output tokens of a 30,600-token window: the proxy lowered the
+    # limit to what the prompt left instead of cutting the conversation for it.
+    assert all(r.body["max_tokens"] < 64000 for r in received)
+
+
+def test_its_own_compaction_goes_through(make_agent: AgentFactory) -> None:
+    agent = make_agent(WINDOW, steps=3, models=[MODEL])
+    assert agent.run(claude(agent, TASK), env(agent)).returncode == 0
+    compacted = agent.run(claude(agent, "/compact", "--continue"), env(agent))
+    assert compacted.returncode == 0, compacted
+    after = agent.run(claude(agent, f"{TASK}, after compaction", "--continue"), env(agent))
+    assert after.returncode == 0, after
+    assert "Done after 3 steps" in after.stdout, after
+    assert not agent.script.refused
+    check_forwarded(agent)
+
+
+def test_passthrough_summaries_spend_the_callers_own_key(make_agent: AgentFactory) -> None:
+    policy = {"summarize": True, "summarizer": {"summarize_unseen": True}}
+    agent = make_agent(WINDOW, steps=4, models=[MODEL], policy=policy)
+    for turn in range(3):
+        run = agent.run(
+            claude(agent, f"{TASK} ({turn})", *(["--continue"] if turn else [])), env(agent)
+        )
+        assert run.returncode == 0, run
+    assert not agent.script.refused
+    assert agent.script.summaries, "the older turns were never summarized"
+    for call in agent.script.summaries:
+        sent = call.headers.get("authorization", "") + call.headers.get("x-api-key", "")
+        assert KEY in sent

@@ -1,0 +1,85 @@
+"""Codex CLI (``codex exec``, pinned in package.json) through the proxy, at windows that force
+trimming inside its tool loop.
+
+Its default model sends no ``instructions`` and no top-level ``tools``: the tools come first, as
+an ``additional_tools`` input item, then the ``developer`` messages that hold its system prompt,
+and it runs shell commands through a JavaScript ``exec`` custom tool. ``-m gpt-5.1-codex``
+sends top-level function tools instead. The scripted upstream rejects what the API rejects
+(a call without its output, a reasoning item without its following item, an over-window
+prompt), so an answered run is a run whose every forwarded request was valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.clients.conftest import TASK, Agent, AgentFactory, client, same
+
+DEFAULT_MODEL = "gpt-6.1-sol"  # what this version asks for with no -m
+# The prefix (tools item and developer messages) is about 11,700 tokens for the default
+# model and 3,000 with -m gpt-5.1-codex, by the upstream's count: each window leaves 16k for
+# the task, and a step reads about 3,000.
+WINDOWS = {DEFAULT_MODEL: 11_700 + 16_000, "gpt-5.1-codex": 3_000 + 16_000}
+STEPS = 10
+
+
+def codex(agent: Agent, model: str) -> tuple[list[str], dict[str, str]]:
+    home = agent.home / ".codex"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        'model_provider = "contextwarden"\n'
+        "[model_providers.contextwarden]\n"
+        'name = "contextwarden"\n'
+        f'base_url = "{agent.proxy_url}/v1"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        'wire_api = "responses"\n'
+    )
+    argv = [
+        str(client("codex")),
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",  # the task directory is the test's own
+    ]
+    if model != DEFAULT_MODEL:
+        argv += ["-m", model]
+    return [*argv, TASK], {"OPENAI_API_KEY": "sk-test", "CODEX_HOME": str(home)}
+
+
+def prefix(body: dict[str, Any]) -> list[Any]:
+    """Everything before the first user message, with ``instructions`` and ``tools``."""
+    items = body["input"]
+    first = next(i for i, item in enumerate(items) if item.get("role") == "user")
+    return [body.get("instructions"), body.get("tools"), items[:first]]
+
+
+def task_and_newest(body: dict[str, Any]) -> list[Any]:
+    """The task (the last user message) and the newest step (the last reasoning item and
+    what follows it)."""
+    items = body["input"]
+    task = max(i for i, item in enumerate(items) if item.get("role") == "user")
+    last = max(
+        (i for i in range(task, len(items)) if items[i].get("type") == "reasoning"),
+        default=len(items),
+    )
+    return [items[task], items[last:]]
+
+
+@pytest.mark.parametrize("model", list(WINDOWS))
+def test_a_long_task_keeps_its_tools_and_prefix(make_agent: AgentFactory, model: str) -> None:
+    agent = make_agent(WINDOWS[model], steps=STEPS, models=[model])
+    argv, env = codex(agent, model)
+    run = agent.run(argv, env)
+    assert run.returncode == 0, run
+    assert f"Done after {STEPS} steps" in run.stdout, run
+    assert not agent.script.refused
+    sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
+    assert len(sent) == len(forwarded) == STEPS + 1
+    for theirs, ours in zip(sent, forwarded, strict=True):
+        assert same(prefix(ours)) == same(prefix(theirs))
+        assert same(task_and_newest(ours)) == same(task_and_newest(theirs))
+    # The window forced trimming: later requests went with fewer steps than were taken.
+    calls = [[i for i in b["input"] if "call" in str(i.get("type"))] for b in forwarded]
+    kept = [len([c for c in cs if not c["type"].endswith("output")]) for cs in calls]
+    assert kept[-1] < STEPS
