@@ -187,7 +187,21 @@ def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:
 
 
 def message_digest(message: Message) -> bytes:
-    return hashlib.blake2b(orjson.dumps(message), digest_size=16).digest()
+    """A message's digest, wherever its ``cache_control`` breakpoints sit: Anthropic clients move
+    their one message breakpoint to the newest message on every request, and a moved marker
+    changes nothing the provider caches (the prefix up to it is the same bytes)."""
+    raw = orjson.dumps(message)
+    if b'"cache_control"' in raw:
+        raw = orjson.dumps(_unmarked(message))
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _unmarked(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
 
 
 _digest = message_digest

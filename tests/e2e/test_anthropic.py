@@ -239,3 +239,30 @@ def test_an_input_length_and_max_tokens_overflow_is_recovered(make_stack: StackF
     assert raw.headers["x-contextwarden-retries"] == "1"
     assert "overflow-retry" in raw.headers["x-contextwarden-actions"]
     assert AnthropicCounter().prompt(stack.received[-1]) + MAX_TOKENS <= 4000
+
+
+def test_a_moved_breakpoint_keeps_the_prefix(make_stack: StackFactory) -> None:
+    """Claude Code and the SDK move their message breakpoint to the newest message on every
+    request; the provider caches the same bytes, so the prefix is kept, not broken (it was
+    reported broken, and /admin/stats counted negative savings)."""
+    stack = claude_stack(make_stack, window=200_000)
+    client = sdk(stack)
+    history: list[dict[str, Any]] = []
+    states = []
+    for turn in range(4):
+        history.append({"role": "user", "content": [{"type": "text", "text": f"Turn {turn}."}]})
+        raw = client.messages.with_raw_response.create(
+            model=CLAUDE,
+            max_tokens=MAX_TOKENS,
+            system=SYSTEM,
+            messages=with_breakpoint_on_last(history),  # type: ignore[arg-type]
+        )
+        states.append(raw.headers["x-contextwarden-prefix"])
+        answer = raw.parse()
+        history.append(
+            {
+                "role": "assistant",
+                "content": [b.model_dump(exclude_none=True) for b in answer.content],
+            }
+        )
+    assert states == ["new", "kept", "kept", "kept"]
