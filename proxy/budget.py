@@ -41,9 +41,11 @@ def budget_for(req: WireRequest, window: int, trimming: Trimming) -> Budget:
 def checked(budget: Budget) -> Budget:
     """``budget``, or ContextTooLarge when it leaves no room for the messages."""
     if budget.messages <= 0:
-        raise ContextTooLarge(
+        error = ContextTooLarge(
             f"no room is left for the messages: {budget.explain()}", param="messages"
         )
+        error.budget = budget.messages
+        raise error
     return budget
 
 

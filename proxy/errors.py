@@ -54,6 +54,12 @@ class ContextTooLarge(BadRequest):
         super().__init__(message, param=param)
         self.tokens = tokens  # what had to be kept, and the room it had, when known
         self.limit = limit
+        # The figures of the x-contextwarden-* headers, when the proxy counted: the request's
+        # messages, what the part that must be kept takes, the budget for messages.
+        self.before: int | None = None
+        self.kept: int | None = None
+        self.budget: int | None = None
+        self.counted = "none"
 
 
 class Unauthorized(ProxyError):

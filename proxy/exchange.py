@@ -73,7 +73,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             format=fmt.name,
         )
         rt.metrics.record(outcome)
-        exc.headers = refused_headers()
+        exc.headers = refused_headers(exc)
         raise
     if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
         made = answered_id(reply.body or reply.peeked)

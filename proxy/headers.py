@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, ContextTooLarge
 from strategies.budget import Budget
 
 if TYPE_CHECKING:
@@ -162,13 +162,21 @@ def cw_headers(plan: Reported, retries: int) -> list[tuple[str, str]]:
     ]
 
 
-def refused_headers() -> list[tuple[str, str]]:
-    """The same x-contextwarden-* headers on a request the proxy itself refused."""
+def refused_headers(exc: Exception | None = None) -> list[tuple[str, str]]:
+    """The same x-contextwarden-* headers on a request the proxy itself refused: for one that
+    cannot be made to fit, its figures (its messages' tokens, what the part that must be kept
+    takes, the budget for messages), else ``unknown``."""
+    figures = exc if isinstance(exc, ContextTooLarge) else None
+
+    def num(name: str) -> str:
+        value = getattr(figures, name, None)
+        return "unknown" if value is None else str(value)
+
     return [
-        ("x-contextwarden-tokens-before", "unknown"),
-        ("x-contextwarden-tokens-after", "unknown"),
-        ("x-contextwarden-budget", "unknown"),
+        ("x-contextwarden-tokens-before", num("before")),
+        ("x-contextwarden-tokens-after", num("kept")),
+        ("x-contextwarden-budget", num("budget")),
         ("x-contextwarden-actions", "rejected"),
         ("x-contextwarden-retries", "0"),
-        ("x-contextwarden-count", "none"),
+        ("x-contextwarden-count", figures.counted if figures is not None else "none"),
     ]

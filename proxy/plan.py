@@ -149,7 +149,12 @@ class Planner:
         # A dry run leaves room for the summary its placeholder stands for.
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
         last = None if dry_run else await self._last_prompt(req)
-        result = await self._fit(messages, fit_budget, req, counter, last)
+        try:
+            result = await self._fit(messages, fit_budget, req, counter, last)
+        except ContextTooLarge as exc:
+            exc.before, exc.budget = before, budget.messages
+            exc.counted = "exact" if spec.pricing.exact else "estimate"
+            raise
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
         counted = "exact" if spec.pricing.exact else "estimate"
@@ -215,7 +220,7 @@ class Planner:
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
-            raise ContextTooLarge(
+            error = ContextTooLarge(
                 f"keeping the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} whole "
                 f"takes {exc.tokens} tokens, but only {exc.limit} of the {budget.messages} tokens "
                 f"for messages are left for it ({taken} go to the reply priming and to messages "
@@ -224,7 +229,9 @@ class Planner:
                 param=req.fmt.messages_param,
                 tokens=exc.tokens + taken + budget.window - budget.messages,
                 limit=budget.window,
-            ) from None
+            )
+            error.kept = exc.tokens + taken  # what the part that must be kept takes
+            raise error from None
 
     def _summarizes(self, req: WireRequest) -> bool:
         return req.policy.config.summarize or bool(req.session_memory)

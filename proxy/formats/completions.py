@@ -110,7 +110,7 @@ async def handle_completions(request: Request, rt: Runtime) -> Response:
         return respond(reply, cw_headers(plan, retries))
     except ProxyError as exc:
         status = exc.status
-        exc.headers = refused_headers()
+        exc.headers = refused_headers(exc)
         raise
     finally:
         outcome = Outcome(

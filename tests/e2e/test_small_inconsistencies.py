@@ -28,6 +28,21 @@ def test_the_proxys_own_400s_carry_the_headers(stack: Stack) -> None:
     assert response.headers["x-contextwarden-actions"] == "rejected"
 
 
+def test_a_refusal_says_its_figures(stack: Stack) -> None:
+    """The headers carry what the message states: the request's tokens, what the part that
+    must be kept takes, the budget for messages (they said ``unknown``)."""
+    response = too_big_a_system_prompt(stack)
+    message = response.json()["error"]["message"]
+    needed, budget = map(
+        int, re.search(r"takes (\d+) tokens.* of the (\d+) tokens", message).groups()
+    )
+    headers = response.headers
+    assert int(headers["x-contextwarden-budget"]) == budget
+    assert int(headers["x-contextwarden-tokens-after"]) >= needed
+    assert int(headers["x-contextwarden-tokens-before"]) >= needed
+    assert headers["x-contextwarden-count"] == "exact"
+
+
 def test_a_does_not_fit_message_adds_up(stack: Stack) -> None:
     response = too_big_a_system_prompt(stack)
     message = response.json()["error"]["message"]
