@@ -16,6 +16,7 @@ import hmac
 import os
 import secrets
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -39,8 +40,14 @@ class Principal:
         never see, nor spend, each other's summaries)."""
         return self.team if self.caller is None else f"{self.team}~{self.caller}"
 
+    def allows(self, model: str) -> bool:
+        """Whether the team may use ``model``: any, or one its list names (a name or a family
+        pattern such as ``claude-*``)."""
+        listed = self.config.models
+        return listed is None or model in listed or any(fnmatchcase(model, p) for p in listed)
+
     def check_model(self, model: str) -> None:
-        if self.config.models is not None and model not in self.config.models:
+        if not self.allows(model):
             raise Forbidden(f"team {self.team!r} may not use model {model!r}", param="model")
 
     def check_tool_models(self, payload: dict[str, Any]) -> None:
@@ -52,9 +59,7 @@ class Principal:
             return
         for i, tool in enumerate(tools):
             model = tool.get("model") if isinstance(tool, dict) else None
-            if model is not None and (
-                not isinstance(model, str) or model not in self.config.models
-            ):
+            if model is not None and (not isinstance(model, str) or not self.allows(model)):
                 raise Forbidden(
                     f"team {self.team!r} may not use model {model!r} (in tools[{i}])",
                     param=f"tools[{i}].model",

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from proxy.config import ConfigError, load_settings
+from proxy.config import ConfigError, Settings, load_settings
 from proxy.startup import prepare_environment
 
 
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = load_settings(args.path)
             counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
             print(f"{args.path}: ok ({counts})")
+            print("\n".join(_families(settings)))
             return 0
         if args.command == "preview":
             return _preview(args)
@@ -53,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _families(settings: Settings) -> list[str]:
+    from proxy.families import describe
+    from proxy.modeltable import ModelTable
+
+    return describe(settings.models, ModelTable.bundled().names())
 
 
 def _preview(args: argparse.Namespace) -> int:
@@ -118,6 +126,9 @@ def _serve(args: argparse.Namespace) -> int:
     problem = settings.exposure_problem()
     if problem is not None:
         raise ConfigError(problem)
+    families = _families(settings)
+    if families:
+        print("model families:\n" + "\n".join(families), file=sys.stderr)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

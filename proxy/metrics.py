@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.families import Families
 from strategies.cost import PromptCosts
 
 log = logging.getLogger("contextwarden.access")
@@ -77,7 +78,7 @@ class Outcome:
 
 class Metrics:
     def __init__(self, models: Iterable[str] = ()) -> None:
-        self._models = frozenset(models)
+        self._models = Families(dict.fromkeys(models, True))
         self.registry = CollectorRegistry()
         self.requests = self._counter(
             "contextwarden_requests",
@@ -173,7 +174,9 @@ class Metrics:
         return Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
 
     def model_label(self, model: str) -> str:
-        return model if model in self._models else "other"
+        """The label of a configured model: its name, or the family pattern that names it
+        (a bounded set either way), else ``other``."""
+        return self._models.key(model) or "other"
 
     def record(self, o: Outcome, content: list[Any] | None = None) -> None:
         """Count ``o`` and log it (with ``content``, the messages, when the config says so)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from proxy.catalog import Api, Upstream
 from proxy.config import Settings
+from proxy.families import Families
 from proxy.modeltable import ModelTable
 from proxy.policy_config import PolicyConfig
 from proxy.tokenizers import Pricing, Tokenizers
@@ -174,6 +175,7 @@ class Models:
         self._table = table
         self._tokenizers = tokenizers
         self._cache: dict[str, ModelSpec] = {}
+        self.families = Families(settings.models)
         self._policies = {
             name: ResolvedPolicy(name, p.to_policy(), p) for name, p in settings.policies.items()
         }
@@ -200,7 +202,8 @@ class Models:
         return min(window, learned) if learned else window
 
     def _build(self, name: str) -> ModelSpec:
-        entry = self._settings.models.get(name)
+        found = self.families.find(name)
+        entry = found[1] if found else None
         upstream = (entry.upstream if entry else None) or self._settings.default_upstream
         table = self._table.lookup(self._table_name(name, upstream))
         window = (entry.context_window if entry else None) or (table.window if table else None)

@@ -44,6 +44,10 @@ class ModelTable:
             return cls({})
         return cls(orjson.loads(path.read_bytes()))
 
+    def names(self) -> list[str]:
+        """Every model the table knows."""
+        return list(self._entries)
+
     def lookup(self, model: str) -> TableEntry | None:
         for key in (model, model.split("/", 1)[-1]):
             entry = self._entries.get(key)

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from proxy.auth import Principal
 from proxy.errors import BadRequest, Forbidden, ProxyError
+from proxy.families import is_pattern
 from proxy.formats.base import reject_duplicate_keys
 from proxy.headers import decode_headers, upstream_headers
 from proxy.intake import read_body
@@ -142,11 +143,13 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
         except (orjson.JSONDecodeError, AttributeError):
             listed = []  # not a list we can read: the configured models still are
     if who.config.models is not None:
-        listed = [m for m in listed if m.get("id") in who.config.models]
+        listed = [m for m in listed if who.allows(str(m.get("id")))]
     known = {m.get("id") for m in listed}
     now = int(time.time())
     for model in rt.settings.models:
-        if model not in known and (who.config.models is None or model in who.config.models):
+        if is_pattern(model):
+            continue  # a family is not a model a client can ask for by that name
+        if model not in known and who.allows(model):
             listed.append(
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )
