@@ -245,11 +245,14 @@ def _invalid_items(items: list[Any]) -> str | None:
 
 
 def _shell(payload: dict[str, Any]) -> tuple[str, str] | None:
-    """How this client runs a shell command: ("function", name) for a top-level function tool,
-    ("exec", "exec") for the default model's JavaScript ``exec`` tool."""
+    """How this client reads a step: ("function", name) for a top-level shell tool, ("exec",
+    "exec") for Codex's default model's JavaScript ``exec`` tool, ("file", "read_file") for an
+    application's own ``read_file(path)`` function tool."""
     for tool in payload.get("tools") or []:
         if tool.get("type") == "function" and tool.get("name") in ("shell", "exec_command"):
             return "function", tool["name"]
+        if tool.get("type") == "function" and tool.get("name") == "read_file":
+            return "file", "read_file"
     for item in payload["input"]:
         tools = item.get("tools") if isinstance(item, dict) else None
         if item.get("type") == "additional_tools" and b"exec_command" in orjson.dumps(tools):
@@ -287,11 +290,11 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
                 "input": code,
             }
         else:
-            args = (
-                {"cmd": command}
-                if name == "exec_command"
-                else {"command": ["bash", "-lc", command]}
-            )
+            args: dict[str, Any] = {"command": ["bash", "-lc", command]}
+            if name == "exec_command":
+                args = {"cmd": command}
+            elif kind == "file":
+                args = {"path": f"step-{step:02d}.txt"}
             answer = {
                 "id": f"fc_{uuid.uuid4().hex}",
                 "type": "function_call",

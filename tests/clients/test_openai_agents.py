@@ -1,0 +1,45 @@
+"""openai-agents (the version pinned in pyproject.toml): one ``Runner.run`` of a 20-step task,
+with default model settings, through the proxy at a 24k window. Each step reads about 2,400
+tokens, so the task outgrows the window halfway; it died at step 8 when the running turn was
+one strict block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import openai
+
+from tests.clients.conftest import TASK, AgentFactory
+
+MODEL = "gpt-4.1"
+WINDOW = 24_000
+STEPS = 20
+
+
+async def test_one_run_of_twenty_steps_completes(make_agent: AgentFactory) -> None:
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    agent = make_agent(WINDOW, steps=STEPS, models=[MODEL])
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file of the task's directory."""
+        return (agent.work / Path(path).name).read_text()
+
+    client = openai.AsyncOpenAI(base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0)
+    coder = Agent(
+        name="coder",
+        instructions="You are a careful agent. Read what you are asked to read.",
+        tools=[read_file],
+        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
+    )
+    result = await Runner.run(coder, TASK, max_turns=STEPS + 5)
+    await client.close()
+    assert result.final_output.startswith(f"Done after {STEPS} steps")
+    assert not agent.script.refused
+    forwarded = agent.forwarded("responses")
+    assert len(forwarded) == STEPS + 1
+    # The window forced trimming, and every request kept the task.
+    assert len(forwarded[-1]["input"]) < 2 * STEPS
+    assert all(b["input"][0] == {"content": TASK, "role": "user"} for b in forwarded)
