@@ -204,4 +204,6 @@ async def send_once(
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
     url = join_url(upstream.base_url, req.fmt.path, request.url.query)
-    return await rt.transport.send(upstream, "POST", url, headers, plan.body)
+    reply = await rt.transport.send(upstream, "POST", url, headers, plan.body)
+    reply.broken = req.fmt.stream_error
+    return reply

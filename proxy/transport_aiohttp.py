@@ -87,7 +87,7 @@ class AiohttpTransport:
         if response.status >= 400 or _small(response):
             reply.body = await _read_whole(response.content.iter_any(), close, errors)
         else:
-            reply.stream = relay(response.content.iter_any(), close, reply.headers, errors)
+            reply.stream = relay(response.content.iter_any(), close, reply, errors)
         return reply
 
     async def aclose(self) -> None:

@@ -51,6 +51,9 @@ class Reply:
     overflow: Overflow | None = None
     closer: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     peeked: bytes = b""  # a stream's first events, read by the overflow peek (and relayed)
+    # How an event stream the upstream broke off ends, in the client's format (set by the
+    # request path once it knows the format; chat's shape until then).
+    broken: Callable[[str], bytes] = field(default=lambda m: chat_stream_error(m), repr=False)
 
     async def aclose(self) -> None:
         if self.closer is not None:
@@ -112,7 +115,7 @@ class HttpxTransport:
             reply.body = await _read_whole(response.aiter_raw(), response.aclose, httpx.HTTPError)
         else:
             stream = response.aiter_raw()
-            reply.stream = relay(stream, response.aclose, headers_out, httpx.HTTPError)
+            reply.stream = relay(stream, response.aclose, reply, httpx.HTTPError)
         return reply
 
     async def aclose(self) -> None:
@@ -143,22 +146,30 @@ async def _read_whole(
 async def relay(
     chunks: AsyncIterator[bytes],
     close: Callable[[], Awaitable[None]],
-    headers: list[tuple[str, str]],
+    reply: Reply,
     errors: type[BaseException] | tuple[type[BaseException], ...],
 ) -> AsyncIterator[bytes]:
     """The upstream's chunks as they come. If the upstream breaks off mid-stream, an event
-    stream ends with an error event (so the client stops waiting, and knows why) and any other
-    body just ends; the connection to the upstream is released either way."""
+    stream ends with an error event in the client's format (``reply.broken``: so the client's
+    SDK raises instead of returning a truncated answer as if it were whole) and any other body
+    just ends; the connection to the upstream is released either way."""
     try:
         async for chunk in chunks:
             yield chunk
     except errors as exc:
-        if is_event_stream(headers):
-            message = f"the upstream connection broke off mid-stream: {type(exc).__name__}"
-            body = error_body(message, "upstream_error", "stream_interrupted")
-            yield b"\n\ndata: " + body + b"\n\n"
+        if is_event_stream(reply.headers):
+            yield reply.broken(
+                f"the upstream connection broke off mid-stream: {type(exc).__name__}"
+            )
     finally:
         await close()
+
+
+def chat_stream_error(message: str) -> bytes:
+    """The end of a broken chat (or legacy completions) stream: a data line with OpenAI's error
+    object, which the openai SDK raises."""
+    body = error_body(message, "upstream_error", "stream_interrupted")
+    return b"\n\ndata: " + body + b"\n\n"
 
 
 SMALL_BODY = 256 * 1024

@@ -95,6 +95,12 @@ class AnthropicFormat:
         )
         return View(messages, True, count, _hidden_text(), own, after)
 
+    def stream_error(self, message: str) -> bytes:
+        """Anthropic's ``error`` event (an ``api_error``), which the anthropic SDK raises."""
+        error = {"type": "api_error", "message": message}
+        body = orjson.dumps({"type": "error", "error": error})
+        return b"\n\nevent: error\ndata: " + body + b"\n\n"
+
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(
             usage, "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"

@@ -128,6 +128,11 @@ class WireFormat(Protocol):
         """The prompt tokens the upstream says it counted, from an answer's ``usage``."""
         ...
 
+    def stream_error(self, message: str) -> bytes:
+        """The event that ends a stream the upstream broke off, in this format's shape, so the
+        client's SDK raises."""
+        ...
+
 
 def usage_int(usage: dict[str, Any], *keys: str) -> int | None:
     """The sum of ``keys`` in ``usage`` (absent ones count 0), None when the first is missing."""

@@ -15,6 +15,7 @@ from proxy.formats.base import (
     reject_duplicate_keys,
     usage_int,
 )
+from proxy.upstream import chat_stream_error
 from strategies.budget import CHAT_OUTPUT_KEYS, requested_output
 from strategies.messages import Message
 
@@ -45,6 +46,9 @@ class ChatFormat:
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "prompt_tokens")
+
+    def stream_error(self, message: str) -> bytes:
+        return chat_stream_error(message)
 
     def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
         return {**payload, "messages": kept}

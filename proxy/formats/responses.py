@@ -94,6 +94,13 @@ class ResponsesFormat:
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "input_tokens")
 
+    def stream_error(self, message: str) -> bytes:
+        """Responses' ``error`` event; the ``error`` object in it is what the openai SDK raises
+        on."""
+        error = {"type": "upstream_error", "code": "stream_interrupted", "message": message}
+        event = {"type": "error", "code": "stream_interrupted", "message": message, "param": None}
+        return b"\n\nevent: error\ndata: " + orjson.dumps({**event, "error": error}) + b"\n\n"
+
     def write(self, payload: dict[str, Any], view: View, kept: list[Message]) -> dict[str, Any]:
         originals = {id(m) for m in view.messages}
         out: dict[str, Any] = dict(payload)

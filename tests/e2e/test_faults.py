@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
+import orjson
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -65,7 +67,35 @@ def faulty_upstream() -> Starlette:
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
+    async def cut_messages(request: Request) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            start = {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                     "model": "m", "stop_reason": None, "usage": {"input_tokens": 5, "output_tokens": 0}}  # fmt: skip
+            yield b"event: message_start\ndata: " + orjson.dumps({"type": "message_start", "message": start}) + b"\n\n"  # fmt: skip
+            block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}  # fmt: skip
+            yield b"event: content_block_start\ndata: " + orjson.dumps(block) + b"\n\n"
+            delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "partial"}}  # fmt: skip
+            yield b"event: content_block_delta\ndata: " + orjson.dumps(delta) + b"\n\n"
+            await asyncio.sleep(0.05)
+            raise ConnectionResetError("upstream died")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def cut_responses(request: Request) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            created = {"type": "response.created", "sequence_number": 0, "response": {
+                "id": "resp_1", "object": "response", "created_at": 0, "status": "in_progress",
+                "model": "m", "output": [], "tools": [], "parallel_tool_calls": True,
+                "tool_choice": "auto"}}  # fmt: skip
+            yield b"event: response.created\ndata: " + orjson.dumps(created) + b"\n\n"
+            await asyncio.sleep(0.05)
+            raise ConnectionResetError("upstream died")
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
     routes = [
+        Route("/cut/messages", cut_messages, methods=["POST"]),
+        Route("/cut/responses", cut_responses, methods=["POST"]),
         Route("/429/chat/completions", rate_limited, methods=["POST"]),
         Route("/503/chat/completions", broken, methods=["POST"]),
         Route("/slow/chat/completions", slow, methods=["POST"]),
@@ -124,6 +154,32 @@ def test_upstream_reset_mid_stream_ends_the_clients_stream_with_an_error_event(
     assert time.monotonic() - started < 5, "the client was left hanging"
     assert "partial" in lines[0]
     assert "stream_interrupted" in lines[-1]
+
+
+def test_a_messages_stream_broken_off_raises_in_the_anthropic_sdk(
+    upstream: Any, tmp_path: Path
+) -> None:
+    """It ended with an OpenAI-shaped data line, which the anthropic SDK ignores: the partial
+    answer came back as a whole one, with stop_reason None."""
+    apis = {"apis": ["messages"]}
+    with proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.url, api_key="sk", max_retries=0)
+        with pytest.raises(anthropic.APIStatusError, match="broke off mid-stream"):  # noqa: SIM117
+            with client.messages.stream(
+                model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            ) as stream:
+                stream.get_final_message()
+
+
+def test_a_responses_stream_broken_off_raises_in_the_openai_sdk(
+    upstream: Any, tmp_path: Path
+) -> None:
+    apis = {"apis": ["responses"]}
+    with proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy:
+        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with pytest.raises(openai.APIError, match="broke off mid-stream"):
+            for event in client.responses.create(model="m", input="hi", stream=True):
+                assert event.type != "response.completed"
 
 
 def test_redis_down_requests_still_succeed_and_the_fault_is_visible(tmp_path: Path) -> None:
