@@ -132,6 +132,11 @@ def test_its_own_compaction_goes_through(make_agent: AgentFactory) -> None:
     assert "Done after 3 steps" in after.stdout, after
     assert not agent.script.refused
     check_forwarded(agent)
+    forwarded = agent.forwarded("messages")
+    # Its summarizing request went through, and so did the requests after it, which carry
+    # its re-attached context as system messages inside messages.
+    assert any(b"Respond with TEXT ONLY" in same(b["messages"][-1]) for b in forwarded)
+    assert sum(m["role"] == "system" for m in forwarded[-1]["messages"]) >= 2
 
 
 def test_passthrough_summaries_spend_the_callers_own_key(make_agent: AgentFactory) -> None:
