@@ -3,7 +3,10 @@
 Candidates are ``tool`` messages answering an earlier assistant call, optionally only for some
 tool names and above a size. Walking newest first, the results of the ``keep_recent`` most recent
 distinct calls (same name and arguments) are kept; every other candidate, older duplicates of a
-kept call included, has its content replaced by a placeholder. Clearing is idempotent.
+kept call included, has its content replaced by a placeholder that says what was there: the
+tool, its arguments (the file or command, shortened) and the result's size. The placeholder
+depends only on the call and the result, so a cleared result has the same bytes in every later
+request (the prompt's cached prefix survives). Clearing is idempotent.
 
 With ``batch`` above 1, results are cleared oldest first in whole batches: the set of cleared
 results, and with it the prompt's prefix that providers cache, changes only once every
@@ -19,7 +22,9 @@ from dataclasses import dataclass
 from strategies.messages import Message, function_call, role
 from strategies.tokens import Counter
 
-PLACEHOLDER = "[Tool result cleared to save context.]"
+CLEARED = "[Tool result cleared to save context"
+PLACEHOLDER = CLEARED + ": {tool} {args}, {tokens} tokens.]"
+MAX_ARGS_CHARS = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,14 +56,35 @@ class ToolResultMicrocompact:
             key = f"{call[0]}\0{call[2]}"
             if key not in kept_keys and len(kept_keys) < self.keep_recent:
                 kept_keys.add(key)
-            elif m.get("content") != self.placeholder:
+            elif not self._cleared(m):
                 clear.add(i)
         if self.batch > 1:  # whole batches, oldest first
             oldest = sorted(clear)
             clear = set(oldest[: len(oldest) // self.batch * self.batch])
-        return [
-            {**m, "content": self.placeholder} if i in clear else m for i, m in enumerate(messages)
-        ]
+        out = list(messages)
+        for i in clear:
+            call = _call_answered(messages, i, calls)
+            assert call is not None
+            out[i] = {**messages[i], "content": self._text(call, messages[i], counter)}
+        return out
+
+    def _cleared(self, message: Message) -> bool:
+        content = message.get("content")
+        fixed = self.placeholder.split("{", 1)[0]
+        return isinstance(content, str) and content.startswith(fixed)
+
+    def _text(self, call: tuple[str, int, str], message: Message, counter: Counter) -> str:
+        """The placeholder for ``message``, the result of ``call``: its fields filled in."""
+        if "{" not in self.placeholder:
+            return self.placeholder
+        args = " ".join(call[2].split())
+        if len(args) > MAX_ARGS_CHARS:
+            args = args[: MAX_ARGS_CHARS - 3] + "..."
+        fields = {"{tool}": call[0], "{args}": args, "{tokens}": str(counter.message(message))}
+        text = self.placeholder
+        for key, value in fields.items():
+            text = text.replace(key, value)
+        return text
 
     def _eligible(self, tool: str, message: Message, counter: Counter) -> bool:
         if self.include_tools and tool not in self.include_tools:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.microcompact import PLACEHOLDER, ToolResultMicrocompact
+from strategies.microcompact import CLEARED, ToolResultMicrocompact
 from strategies.tokens import FixedCounter
 
 C = FixedCounter(10)
@@ -22,8 +22,26 @@ def loop(
     ]
 
 
+PLACEHOLDER = "cleared"
+
+
 def contents(msgs: list[dict[str, Any]]) -> list[Any]:
-    return [m["content"] for m in msgs if m["role"] == "tool"]
+    """Each result's content, a cleared one as ``PLACEHOLDER``."""
+    return [
+        PLACEHOLDER if str(m["content"]).startswith(CLEARED) else m["content"]
+        for m in msgs
+        if m["role"] == "tool"
+    ]
+
+
+def test_the_placeholder_says_what_was_there() -> None:
+    msgs = [m for i in range(2) for m in loop(i, "bash", args='{"cmd":  "cat  src/app.py"}')]
+    out = ToolResultMicrocompact(keep_recent=1).apply(msgs, C)
+    assert out[1]["content"] == (
+        '[Tool result cleared to save context: bash {"cmd": "cat src/app.py"}, 10 tokens.]'
+    )
+    again = ToolResultMicrocompact(keep_recent=1).apply(out, C)
+    assert again[1] is out[1]  # cleared once, the same bytes ever after
 
 
 def test_keeps_the_most_recent_distinct_calls() -> None:

@@ -95,7 +95,9 @@ def test_agent_loop_clears_old_tool_results_before_cutting_anything() -> None:
     assert "tool_result_microcompact" in result.actions
     assert len(result.messages) == len(msgs)  # nothing dropped: clearing was enough
     cleared = [
-        m for m in result.messages if m.get("content") == "[Tool result cleared to save context.]"
+        m
+        for m in result.messages
+        if str(m.get("content")).startswith("[Tool result cleared to save context")
     ]
     assert len(cleared) == 7
     assert result.messages[1] is msgs[1]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from strategies.engine import fit
 from strategies.errors import DoesNotFit
-from strategies.microcompact import PLACEHOLDER
+from strategies.microcompact import CLEARED
 from strategies.rules import drop_broken_pairs, running_task
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
@@ -73,7 +73,9 @@ def test_old_results_are_cleared_before_steps_are_dropped() -> None:
     check(messages, result.messages, int(total * 0.7))
     assert result.actions == ["tool_result_microcompact"]
     assert len(result.messages) == len(messages)  # every step is still there
-    cleared = [m for m in result.messages if m["role"] == "tool" and m["content"] == PLACEHOLDER]
+    cleared = [
+        m for m in result.messages if m["role"] == "tool" and m["content"].startswith(CLEARED)
+    ]
     assert len(cleared) == 12 - 5  # the default keeps the five newest results
 
 
