@@ -31,6 +31,7 @@ from strategies.messages import (
     role,
 )
 from strategies.microcompact import ToolResultMicrocompact
+from strategies.prompt_cut import cut_message_middle
 from strategies.repair import repair_tool_calls
 from strategies.rules import (
     DEFAULT_RULES,
@@ -195,6 +196,8 @@ def _fit(
         raise BudgetExceeded(
             f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
+    if run.atomic:
+        current, tokens = _cut_task(current, tokens, budget, counter, steps, actions, run, pinned)
     current, tokens = _run_passes(
         current, tokens, budget, counter, passes, steps, actions, run, pinned
     )
@@ -229,6 +232,37 @@ def _steps_rule(policy: Policy) -> Rule:
     if policy.cache_cut_share > 0:
         options["grid_share"] = policy.cache_cut_share
     return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
+
+
+TASK_SHARE = 0.25  # a running task's statement past this share of the budget is cut
+
+
+def _cut_task(
+    messages: list[Message],
+    tokens: int,
+    budget: int,
+    counter: Counter,
+    steps: list[Step],
+    actions: list[str],
+    run: Running,
+    pinned: frozenset[int],
+) -> tuple[list[Message], int]:
+    """A running task's statement stays verbatim unless it alone takes more than a quarter of
+    the budget: then its middle is cut, with a marker, so the steps keep room."""
+    task, _ = running_task(messages, leading_count(messages), run.continuing)
+    if task >= len(messages) or role(messages[task]) != "user" or id(messages[task]) in pinned:
+        return messages, tokens
+    cap = int(budget * TASK_SHARE)
+    if counter.message(messages[task]) <= cap:
+        return messages, tokens
+    cut = cut_message_middle(messages[task], cap, counter)
+    if cut is None:
+        return messages, tokens
+    out = [*messages[:task], cut, *messages[task + 1 :]]
+    after = count_prompt(counter, out)
+    steps.append(Step("task_middle_cut", True, tokens - after))
+    actions.append("task_middle_cut")
+    return out, after
 
 
 def _run_passes(

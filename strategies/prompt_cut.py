@@ -1,4 +1,5 @@
-"""Fitting a plain prompt (``/v1/completions``) to a token budget, at token boundaries.
+"""Fitting a plain prompt (``/v1/completions``) to a token budget, at token boundaries; and
+cutting the middle of one chat message (a running task's statement that alone takes too much).
 
     middle_out   keep the head and the tail, a marker where the middle was
     keep_tail    keep the end (the instruction or question is usually last), marker first
@@ -15,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from strategies.errors import BudgetExceeded
+from strategies.messages import Message
+from strategies.tokens import Counter
 
 PromptCut = Literal["middle_out", "keep_tail", "reject"]
 MARKER = "\n\n[... middle of the prompt removed to fit the context window ...]\n\n"
@@ -61,3 +64,50 @@ def cut_text(
             return out, len(tokens), after
         target -= after - limit
     raise BudgetExceeded("the prompt could not be cut to fit", "prompt", len(tokens), limit)
+
+
+TASK_MARKER = "\n\n[... {n} characters of this message removed to fit the context window ...]\n\n"
+
+
+def cut_message_middle(message: Message, limit: int, counter: Counter) -> Message | None:
+    """``message`` with the middle of its longest text cut (a marker in its place) so that the
+    counter prices it at ``limit`` or less; None when even an empty text does not fit. The cut
+    depends only on the message and ``limit``, so a repeated request repeats its bytes."""
+    content = message.get("content")
+    texts = (
+        [(None, content)]
+        if isinstance(content, str)
+        else [
+            (k, p["text"])
+            for k, p in enumerate(content or [])
+            if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+        ]
+    )
+    if not texts:
+        return None
+    where, text = max(texts, key=lambda t: len(t[1]))
+
+    def with_text(new: str) -> Message:
+        if where is None:
+            return {**message, "content": new}
+        parts = list(content)  # type: ignore[arg-type]
+        parts[where] = {**parts[where], "text": new}
+        return {**message, "content": parts}
+
+    def cut(keep: int) -> Message:
+        head = keep // 2
+        gone = len(text) - keep
+        return with_text(
+            text[:head] + TASK_MARKER.format(n=gone) + text[len(text) - (keep - head) :]
+        )
+
+    if counter.message(cut(0)) > limit:
+        return None
+    low, high = 0, len(text)  # the most characters kept that fit: a binary search
+    while low < high:
+        mid = (low + high + 1) // 2
+        if counter.message(cut(mid)) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return cut(low)

@@ -116,3 +116,20 @@ def test_running_task_invariants(steps: int, words: int, share: float) -> None:
         assert budget < floor + 8  # only when the task and newest step alone do not fit
         return
     check(messages, result.messages, budget)
+
+
+def test_a_task_that_alone_takes_over_a_quarter_of_the_budget_has_its_middle_cut() -> None:
+    task = {"role": "user", "content": "Start here. " + "context " * 4000 + "End: do it now."}
+    messages = loop(10)
+    messages[1] = task
+    budget = count_prompt(COUNTER, messages[2:]) + 500
+    result = fit(messages, budget, COUNTER, atomic_current=True)
+    kept = result.messages[1]["content"]
+    assert kept.startswith("Start here.") and kept.endswith("End: do it now.")
+    assert "characters of this message removed to fit the context window" in kept
+    assert COUNTER.message(result.messages[1]) <= budget // 4
+    assert "task_middle_cut" in result.actions
+    assert result.messages[-2:] == messages[-2:]
+    assert count_prompt(COUNTER, result.messages) <= budget
+    again = fit(messages, budget, COUNTER, atomic_current=True)
+    assert again.messages[1] == result.messages[1]  # the same cut, the same bytes
