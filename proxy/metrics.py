@@ -192,7 +192,9 @@ class Metrics:
         if changed:
             stats.rewritten += 1
             for action in changed:
-                self.rewritten.labels(o.team, action, o.format).inc()
+                # The label is the action's name: its figures ("max-tokens-lowered 64000->9000",
+                # "steps-dropped 3") would make a label value per request.
+                self.rewritten.labels(o.team, action.split(" ", 1)[0], o.format).inc()
         if o.tokens_before is not None and o.tokens_after is not None:
             saved = max(0, o.tokens_before - o.tokens_after)
             self.tokens_before.labels(o.team).observe(o.tokens_before)

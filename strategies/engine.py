@@ -164,7 +164,33 @@ def fit(
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
     if rewrote and keeps_prefix is not None and not keeps_prefix(result.messages):
         result = _fit(*args, ())
+    if atomic_current and result.actions:
+        result.actions += _running_report(messages, result.messages, continuing)
     return result
+
+
+def _running_report(
+    messages: Sequence[Message], kept: Sequence[Message], continuing: frozenset[int]
+) -> list[str]:
+    """What happened inside a running task, in a user's words: how many outputs of its
+    completed steps were cleared, and how many steps were dropped whole."""
+    task, newest = running_task(messages, leading_count(messages), continuing)
+    done = messages[task + 1 : newest]
+    left = {id(m) for m in kept}
+    dropped = sum(1 for m in done if role(m) == "assistant" and id(m) not in left)
+    answered = {m.get("tool_call_id") for m in done if role(m) in RESULT_ROLES}
+    originals = {id(m) for m in messages}
+    cleared = sum(
+        1
+        for m in kept
+        if id(m) not in originals and role(m) in RESULT_ROLES and m.get("tool_call_id") in answered
+    )
+    out = []
+    if cleared:
+        out.append(f"outputs-cleared {cleared}")
+    if dropped:
+        out.append(f"steps-dropped {dropped}")
+    return out
 
 
 def _pass_names(policy: Policy) -> frozenset[str]:
@@ -248,10 +274,11 @@ def _cut_task(
     pinned: frozenset[int],
 ) -> tuple[list[Message], int]:
     """A running task's statement stays verbatim unless it alone takes more than a quarter of
-    the budget: then its middle is cut, with a marker, so the steps keep room."""
-    task, _ = running_task(messages, leading_count(messages), run.continuing)
-    if task >= len(messages) or role(messages[task]) != "user" or id(messages[task]) in pinned:
-        return messages, tokens
+    the budget once steps have begun: then its middle is cut, with a marker, so the steps keep
+    room."""
+    task, newest = running_task(messages, leading_count(messages), run.continuing)
+    if newest <= task or role(messages[task]) != "user" or id(messages[task]) in pinned:
+        return messages, tokens  # no step taken yet: a prompt that does not fit is refused
     cap = int(budget * TASK_SHARE)
     if counter.message(messages[task]) <= cap:
         return messages, tokens

@@ -60,10 +60,14 @@ def test_a_task_that_outgrows_the_window_is_fitted_not_refused() -> None:
     budget = total // 10  # clearing every old result is not enough: old steps go too
     result = fit(messages, budget, COUNTER, atomic_current=True)
     check(messages, result.messages, budget)
-    assert result.actions == ["tool_result_microcompact", "truncate_oldest"]
     calls = [m for m in result.messages if m["role"] == "assistant"]
     assert 1 < len(calls) < 40
     assert calls[-1] is messages[-2]
+    cleared = sum(1 for m in result.messages if str(m.get("content")).startswith(CLEARED))
+    # The report says it in a user's words: outputs cleared, steps dropped.
+    report = [f"outputs-cleared {cleared}"] if cleared else []
+    report.append(f"steps-dropped {40 - len(calls)}")
+    assert result.actions == ["tool_result_microcompact", "truncate_oldest", *report]
 
 
 def test_old_results_are_cleared_before_steps_are_dropped() -> None:
@@ -71,7 +75,7 @@ def test_old_results_are_cleared_before_steps_are_dropped() -> None:
     total = count_prompt(COUNTER, messages)
     result = fit(messages, int(total * 0.7), COUNTER, atomic_current=True)
     check(messages, result.messages, int(total * 0.7))
-    assert result.actions == ["tool_result_microcompact"]
+    assert result.actions == ["tool_result_microcompact", "outputs-cleared 7"]
     assert len(result.messages) == len(messages)  # every step is still there
     cleared = [
         m for m in result.messages if m["role"] == "tool" and m["content"].startswith(CLEARED)
