@@ -80,11 +80,19 @@ class Policy:
         """The rule's strategy, built once for this policy (its options never change)."""
         built = self._built.get(rule.id)
         if built is None:
-            built = self._built[rule.id] = registry.build(rule.strategy, rule.options)
+            options = dict(rule.options)
+            gridded = rule.id in GRID_RULES and rule.strategy == "truncate_oldest"
+            if gridded and self.cache_cut_share > 0:
+                options.setdefault("grid_share", self.cache_cut_share)
+            built = self._built[rule.id] = registry.build(rule.strategy, options)
         return built
 
 
 DEFAULT_POLICY = Policy()
+# Rules whose oldest messages go on the cache grid: the current turn (a chat tool loop that
+# outgrows the window; the history block and a running task's steps get the grid by their
+# own options), so consecutive requests keep their prefix until the loop grows a grid step.
+GRID_RULES = ("current",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +390,7 @@ def _block(
         strategy = policy.strategy(rule)
     bind = getattr(strategy, "bind", None)
     if bind is not None and a.indices:  # the request's context, for a strategy that asks for it
-        cut = rule.id in ("history", RUNNING_STEPS) and hasattr(strategy, "grid_share")
+        cut = rule.id in ("history", RUNNING_STEPS, *GRID_RULES) and hasattr(strategy, "grid_share")
         if cut_share is not None and cut:
             strategy = bind(query=query, budget=budget, grid_share=cut_share)
         else:

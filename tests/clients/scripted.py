@@ -1,4 +1,5 @@
-"""A scripted agent upstream for the real CLIs: Messages and Responses over SSE, with the APIs' checks.
+"""A scripted agent upstream for the real clients: Messages and Responses over SSE, and chat,
+with the APIs' checks.
 
 It plays the model for a multi-step task: each answer to a task (or to the output of the
 previous step) calls the client's own shell tool to read the next ``step-NN.txt`` of the task's
@@ -32,6 +33,7 @@ from proxy.demo_anthropic import AnthropicCounter, invalid_request, sign
 from proxy.demo_anthropic import _events as message_events
 from proxy.demo_responses import ResponsesCounter
 from proxy.demo_responses import _events as response_events
+from proxy.demo_upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
 
 STEP = re.compile(r"step-(\d+)\.txt")
@@ -72,6 +74,7 @@ class Script:
 def create_scripted(script: Script) -> Starlette:
     anthropic = AnthropicCounter()
     openai = ResponsesCounter("o200k_base")
+    chat_counter = WindowCounter("o200k_base", 1.0)
 
     async def messages(request: Request) -> Response:
         payload = orjson.loads(await request.body())
@@ -122,14 +125,40 @@ def create_scripted(script: Script) -> Starlette:
         return _json(response)
 
     async def chat(request: Request) -> Response:
-        """The proxy's summarizer calls: a short summary of what it was sent."""
+        """A chat tool loop with a ``read_file`` tool, as the other formats' loops; any other
+        chat request is the proxy's summarizer, answered with a short summary."""
         payload = orjson.loads(await request.body())
-        script.summaries.append(Received("chat", dict(request.headers), payload))
-        text = f"Summary of {len(payload['messages'])} messages: files were read in order."
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}}
-        usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-        body = {"id": "chatcmpl-s", "object": "chat.completion", "created": 0}
-        return _json({**body, "model": payload["model"], "choices": [choice], "usage": usage})
+        seen = Received("chat", dict(request.headers), payload)
+        if not payload.get("tools"):
+            script.summaries.append(seen)
+            text = f"Summary of {len(payload['messages'])} messages: files were read in order."
+            return _json(_completion(payload, {"role": "assistant", "content": text}))
+        script.received.append(seen)
+        broken = tool_sequence_error(payload["messages"])
+        tokens = chat_counter.prompt(payload)
+        if broken is None and tokens > script.window:
+            broken = (
+                f"This model's maximum context length is {script.window} tokens. However, your "
+                f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+            )
+        if broken is not None:
+            seen.status = 400
+            code = "context_length_exceeded" if "maximum context" in broken else None
+            error = {"message": broken, "type": "invalid_request_error", "param": "messages"}
+            return _json({"error": {**error, "code": code}}, 400)
+        messages = payload["messages"]
+        calls = [c["function"]["arguments"] for m in messages for c in m.get("tool_calls") or []]
+        step = next_step(calls, messages[-1]["role"] == "tool")
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if step <= script.steps:
+            args = orjson.dumps({"path": f"step-{step:02d}.txt"}).decode()
+            call = {"name": "read_file", "arguments": args}
+            message["tool_calls"] = [
+                {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": call}
+            ]
+        else:
+            message["content"] = f"Done after {step - 1} steps ({tokens} tokens)."
+        return _json(_completion(payload, message))
 
     return Starlette(
         routes=[
@@ -138,6 +167,14 @@ def create_scripted(script: Script) -> Starlette:
             Route("/v1/responses", responses, methods=["POST"]),
         ]
     )
+
+
+def _completion(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    reason = "tool_calls" if message.get("tool_calls") else "stop"
+    choice = {"index": 0, "message": message, "finish_reason": reason}
+    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    body = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0}
+    return {**body, "model": payload["model"], "choices": [choice], "usage": usage}
 
 
 def _json(body: dict[str, Any], status: int = 200) -> Response:
