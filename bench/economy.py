@@ -98,6 +98,10 @@ def economy_rows(quick: bool) -> tuple[list[str], list[list[str]]]:
     for name, requests in (
         (f"chat, {30 if quick else 150} turns", chat(rng, 30 if quick else 150)),
         (f"agent loop, {20 if quick else 60} tool steps", agent(rng, 20 if quick else 60)),
+        (
+            f"long single task, {20 if quick else 100} tool steps",
+            agent(rng, 20 if quick else 100, chime_in=False),
+        ),
     ):
         for row in _run(requests):
             rows.append([name, *row])

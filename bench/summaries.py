@@ -1,9 +1,11 @@
 """Summarizer economy: calls per conversation growth, through the real proxy and demo upstream.
 
-Three workloads at a 4096-token window, each with summaries on: a 40-turn chat of about 350
-tokens a turn, a 30-step agent tool loop, and 30 one-off requests of conversations the proxy
-has never seen. The figure that matters is calls per 40% of the budget grown (target: under 1),
-counting every call (chunks and split turns included); calls per 100k tokens of growth follow.
+Four workloads at a 4096-token window, each with summaries on: a 40-turn chat of about 350
+tokens a turn, a 30-step agent tool loop where the user chimes in every ten steps, one long
+task of 60 tool steps with no user message after the first, and 30 one-off requests of
+conversations the proxy has never seen. The figure that matters is calls per 40% of the
+budget grown (target: under 1), counting every call (chunks and split turns included); calls
+per 100k tokens of growth follow.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ def chat(rng: random.Random, turns: int) -> list[list[dict[str, Any]]]:
     return out
 
 
-def agent(rng: random.Random, steps: int) -> list[list[dict[str, Any]]]:
-    """An agent's requests: one user task, then tool calls and results of about 300 tokens."""
+def agent(rng: random.Random, steps: int, chime_in: bool = True) -> list[list[dict[str, Any]]]:
+    """An agent's requests: one user task, then tool calls and results of about 300 tokens;
+    with ``chime_in`` the user adds a word every ten steps, else it is one long task (the
+    normal agent case: no user message after the first)."""
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": f"Task: {_words(rng, 60)}"},
@@ -53,7 +57,7 @@ def agent(rng: random.Random, steps: int) -> list[list[dict[str, Any]]]:
         call = {"id": f"call_{i}", "type": "function", "function": fn}
         msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
         msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": _words(rng, 280)})
-        if i % 10 == 9:  # the user chimes in now and then
+        if chime_in and i % 10 == 9:  # the user chimes in now and then
             msgs.append({"role": "assistant", "content": _words(rng, 40)})
             msgs.append({"role": "user", "content": f"Also: {_words(rng, 30)}"})
         out.append(list(msgs))
@@ -107,6 +111,7 @@ def summary_rows(quick: bool) -> tuple[list[str], list[list[str]]]:
     workloads = [
         ("chat, 40 turns of ~350 tokens", [chat(rng, 12 if quick else 40)]),
         ("agent loop, 30 tool steps", [agent(rng, 10 if quick else 30)]),
+        ("long single task, 60 tool steps", [agent(rng, 15 if quick else 60, chime_in=False)]),
         ("one-off requests, never seen", one_offs(rng, 3 if quick else 30)),
     ]
     rows = []
