@@ -16,7 +16,14 @@ from starlette.routing import Route
 
 from proxy.auth import Principal
 from proxy.config import Settings
-from proxy.errors import BadRequest, ProxyError, anthropic_error, error_body, error_response
+from proxy.errors import (
+    BadRequest,
+    NotFound,
+    ProxyError,
+    anthropic_error,
+    error_body,
+    error_response,
+)
 from proxy.exchange import handle
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import parse_json
@@ -69,6 +76,9 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/admin/stats", admin_stats, methods=["GET"]),
         Route("/admin/learned-windows", admin_windows, methods=["GET"]),
         Route("/admin/learned-windows", admin_confirm_window, methods=["POST"]),
+        Route(
+            "/admin/learned-windows/{team}/{model:path}", admin_forget_window, methods=["DELETE"]
+        ),
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
@@ -163,6 +173,17 @@ async def admin_confirm_window(request: Request) -> Response:
         raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
     await rt.persist_window(team, model, window)
     return JSONResponse({"team": team, "model": model, "window": window})
+
+
+async def admin_forget_window(request: Request) -> Response:
+    """Forget what overflows and usage taught about a model for a team (its learned window,
+    applied or pending, and its calibration): the configured window is in force again."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    team, model = request.path_params["team"], request.path_params["model"]
+    if not await rt.forget_window(team, model):
+        raise NotFound(f"nothing was learned about model {model!r} for team {team!r}")
+    return JSONResponse({"team": team, "model": model, "forgotten": True})
 
 
 async def admin_preview(request: Request) -> Response:

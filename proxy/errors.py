@@ -5,6 +5,7 @@ ProxyError (status, type, code, param)
  │    └── ContextTooLarge  400 context_length_exceeded: cannot be made to fit
  ├── Unauthorized          401 authentication_error: no key, an unknown key or team
  ├── Forbidden             403 permission_error: a model, path, policy or control not allowed
+ ├── NotFound              404 not_found_error: an admin call names nothing the proxy holds
  ├── PayloadTooLarge       413 the body is over the configured limit
  ├── UpstreamUnavailable   502 the upstream could not be reached
  └── UpstreamTimeout       504 the upstream did not answer in time
@@ -72,6 +73,12 @@ class Forbidden(ProxyError):
     status = 403
     type = "permission_error"
     code = "model_not_allowed"
+
+
+class NotFound(ProxyError):
+    status = 404
+    type = "not_found_error"
+    code = "not_found"
 
 
 class PayloadTooLarge(ProxyError):

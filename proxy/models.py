@@ -104,6 +104,11 @@ class LearnedWindows:
             self.learn(team, model, window)
         return window
 
+    def forget(self, team: str, model: str) -> bool:
+        """Forget what was learned (applied or pending); whether there was anything."""
+        had = self._windows.pop((team, model), None) is not None
+        return self._pending.pop((team, model), None) is not None or had
+
     def items(self) -> dict[str, dict[str, int]]:
         return _nested(self._windows)
 
@@ -136,6 +141,9 @@ class Calibration:
         """The largest recent observation (what is persisted; the slack is added on use)."""
         seen = self._seen.get((team, model))
         return max(seen) if seen and len(seen) >= MIN_SEEN else None
+
+    def forget(self, team: str, model: str) -> bool:
+        return self._seen.pop((team, model), None) is not None
 
     def restore(self, team: str, model: str, ratio: float) -> None:
         """A persisted observation: counts as ``MIN_SEEN`` of them, until fresh ones replace

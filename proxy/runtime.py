@@ -116,6 +116,15 @@ class Runtime:
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the calibration of %s: %s", model, exc)
 
+    async def forget_window(self, team: str, model: str) -> bool:
+        """An operator's reset: the learned window (applied or pending) and the calibration of
+        ``model`` for ``team`` are forgotten, here and in the store; whether there was any."""
+        had = self.models.learned.forget(team, model)
+        had = self.models.calibration.forget(team, model) or had
+        key = store_key(team, model)
+        await self.store.forget_learned([key, CALIBRATION + key])
+        return had
+
     async def persist_window(self, team: str, model: str, window: int) -> None:
         try:
             await self.store.put_learned_window(store_key(team, model), window)

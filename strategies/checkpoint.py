@@ -93,6 +93,10 @@ class CheckpointStore(Protocol):
 
     async def put_learned_window(self, model: str, window: int) -> None: ...
 
+    async def forget_learned(self, keys: list[str]) -> None:
+        """Forget learned windows and settings by key (an operator's reset)."""
+        ...
+
     async def put_setting(self, key: str, value: int) -> None:
         """Kept with the learned windows (read back by ``learned_windows``), but overwritten:
         a calibration may go up as well as down."""

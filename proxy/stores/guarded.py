@@ -76,6 +76,9 @@ class GuardedStore:
     async def put_learned_window(self, model: str, window: int) -> None:
         await self._call(self._store.put_learned_window(model, window))
 
+    async def forget_learned(self, keys: list[str]) -> None:
+        await self._call(self._store.forget_learned(keys))
+
     async def put_setting(self, key: str, value: int) -> None:
         await self._call(self._store.put_setting(key, value))
 

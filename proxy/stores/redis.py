@@ -51,6 +51,10 @@ class RedisStore:
         if current is None or int(current) > window:
             await self._redis.hset(LEARNED, model, window)
 
+    async def forget_learned(self, keys: list[str]) -> None:
+        """Forget learned windows and settings (an operator's reset)."""
+        await self._redis.hdel(LEARNED, *keys)
+
     async def put_setting(self, key: str, value: int) -> None:
         await self._redis.hset(LEARNED, key, value)
 

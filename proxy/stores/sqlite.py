@@ -109,6 +109,14 @@ class SqliteStore:
             )
         )
 
+    async def forget_learned(self, keys: list[str]) -> None:
+        """Forget learned windows and settings (an operator's reset)."""
+
+        def forget(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM learned_windows WHERE model=?", [(k,) for k in keys])
+
+        await self._run(forget)
+
     async def put_setting(self, key: str, value: int) -> None:
         await self._run(
             lambda db: db.execute(

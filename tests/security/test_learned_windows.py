@@ -109,6 +109,33 @@ async def test_an_honest_small_window_is_learned_for_the_team(env: None) -> None
     assert budget(other) > 4000  # team b never sent anything that overflowed
 
 
+@respx.mock
+async def test_an_operator_forgets_a_learned_window(env: None) -> None:
+    """Learned windows only go down and persist: without a reset, one bad lesson (a thinking-
+    heavy request's ratio, say) stays for good."""
+    respx.post(f"{BASE}/chat/completions").mock(
+        side_effect=[overflow(2048, 2600), *[httpx.Response(200, json=OK)] * 4]
+    )
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    a = {"authorization": f"Bearer {TEAM_A}"}
+    async with running(config()) as c:
+        await c.post("/v1/chat/completions", json=body(280), headers=a)
+        learned = budget(await c.post("/v1/chat/completions", json=body(10), headers=a))
+        listed = (await c.get("/admin/learned-windows", headers=admin)).json()
+        assert listed["learned_windows"]["a"]["m"] <= 2048
+        as_team = await c.delete("/admin/learned-windows/a/m", headers=a)
+        forgot = await c.delete("/admin/learned-windows/a/m", headers=admin)
+        again = await c.delete("/admin/learned-windows/a/m", headers=admin)
+        after = budget(await c.post("/v1/chat/completions", json=body(10), headers=a))
+        listed = (await c.get("/admin/learned-windows", headers=admin)).json()
+    assert as_team.status_code in (401, 403)
+    assert forgot.status_code == 200
+    assert again.status_code == 404
+    assert again.json()["error"]["type"] == "not_found_error"
+    assert learned < 2048 < 4000 < after  # the configured 8000 is in force again
+    assert listed["learned_windows"] == {}
+
+
 def test_learned_windows_table() -> None:
     learned = LearnedWindows()
     assert learned.learn("a", "m", 3000, floor=1000)
