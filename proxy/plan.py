@@ -16,6 +16,7 @@ before the next cut (strategies/cost.py: cut_share).
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -113,7 +114,7 @@ class Planner:
         memo = MemoCounter(counter)
         tokens = await asyncio.to_thread(count_prompt, memo, messages)
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
-            return await self.plan_fitted(req, budget, tokens, memo, dry_run)
+            return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
         if tokens > soft and self.compactor is not None and not dry_run:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
         counted = "exact" if pricing.exact else "estimate"
@@ -121,6 +122,29 @@ class Planner:
         if output is None:
             return Plan(req.body, budget, tokens, tokens, counted=counted)
         return Plan(orjson.dumps(output[0]), budget, tokens, tokens, [output[1]], counted)
+
+    async def _fitted_or_uncertain(
+        self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool
+    ) -> Plan:
+        """The fitted plan; for a model the proxy only estimates, a request it cannot make fit
+        is refused only when it is certain: when the estimate's known error (it counts up to
+        ``estimate_ratio`` times what the model does) could not bring it under the window.
+        Otherwise it goes, fitted to the window that error allows, and the upstream decides:
+        its overflow error states its own figures, and the retry fits to those (never worse
+        than no proxy, which would have forwarded it whole)."""
+        try:
+            return await self.plan_fitted(req, budget, tokens, memo, dry_run)
+        except ContextTooLarge as certain:
+            if req.spec.pricing.exact:
+                raise
+            error = self.settings.trimming.estimate_ratio
+            loose = replace(budget, window=math.floor(budget.window * error))
+            try:
+                plan = await self.plan_fitted(req, loose, tokens, memo, dry_run)
+            except ContextTooLarge:
+                raise certain from None
+            plan.actions.append("uncertain-forwarded")
+            return plan
 
     async def plan_fitted(
         self,

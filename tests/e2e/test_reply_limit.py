@@ -81,3 +81,41 @@ def test_a_policy_keeps_the_limit_whole(make_stack: StackFactory, policy: dict[s
     forwarded = stack.received[-1]
     assert forwarded["max_tokens"] == ASKED
     assert len(forwarded["messages"]) < len(conversation())  # the prompt made room instead
+
+
+def system_of(tokens: int) -> str:
+    """A system prompt the upstream's real tokenizer counts at about ``tokens``."""
+    text, counter = "", AnthropicCounter()
+    while counter.n(text) < tokens:
+        text += "Follow the repository's style and read files before editing them. "
+    return text
+
+
+@pytest.mark.parametrize(("real", "answered"), [(3300, True), (6000, False)])
+def test_an_estimate_refuses_only_when_it_is_certain(
+    make_stack: StackFactory, real: int, answered: bool
+) -> None:
+    """The proxy only estimates Claude (cl100k x 1.2). A prompt the estimate puts over the
+    window but the model may well take is forwarded, and the upstream decides; one that is
+    over even at the estimate's known error is refused by the proxy (it was refused either
+    way, though the upstream took it: worse than no proxy)."""
+    window = 4000
+    models = {CLAUDE: {"context_window": window, "tokenizer": "estimate"}}
+    stack = make_stack(window=window, models=models, apis=["messages"])
+    client = anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0)
+    create = client.messages.with_raw_response.create
+    kwargs: dict[str, Any] = {
+        "model": CLAUDE,
+        "max_tokens": 64,
+        "system": system_of(real),
+        "messages": [{"role": "user", "content": "Go."}],
+    }
+    if answered:
+        raw = create(**kwargs)
+        assert raw.status_code == 200
+        assert "uncertain-forwarded" in raw.headers["x-contextwarden-actions"]
+        assert AnthropicCounter().prompt(stack.received[-1]) + 64 <= window
+    else:
+        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+            create(**kwargs)
+        assert not stack.received
