@@ -57,21 +57,28 @@ class TruncateOldest:
         grid = max(1, int(budget * share))
         return TruncateOldest(self.unit, self.min_messages, tuple(self.protect_roles), grid)
 
+    def _protected(self, messages: Sequence[Message], group: Unit) -> bool:
+        return any(role(messages[i]) in self.protect_roles for i in range(group.start, group.end))
+
     def apply(
         self, messages: Sequence[Message], original_tokens: int, limit: int, counter: Counter
     ) -> list[Message]:
         costs = [counter.message(m) for m in messages]
         total = sum(costs)
         target = total - limit
+        groups = removal_groups(messages, self.unit)
+        removable = [g for g in groups if not self._protected(messages, g)]
         if self.grid_tokens > 0 and target > 0:
-            target = -(-target // self.grid_tokens) * self.grid_tokens
+            # On the grid, but never past the newest group when it need not go: the grid
+            # rounds a cut up, and the newest step of a tool loop is what the model answers.
+            spare = sum(sum(costs[g.start : g.end]) for g in removable[:-1])
+            gridded = -(-target // self.grid_tokens) * self.grid_tokens
+            target = gridded if target > spare else min(gridded, spare)
         removed = [False] * len(messages)
         freed = 0
-        for group in removal_groups(messages, self.unit):
+        for group in removable:
             if freed >= target:
                 break
-            if any(role(messages[i]) in self.protect_roles for i in range(group.start, group.end)):
-                continue
             for i in range(group.start, group.end):
                 removed[i] = True
                 freed += costs[i]
