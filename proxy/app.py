@@ -154,6 +154,7 @@ async def admin_windows(request: Request) -> Response:
     return JSONResponse(
         {
             "learned_windows": learned.items(),
+            "evidence": learned.evidence(),
             "pending": learned.pending(),
             "calibration": rt.models.calibration.items(),
         }

@@ -25,7 +25,7 @@ from proxy.formats.base import WireFormat
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.intake import WireRequest, build_request, read_body
 from proxy.metrics import Outcome
-from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
 from proxy.ownership import answered_id
 from proxy.plan import Plan
 from proxy.runtime import Runtime
@@ -179,8 +179,8 @@ def retrying(
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
-    async def learn(window: int, floor: int) -> None:
-        await rt.learn_window(req.team, req.spec.name, window, floor)
+    async def learn(lesson: Lesson) -> None:
+        await rt.learn_window(req.team, req.spec.name, lesson, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,

@@ -70,7 +70,8 @@ class ModelSpec:
 
 
 class LearnedWindows:
-    """Windows learned from upstream overflow errors, in the proxy's own token counts.
+    """Windows learned from upstream overflow errors, in the upstream's own units (the limit
+    its error states; converted to the proxy's count at use, by the calibration).
 
     Scoped to the team whose request taught them, so one team's traffic (text its tokenizer
     counts differently, say) cannot shrink a model's window for the others. A window under the
@@ -80,12 +81,14 @@ class LearnedWindows:
     def __init__(self) -> None:
         self._windows: dict[tuple[str, str], int] = {}
         self._pending: dict[tuple[str, str], int] = {}
+        self._evidence: dict[tuple[str, str], str] = {}
 
     def get(self, team: str, model: str) -> int | None:
         return self._windows.get((team, model))
 
-    def learn(self, team: str, model: str, window: int, floor: int = 0) -> bool:
-        """Apply ``window`` (windows only go down); False when it is held as pending."""
+    def learn(self, team: str, model: str, window: int, floor: int = 0, evidence: str = "") -> bool:
+        """Apply ``window`` (windows only go down); False when it is held as pending or is not
+        lower than what was learned."""
         key = (team, model)
         if window <= 0:
             return False
@@ -93,8 +96,11 @@ class LearnedWindows:
             self._pending[key] = min(window, self._pending.get(key, window))
             return False
         current = self._windows.get(key)
-        if current is None or window < current:
-            self._windows[key] = window
+        if current is not None and window >= current:
+            return False
+        self._windows[key] = window
+        if evidence:
+            self._evidence[key] = evidence
         return True
 
     def confirm(self, team: str, model: str) -> int | None:
@@ -107,7 +113,16 @@ class LearnedWindows:
     def forget(self, team: str, model: str) -> bool:
         """Forget what was learned (applied or pending); whether there was anything."""
         had = self._windows.pop((team, model), None) is not None
+        self._evidence.pop((team, model), None)
         return self._pending.pop((team, model), None) is not None or had
+
+    def evidence(self) -> dict[str, dict[str, str]]:
+        """What taught each window (windows restored from the store say so)."""
+        out: dict[str, dict[str, str]] = {}
+        for team, model in self._windows:
+            told = self._evidence.get((team, model), "restored from the store")
+            out.setdefault(team, {})[model] = told
+        return out
 
     def items(self) -> dict[str, dict[str, int]]:
         return _nested(self._windows)
@@ -199,15 +214,17 @@ class Models:
         return spec
 
     def window(self, spec: ModelSpec, team: str) -> int | None:
-        """The configured (or table) window in the proxy's own tokens (calibrated from usage
-        when the model is only estimated), lowered by what overflow errors taught us."""
+        """The configured (or table) window, lowered by what overflow errors taught us (both in
+        the upstream's units), in the proxy's own tokens: converted by the calibration when the
+        model is only estimated."""
         learned = self.learned.get(team, spec.name)
-        if spec.window is None:
-            return learned
-        window = spec.window
-        if not spec.pricing.exact:
-            window = self.calibration.window(team, spec.name, window)
-        return min(window, learned) if learned else window
+        known = [w for w in (spec.window, learned) if w]
+        if not known:
+            return None
+        window = min(known)  # the upstream's units, both
+        # An estimated model is calibrated from usage and overflows; an exact one only when an
+        # upstream's overflow showed it counts more (another tokenizer behind the same name).
+        return self.calibration.window(team, spec.name, window)
 
     def _build(self, name: str) -> ModelSpec:
         found = self.families.find(name)

@@ -13,8 +13,10 @@ from proxy.config import Limits, Settings
 from proxy.conversations import PinMemory, PrefixTracker
 from proxy.metrics import Metrics
 from proxy.models import CALIBRATION_PREFIX as CALIBRATION
+from proxy.models import HIGH as CALIBRATION_HIGH
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
+from proxy.overflow.retry import Lesson
 from proxy.ownership import Owners
 from proxy.plan import Planner
 from proxy.startup import prepare_environment
@@ -92,21 +94,36 @@ class Runtime:
         await self.store.close()
         await self.transport.aclose()
 
-    async def learn_window(self, team: str, model: str, window: int, floor: int = 0) -> None:
-        if not self.models.learned.learn(team, model, window, floor):
+    async def learn_window(self, team: str, model: str, lesson: Lesson, estimated: bool) -> None:
+        """What an overflow taught, for ``team``: the window the upstream stated, in its own
+        units (converted to the proxy's at use, by the calibration), and for a model the proxy
+        only estimates, the ratio between the upstream's count and its own (an exact count,
+        whatever the prompt's size)."""
+        if self.models.learned.learn(team, model, lesson.window, evidence=lesson.evidence):
+            await self.persist_window(team, model, lesson.window)
+        ratio = lesson.ratio
+        if ratio is None or not (estimated or ratio > 1.0):
+            return  # an exact count that the upstream confirms, or over-counts: nothing to learn
+        if ratio > CALIBRATION_HIGH:
+            # More than the clamp: a count so far from the proxy's says more about the request's
+            # text (a client skewing it) than about the tokenizer. The window itself is learned.
             log.warning(
-                "team %s: window %d for %s is under the floor %d; held for an operator "
-                "(POST /admin/learned-windows)", team, window, model, floor,
+                "team %s: the upstream counted %.1fx the proxy's count for %s; not calibrated",
+                team, ratio, model,
             )  # fmt: skip
             return
-        await self.persist_window(team, model, window)
+        await self.calibrate(team, model, ratio, exact=True)
 
-    async def calibrate(self, team: str, model: str, ratio: float) -> None:
+    async def calibrate(self, team: str, model: str, ratio: float, exact: bool = False) -> None:
         """One answer's usage ratio for an estimated model; persisted (in thousandths, with the
-        learned windows) when the observation in force moves by a percent or more."""
+        learned windows) when the observation in force moves by a percent or more. ``exact``:
+        the upstream stated both counts in an overflow error, enough on its own to apply."""
         calibration = self.models.calibration
         before = calibration.observed(team, model)
-        calibration.observe(team, model, ratio)
+        if exact and calibration.ratio(team, model) is None:
+            calibration.restore(team, model, ratio)
+        else:
+            calibration.observe(team, model, ratio)
         after = calibration.observed(team, model)
         if after is None or (before is not None and abs(after - before) < 0.01 * before):
             return

@@ -27,7 +27,7 @@ from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_
 from proxy.intake import allowed_controls, read_body, take_controls
 from proxy.metrics import Outcome
 from proxy.models import ModelSpec
-from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
 from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.tokenizers import get_encoding, safe_encode
@@ -213,8 +213,8 @@ def _retrying(
     async def refit(budget: Budget) -> Plan:
         return fitting.plan(budget)
 
-    async def learn(window: int, floor: int) -> None:
-        await rt.learn_window(who.team, spec.name, window, floor)
+    async def learn(lesson: Lesson) -> None:
+        await rt.learn_window(who.team, spec.name, lesson, not spec.pricing.exact)
 
     return Retrying(
         send=send,

@@ -26,13 +26,36 @@ log = logging.getLogger("contextwarden.overflow")
 
 
 @dataclass(frozen=True, slots=True)
+class Lesson:
+    """What an overflow error taught, in the upstream's own units: the window it stated, and
+    the ratio of its count of the prompt to the proxy's (None when it stated no count)."""
+
+    window: int
+    ratio: float | None
+    evidence: str
+
+
+def lesson_of(overflow: Overflow, ours: int) -> Lesson | None:
+    """The upstream's own figures, when its error states its window (``ours``: the prompt as
+    the proxy counted it, tool definitions included)."""
+    if not overflow.limit:
+        return None
+    evidence = f"the upstream stated a window of {overflow.limit} tokens"
+    ratio = None
+    if overflow.prompt:
+        ratio = overflow.prompt / max(1, ours)
+        evidence += f" and counted {overflow.prompt} in a prompt the proxy counted at {ours}"
+    return Lesson(overflow.limit, ratio, evidence)
+
+
+@dataclass(frozen=True, slots=True)
 class Retrying:
     """What the loop may call: each one a single concern of the request path."""
 
     send: Callable[[Plan], Awaitable[Reply]]
     refit: Callable[[Budget], Awaitable[Plan]]  # from the original transcript, never a view
     budget_for: Callable[[int], Budget]  # the first attempt's budget rule, for a window
-    learn: Callable[[int, int], Awaitable[None]]  # (window, floor)
+    learn: Callable[[Lesson], Awaitable[None]]  # what the overflow taught, in its own units
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
     lowers_output: bool = False  # the request's output limit may be lowered (proxy/budget.py)
 
@@ -50,11 +73,13 @@ async def send_with_overflow_retry(
         if plan.counted == "bound":  # the shrink must start from the real count, not a bound
             plan.tokens_after = do.recount()
         try:
-            budget, learned = budget_after_overflow(
+            assert plan.budget is not None and plan.tokens_after is not None
+            lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
+            if lesson is not None:
+                await do.learn(lesson)
+            budget, _ = budget_after_overflow(
                 plan, overflow, do.budget_for, trimming, do.lowers_output
             )
-            if learned is not None:
-                await do.learn(learned, learned_floor(overflow))
             retry = await do.refit(budget)
         except ContextTooLarge as exc:
             log.info("overflow not retried: %s; the upstream's own error stands", exc.message)
@@ -115,14 +140,6 @@ def budget_after_overflow(
             return checked(replace(fresh, margin=fresh.margin + slack)), learned
         return _shrunk(old, sent, trimming.overflow_shrink), learned
     return _shrunk(old, sent, trimming.overflow_shrink), None
-
-
-def learned_floor(overflow: Overflow) -> int:
-    """Below this a learned window waits for an operator: half the limit the upstream stated.
-    The limit is the upstream's own word (wording the upstream only echoed from the request is
-    not an overflow at all: proxy/overflow/detect.py); only the scale between its count and ours
-    comes from the request's text, so that is all a client could skew."""
-    return (overflow.limit or 0) // 2
 
 
 def _shrunk(budget: Budget, sent: int, shrink: float) -> Budget:

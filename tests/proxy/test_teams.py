@@ -273,7 +273,12 @@ async def test_admin_api_needs_the_admin_key(client: httpx.AsyncClient) -> None:
     assert stats["teams"]["search"]["rewritten"] == 1
     assert stats["teams"]["search"]["tokens_saved"] > 0
     windows = await client.get("/admin/learned-windows", headers=auth(ADMIN_KEY))
-    assert windows.json() == {"learned_windows": {}, "pending": {}, "calibration": {}}
+    assert windows.json() == {
+        "learned_windows": {},
+        "evidence": {},
+        "pending": {},
+        "calibration": {},
+    }
     preview = await client.post(
         "/admin/preview",
         json=chat_body(),

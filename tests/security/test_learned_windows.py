@@ -54,9 +54,10 @@ def budget(response: httpx.Response) -> int:
 
 
 @respx.mock
-async def test_a_skewed_count_is_held_for_an_operator_and_stays_in_its_team(env: None) -> None:
-    # Team a's text makes the upstream count 20x what the proxy counts (a poisoning attempt):
-    # the learned window would be 8000 / 20 = 400, far under half the stated limit.
+async def test_a_skewed_count_shrinks_nothing_and_stays_in_its_team(env: None) -> None:
+    # Team a's text makes the upstream count 20x what the proxy counts (a poisoning attempt).
+    # What is learned is the upstream's own stated window, in its own units (8000, the
+    # configured one); a ratio past the calibration's clamp calibrates nothing.
     def answer(request: httpx.Request) -> httpx.Response:
         sent = orjson.loads(request.content)
         mine = sum(len(str(m["content"]).split()) for m in sent["messages"])
@@ -75,16 +76,10 @@ async def test_a_skewed_count_is_held_for_an_operator_and_stays_in_its_team(env:
         after_b = budget(await c.post("/v1/chat/completions", json=body(50), headers=b))
         admin = {"authorization": f"Bearer {ADMIN}"}
         windows = (await c.get("/admin/learned-windows", headers=admin)).json()
-        assert windows["learned_windows"] == {}
-        assert windows["pending"]["a"]["m"] < 4000
-        confirmed = await c.post(
-            "/admin/learned-windows", json={"team": "a", "model": "m"}, headers=admin
-        )
-        assert confirmed.status_code == 200
-        after_confirm = budget(await c.post("/v1/chat/completions", json=body(50), headers=a))
-        still_b = budget(await c.post("/v1/chat/completions", json=body(50), headers=b))
-    assert before == after_a == after_b == still_b  # nothing applied without the operator
-    assert after_confirm < 4000  # the operator's confirmation applies it, to team a only
+    assert before == after_a == after_b
+    assert windows["learned_windows"] == {"a": {"m": 8000}}
+    assert "stated a window of 8000" in windows["evidence"]["a"]["m"]
+    assert windows["calibration"] == {} and windows["pending"] == {}
 
 
 @respx.mock
@@ -144,5 +139,5 @@ def test_learned_windows_table() -> None:
     assert learned.get("b", "m") is None
     assert learned.confirm("a", "m") == 500
     assert learned.get("a", "m") == 500
-    assert learned.learn("a", "m", 9000)  # applied, but windows only go down
+    assert not learned.learn("a", "m", 9000)  # windows only go down
     assert learned.get("a", "m") == 500
