@@ -21,6 +21,7 @@ from proxy.auth import Principal
 from proxy.budget import budget_for, output_floor
 from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
+from proxy.fallbacks import plan_with_fallbacks
 from proxy.formats.base import WireFormat
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.intake import WireRequest, build_request, read_body
@@ -46,13 +47,17 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/admission.py).
         async with rt.admission.slot(team, body):
             await rt.admission.check(body)
-            args = (body, request.headers, rt.settings, rt.models, who, fmt, rt.pins)
-            req = await rt.admission.run(body, build_request, *args)
+            args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins)
+            req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name
             if fmt.api == "responses" and rt.settings.auth == "keys":
                 capped = bool(who.config.max_context_tokens)
                 await rt.owners.check(team, capped, req.payload)
-            plan = await rt.planner.plan_first(req)
+
+            async def build(other: bytes) -> WireRequest:
+                return await rt.admission.run(other, build_request, other, *args)
+
+            req, plan = await plan_with_fallbacks(req, body, build, rt.planner.plan_first)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock), rt.settings.trimming
         )
@@ -83,7 +88,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
         reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
-    response = respond(reply, [*cw_headers(plan, retries), *prefix])
+    # A fallback answered: the model that did (``model`` is the one the client asked for).
+    answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
+    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered])
     await observe_usage(rt, req, reply, plan)
     outcome = Outcome(
         team=req.team,

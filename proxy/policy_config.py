@@ -140,6 +140,18 @@ class PolicyConfig(_Strict):
         default_factory=list,
         description="messages kept verbatim: never summarized, dropped or light-trimmed",
     )
+    fallbacks: list[str] = Field(
+        default_factory=list,
+        description="larger-window models to answer a request that cannot be made to fit its "
+        "own (proxy/fallbacks.py), tried in order",
+    )
+    fallback_on_loss: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="also fall back when fitting would drop more than this share of the "
+        "request's tokens; null: only when it cannot fit",
+    )
     lower_max_tokens: bool = Field(
         True,
         description="a reply limit that does not fit beside the prompt is lowered to what is "
