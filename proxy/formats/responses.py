@@ -31,6 +31,7 @@ from proxy.formats.base import (
     usage_int,
 )
 from proxy.formats.responses_items import (
+    ROLES,
     SHOWN,
     TEXT_OUTPUTS,
     TEXT_PARTS,
@@ -88,8 +89,10 @@ class ResponsesFormat:
         if isinstance(items, str):
             messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
             return View(messages, atomic_current=True, items=1)
-        messages += _lower(items)
-        return View(messages, atomic_current=True, items=len(items), hidden=hidden_text())
+        wire = _lower(items)
+        messages += wire
+        own = frozenset(id(m) for m in wire if m["role"] not in ROLES)  # a role it does not know
+        return View(messages, True, len(items), hidden_text(), own)
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "input_tokens")

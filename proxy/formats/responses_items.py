@@ -149,11 +149,10 @@ def check_input(items: Any, stateful: bool) -> None:
 
 def _check_message(item: dict[str, Any], where: str) -> None:
     role = item.get("role")
-    if not isinstance(role, str) or role not in ROLES:
-        raise BadRequest(
-            f"{where}.role must be one of user, assistant, system, developer",
-            param=f"{where}.role",
-        )
+    # A role besides these four is the upstream's to judge: forwarded as it came, in its place
+    # (the view pins it, like a Messages ``system`` message inside ``messages``).
+    if not isinstance(role, str) or not role:
+        raise BadRequest(f"{where}.role must be a non-empty string", param=f"{where}.role")
     content = item.get("content")
     if isinstance(content, str):
         return

@@ -74,3 +74,26 @@ def test_it_stays_verbatim_in_its_place_when_the_conversation_is_trimmed(
     sent = orjson.loads(capture.seen[0].body)["messages"]
     assert REATTACHED in sent
     assert len(sent) < len(conversation(40))
+
+
+def test_a_responses_role_the_proxy_does_not_know_goes_through_in_place(
+    capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    """Never stricter than the upstream: a message item in a role besides the four the proxy
+    knows is forwarded as it came, in its place, kept when the conversation is trimmed (it
+    was a 400 the upstream would not have given)."""
+    critic = {"type": "message", "role": "critic", "content": "Check every step twice."}
+    items: list[dict[str, Any]] = [{"role": "user", "content": "start"}, critic]
+    for i in range(40):
+        items += [
+            {"role": "assistant", "content": f"a{i} " + "w " * 300},
+            {"role": "user", "content": f"u{i} " + "w " * 300},
+        ]
+    config = keys_config(capture)
+    proxy = make_proxy(**config)
+    with proxy.client(OTHER_KEY) as c:
+        got = c.post("/v1/responses", json={"model": "gpt-4o", "input": items})
+    assert got.status_code == 200, got.text
+    sent = orjson.loads(capture.seen[0].body)["input"]
+    assert critic in sent
+    assert len(sent) < len(items)
