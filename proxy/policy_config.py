@@ -248,15 +248,16 @@ def _rule(r: RuleConfig) -> Rule:
 
 
 def resolve_extends(policies: dict[str, Any]) -> dict[str, Any]:
-    """Raw policy mappings with every ``extends:`` chain merged in (parents first)."""
+    """Raw policy mappings with every ``extends:`` chain merged in (parents first). ``default``
+    may be extended without being declared: it is the built-in default then."""
     out: dict[str, Any] = {}
 
     def resolve(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
         if name in seen:
             raise ValueError(f"policies: extends cycle {' -> '.join((*seen, name))}")
-        if name not in policies:
+        if name not in policies and name != "default":
             raise ValueError(f"policies.{seen[-1]}.extends: no policy named {name!r}")
-        raw = policies[name] or {}
+        raw = policies.get(name) or {}  # the built-in default, when the file does not say it
         if not isinstance(raw, dict):
             raise ValueError(f"policies.{name} must be a mapping")
         parent = raw.get("extends")

@@ -6,7 +6,9 @@ distinct calls (same name and arguments) are kept; every other candidate, older 
 kept call included, has its content replaced by a placeholder that says what was there: the
 tool, its arguments (the file or command, shortened) and the result's size. The placeholder
 depends only on the call and the result, so a cleared result has the same bytes in every later
-request (the prompt's cached prefix survives). Clearing is idempotent.
+request (the prompt's cached prefix survives). Clearing is idempotent. A result marked as an
+error (``is_error``: an Anthropic ``tool_result`` that says so) is never cleared, as in the
+reference: a failed build's or test's output is what the agent needs most.
 
 With ``batch`` above 1, results are cleared oldest first in whole batches: the set of cleared
 results, and with it the prompt's prefix that providers cache, changes only once every
@@ -53,6 +55,8 @@ class ToolResultMicrocompact:
             call = _call_answered(messages, i, calls)
             if call is None or call[1] >= i or not self._eligible(call[0], m, counter):
                 continue
+            if m.get("is_error"):
+                continue  # a failed build's or test's output is what the agent needs most
             key = f"{call[0]}\0{call[2]}"
             if key not in kept_keys and len(kept_keys) < self.keep_recent:
                 kept_keys.add(key)

@@ -195,6 +195,8 @@ class CharCounter:
     """
 
     def __init__(self, chars_per_token: float = 4.0, tokens_per_non_text_part: int = 85) -> None:
+        if not chars_per_token > 0 or tokens_per_non_text_part < 0:
+            raise ValueError("chars_per_token must be > 0 and tokens_per_non_text_part >= 0")
         self._cpt = chars_per_token
         self._non_text = tokens_per_non_text_part
         self.priming = 0

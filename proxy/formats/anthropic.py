@@ -169,14 +169,15 @@ def _lower(messages: list[dict[str, Any]]) -> list[Message]:
         results = 0
         while results < len(content) and content[results].get("type") == "tool_result":
             block = content[results]
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": block.get("tool_use_id"),
-                    "content": _content(block.get("content", "")),
-                    SOURCE: {"m": m, "b": [block]},
-                }
-            )
+            result: Message = {
+                "role": "tool",
+                "tool_call_id": block.get("tool_use_id"),
+                "content": _content(block.get("content", "")),
+            }
+            if block.get("is_error") is True:
+                result["is_error"] = True  # never cleared (strategies/microcompact.py)
+            result[SOURCE] = {"m": m, "b": [block]}
+            out.append(result)
             results += 1
         rest = content[results:]
         if rest or not results:

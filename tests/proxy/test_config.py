@@ -119,6 +119,17 @@ def test_policies_extend_and_rules_come_after_the_system_prompt_before_the_defau
     assert policy.rules[1].tier == 2
 
 
+def test_the_built_in_default_policy_can_be_extended_without_being_declared(
+    tmp_path: Path,
+) -> None:
+    """The README's rag and agent policies say ``extends: default`` with no ``default:`` of
+    their own; that was "no policy named 'default'"."""
+    text = 'upstreams:\n  openai: {base_url: "http://x"}\npolicies:\n  rag:\n    extends: default\n'
+    settings = load_settings(write(tmp_path, text + "    cache_cut_share: 0.5\n"))
+    assert settings.policies["rag"].cache_cut_share == 0.5
+    assert settings.policies["rag"].summarize == settings.policies["default"].summarize
+
+
 @pytest.mark.parametrize(
     ("snippet", "message"),
     [

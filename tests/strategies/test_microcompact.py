@@ -74,3 +74,11 @@ def test_is_idempotent_and_leaves_unanswered_results_alone() -> None:
     assert all(a is b for a, b in zip(once, twice, strict=True))
     orphan = [{"role": "tool", "tool_call_id": "nope", "content": "x"}]
     assert mc.apply(orphan, C)[0] is orphan[0]
+
+
+def test_an_error_result_is_never_cleared() -> None:
+    msgs = [m for i in range(4) for m in loop(i)]
+    msgs[1] = {**msgs[1], "is_error": True, "content": "build failed: missing import"}
+    out = ToolResultMicrocompact(keep_recent=0).apply(msgs, C)
+    assert out[1] is msgs[1]
+    assert contents(out)[1:] == [PLACEHOLDER] * 3

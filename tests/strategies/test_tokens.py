@@ -225,3 +225,9 @@ def test_fixed_and_char_counters() -> None:
     assert char.message({"role": "user", "content": "abcdefgh", "name": "ab"}) == 3
     image = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
     assert char.message(image) == 85
+
+
+@pytest.mark.parametrize("chars", [0, -5, float("nan")])
+def test_char_counter_refuses_a_rate_that_is_not_positive(chars: float) -> None:
+    with pytest.raises(ValueError):
+        CharCounter(chars_per_token=chars)
