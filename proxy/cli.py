@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from proxy.config import ConfigError, Settings, load_settings
+from proxy.families import is_pattern
 from proxy.startup import prepare_environment
 
 
@@ -54,6 +55,38 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def banner(settings: Settings, path: str | None) -> str:
+    """What ``serve`` serves, before it starts: the config, the URL to point clients at,
+    upstreams, each configured model's window and where it comes from, auth and the store."""
+    from proxy.modeltable import ModelTable
+
+    table = ModelTable.bundled()
+    url = f"http://{settings.host}:{settings.port}"
+    lines = [
+        f"contextwarden on {url} (point clients at {url}/v1; Anthropic clients at {url})",
+        f"  config: {path or 'the embedded default'}; auth: {settings.auth}; "
+        f"store: {settings.checkpoints.backend}",
+        "  upstreams: "
+        + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items()),
+        f"  models not listed go to {settings.default_upstream!r}, with litellm's window",
+    ]
+    for name, entry in settings.models.items():
+        window, source = str(entry.context_window), "config"
+        where = entry.upstream or settings.default_upstream
+        upstream = settings.upstreams[where]
+        if not entry.context_window:
+            # A litellm upstream serves the model its own ``model:`` names.
+            known = table.lookup(
+                upstream.model if upstream.provider == "litellm" and upstream.model else name
+            )
+            window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
+        kind = "family" if is_pattern(name) else "model"
+        lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
+    lines += _families(settings)
+    lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    return "\n".join(lines)
 
 
 def _families(settings: Settings) -> list[str]:
@@ -126,9 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
     problem = settings.exposure_problem()
     if problem is not None:
         raise ConfigError(problem)
-    families = _families(settings)
-    if families:
-        print("model families:\n" + "\n".join(families), file=sys.stderr)
+    print(banner(settings, args.config), file=sys.stderr, flush=True)
     uvicorn.run(
         create_app(settings),
         host=settings.host,

@@ -59,8 +59,13 @@ def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_pa
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+            said = proc.stderr.read().decode() if proc.stderr else ""
             if proc.stderr:
                 proc.stderr.close()
+    # The banner says what it serves: where to point clients, the config, the upstreams.
+    assert f"contextwarden on http://127.0.0.1:{port}" in said
+    assert "config: the embedded default" in said
+    assert f"openai ({upstream.url}/v1)" in said
 
 
 def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -> None:
