@@ -15,6 +15,7 @@ not for its conversation to be cut to make room. The budget then reserves only t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from proxy.config import Trimming
@@ -64,7 +65,9 @@ def settled(req: WireRequest, budget: Budget, tokens: int) -> tuple[dict[str, An
     asked = req.fmt.requested_output(req.payload)
     if asked is None or output_floor(req, asked) is None:
         return None
-    room = budget.window - budget.tools - budget.margin - tokens
+    # The room in the upstream's units, which a reply limit is in (the window was converted to
+    # the proxy's by the calibration: window_ours = window_theirs / units).
+    room = math.floor((budget.window - budget.tools - budget.margin - tokens) * req.units)
     if asked <= room:
         return None
     limit = max(room, budget.reserve)

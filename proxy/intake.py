@@ -53,6 +53,9 @@ class WireRequest:
     trim: bool = True
     pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
     conversation: str = ""  # its conversation's key (proxy/conversations.py), set by build_request
+    # The upstream's tokens per proxy token (the calibration the window was converted by): a
+    # count in the proxy's units times this is one in the upstream's, as a reply limit is.
+    units: float = 1.0
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
@@ -115,6 +118,7 @@ def build_request(
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,
         trim=controls.trim,
+        units=models.calibration.ratio(who.team, spec.name) or 1.0,
     )
     req.conversation = conversation_key(req.scope, req.team, req.view.messages)
     pinned = marked(req.view.messages, controls.pinned) | req.view.pinned

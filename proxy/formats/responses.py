@@ -91,7 +91,8 @@ class ResponsesFormat:
             return View(messages, atomic_current=True, items=1)
         wire = _lower(items)
         messages += wire
-        own = frozenset(id(m) for m in wire if m["role"] not in ROLES)  # a role it does not know
+        # A message item in a role the proxy does not know: kept verbatim in its place.
+        own = frozenset(id(m) for m in wire if m["role"] not in ROLES and m["role"] != "tool")
         return View(messages, True, len(items), hidden_text(), own)
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:

@@ -122,6 +122,16 @@ def test_a_long_task_and_two_more_turns_fit(make_agent: AgentFactory) -> None:
     assert all(r.body["max_tokens"] < 64000 for r in received)
 
 
+def test_a_30_step_task_at_16k_beyond_its_prompt_completes(make_agent: AgentFactory) -> None:
+    agent = make_agent(18_600 + 16_000, steps=30, models=[MODEL])
+    run = agent.run(claude(agent, TASK), env(agent))
+    assert run.returncode == 0, run
+    assert "Done after 30 steps" in run.stdout, run
+    assert not agent.script.refused
+    check_forwarded(agent)
+    assert trimmed(agent.script.received) >= 20
+
+
 def test_its_own_compaction_goes_through(make_agent: AgentFactory) -> None:
     agent = make_agent(WINDOW, steps=3, models=[MODEL])
     assert agent.run(claude(agent, TASK), env(agent)).returncode == 0

@@ -22,7 +22,7 @@ DEFAULT_MODEL = "gpt-6.1-sol"  # what this version asks for with no -m
 # model and 3,000 with -m gpt-5.1-codex, by the upstream's count: each window leaves 16k for
 # the task, and a step reads about 3,000.
 WINDOWS = {DEFAULT_MODEL: 11_700 + 16_000, "gpt-5.1-codex": 3_000 + 16_000}
-STEPS = 10
+STEPS = 30
 
 
 def codex(agent: Agent, model: str) -> tuple[list[str], dict[str, str]]:
