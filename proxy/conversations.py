@@ -35,6 +35,7 @@ from typing import Literal, Protocol
 
 import orjson
 
+from proxy.formats.base import SOURCE
 from strategies.messages import Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
@@ -187,21 +188,35 @@ def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:
 
 
 def message_digest(message: Message) -> bytes:
-    """A message's digest, wherever its ``cache_control`` breakpoints sit: Anthropic clients move
-    their one message breakpoint to the newest message on every request, and a moved marker
-    changes nothing the provider caches (the prefix up to it is the same bytes)."""
+    """A message's digest as the provider renders it, wherever its ``cache_control``
+    breakpoints sit and whether its text is a string or one text block: Claude Code and the
+    anthropic SDK move their one message breakpoint to the newest message on every request,
+    and send that message's text as a block while it carries the marker and as a string after
+    (the same prompt, the same cached prefix)."""
     raw = orjson.dumps(message)
-    if b'"cache_control"' in raw:
-        raw = orjson.dumps(_unmarked(message))
+    if b'"cache_control"' in raw or b'"type":"text"' in raw or SOURCE_KEY in raw:
+        raw = orjson.dumps(_canonical(message))
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
-def _unmarked(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+# The wire items behind a view message (proxy/formats/base.py: SOURCE) are not digested: what
+# they hold that the message does not show (ids, signatures, encrypted reasoning) never changes
+# in a conversation's earlier messages, and their shape (a string or a block) is not the prompt.
+SOURCE_KEY = f'"{SOURCE}"'.encode()
+
+
+def _canonical(value: object) -> object:
     if isinstance(value, list):
-        return [_unmarked(v) for v in value]
-    return value
+        return [_canonical(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _canonical(v) for k, v in value.items() if k not in ("cache_control", SOURCE)}
+    content = out.get("content")
+    if isinstance(content, list) and len(content) == 1:
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text" and len(block) == 2:
+            out["content"] = block.get("text")
+    return out
 
 
 _digest = message_digest

@@ -132,7 +132,11 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
     with ExitStack() as stack:
 
         def build(
-            window: int, steps: int, models: list[str], policy: dict[str, Any] | None = None
+            window: int,
+            steps: int,
+            models: list[str] | dict[str, Any],
+            policy: dict[str, Any] | None = None,
+            **settings: Any,
         ) -> Agent:
             script = Script(steps=steps, window=window)
             upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
@@ -141,8 +145,11 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
                 "upstreams": {"scripted": {"base_url": f"{upstream.url}/v1", "apis": apis}},
                 "default_upstream": "scripted",
                 "data_dir": str(tmp_path / "data"),
-                "models": {m: {"context_window": window} for m in models},
+                "models": models
+                if isinstance(models, dict)
+                else {m: {"context_window": window} for m in models},
                 "policies": {"default": policy or {}},
+                **settings,
             }
             recorder = Recorder(create_app(load_settings(None, **config)))
             proxy = stack.enter_context(BackgroundServer(recorder))

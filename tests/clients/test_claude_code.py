@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+import pytest
+
 from tests.clients.conftest import TASK, Agent, AgentFactory, client, same
 from tests.clients.scripted import STEP, Received
 
@@ -130,6 +133,34 @@ def test_a_30_step_task_at_16k_beyond_its_prompt_completes(make_agent: AgentFact
     assert not agent.script.refused
     check_forwarded(agent)
     assert trimmed(agent.script.received) >= 20
+
+
+def test_the_cache_figures_of_a_session_add_up(
+    make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude Code moves its message breakpoint to the newest message on every request: a
+    session that never needs trimming keeps every previous prompt as its prefix, and saves
+    nothing and loses nothing to cache breaks (it was reported as 0 kept, and negative money
+    saved, in /admin/stats)."""
+    monkeypatch.setenv("CW_ADMIN", "cw-admin-key")
+    prices = {
+        "input_cost_per_token": 5e-6,
+        "cache_read_input_token_cost": 5e-7,
+        "cache_creation_input_token_cost": 6.25e-6,
+    }
+    models = {MODEL: {"context_window": 200_000, "prices": prices}}
+    agent = make_agent(200_000, steps=4, models=models, admin_key_env="CW_ADMIN")
+    for turn in range(3):
+        more = ["--continue"] if turn else []
+        assert agent.run(claude(agent, f"{TASK} ({turn})", *more), env(agent)).returncode == 0
+    stats = httpx.get(
+        f"{agent.proxy_url}/admin/stats", headers={"authorization": "Bearer cw-admin-key"}
+    ).json()["teams"]["default"]
+    requests = len(agent.forwarded("messages"))
+    assert stats["prefix_broken"] == 0
+    assert stats["prefix_kept"] >= requests - 3  # each run's first request is a new prompt
+    assert stats["money_lost_to_cache_breaks"] == 0
+    assert stats["money_saved"] >= 0
 
 
 def test_its_own_compaction_goes_through(make_agent: AgentFactory) -> None:
