@@ -1,4 +1,5 @@
-"""``contextwarden serve | check-config | demo``."""
+"""contextwarden: a context-window proxy for LLM clients (chat completions, Responses,
+Anthropic Messages). Commands: serve, check-config, demo, preview; each has --help."""
 
 from __future__ import annotations
 
@@ -13,18 +14,31 @@ from proxy.families import is_pattern
 from proxy.startup import prepare_environment
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="contextwarden", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and option with its help."""
+    parser = argparse.ArgumentParser(
+        prog="contextwarden",
+        description=__doc__,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", help="YAML config (default: the embedded default config)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080)")
     check = sub.add_parser("check-config", help="validate a config file and exit")
-    check.add_argument("path")
-    demo = sub.add_parser("demo", help="a local upstream, the proxy, and a growing conversation")
-    demo.add_argument("--turns", type=int, default=12)
-    demo.add_argument("--window", type=int, default=1024)
+    check.add_argument("path", help="the YAML config file to check")
+    demo = sub.add_parser(
+        "demo",
+        help="a local upstream, the proxy, and a growing conversation",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    demo.add_argument(
+        "--turns", type=int, default=12, help="how many turns the demo conversation grows by"
+    )
+    demo.add_argument(
+        "--window", type=int, default=1024, help="the demo upstream's context window, in tokens"
+    )
     demo.add_argument(
         "--format",
         choices=["chat", "responses", "anthropic"],
@@ -36,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     prev.add_argument("--model", help="model to plan for (default: the body's own model)")
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     prepare_environment()
     try:

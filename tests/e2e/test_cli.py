@@ -85,3 +85,18 @@ def test_demo_drives_the_agent_formats(capsys: pytest.CaptureFixture[str], fmt: 
     assert f"({fmt})" in out
     assert "summarize (checkpoint " in out
     assert out.count("\n") > 14
+
+
+def test_every_command_and_option_has_help() -> None:
+    import argparse
+
+    from proxy.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helped = {c.dest for c in commands._choices_actions if c.help}
+    assert helped == set(commands.choices) == {"serve", "check-config", "demo", "preview"}
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.dest} has no help"
