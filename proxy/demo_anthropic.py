@@ -218,6 +218,13 @@ def _message(payload: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
             {"type": "text", "text": f"I received {len(messages)} messages ({total} tokens)."}
         )
         reason = "end_turn"
+    return assistant_message(payload, blocks, reason, usage)
+
+
+def assistant_message(
+    payload: dict[str, Any], blocks: list[dict[str, Any]], reason: str, usage: dict[str, int]
+) -> dict[str, Any]:
+    """A whole Messages answer of ``blocks``."""
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",

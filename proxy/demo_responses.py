@@ -155,13 +155,18 @@ def _response(payload: dict[str, Any], tokens: int) -> dict[str, Any]:
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
+    return completed(payload, [reasoning, answer], tokens)
+
+
+def completed(payload: dict[str, Any], output: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    """A completed response object with ``output``, for a prompt of ``tokens``."""
     return {
         "id": f"resp_{uuid.uuid4().hex}",
         "object": "response",
         "created_at": int(time.time()),
         "status": "completed",
         "model": payload["model"],
-        "output": [reasoning, answer],
+        "output": output,
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": payload.get("tools") or [],

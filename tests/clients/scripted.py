@@ -18,7 +18,6 @@ body it is sent is kept in ``received`` (with the path and headers), accepted or
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +28,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from proxy.demo_anthropic import AnthropicCounter, invalid_request, sign
+from proxy.demo_anthropic import AnthropicCounter, assistant_message, invalid_request, sign
 from proxy.demo_anthropic import _events as message_events
-from proxy.demo_responses import ResponsesCounter
+from proxy.demo_responses import ResponsesCounter, completed
 from proxy.demo_responses import _events as response_events
 from proxy.demo_upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
@@ -236,16 +235,7 @@ def _message(payload: dict[str, Any], script: Script, tokens: int) -> dict[str, 
         "cache_creation_input_tokens": 0,
         "output_tokens": 30,
     }
-    return {
-        "id": f"msg_{uuid.uuid4().hex[:24]}",
-        "type": "message",
-        "role": "assistant",
-        "model": payload["model"],
-        "content": blocks,
-        "stop_reason": reason,
-        "stop_sequence": None,
-        "usage": usage,
-    }
+    return assistant_message(payload, blocks, reason, usage)
 
 
 # Responses ------------------------------------------------------------------------------------
@@ -349,22 +339,4 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
             "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
-    return {
-        "id": f"resp_{uuid.uuid4().hex}",
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "completed",
-        "model": payload["model"],
-        "output": [reasoning, answer],
-        "parallel_tool_calls": False,
-        "tool_choice": "auto",
-        "tools": payload.get("tools") or [],
-        "store": False,
-        "usage": {
-            "input_tokens": tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": 30,
-            "output_tokens_details": {"reasoning_tokens": 10},
-            "total_tokens": tokens + 30,
-        },
-    }
+    return completed(payload, [reasoning, answer], tokens)
