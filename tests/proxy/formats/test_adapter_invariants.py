@@ -110,8 +110,8 @@ def anthropic_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def running(items: list[dict[str, Any]], is_user: Any, is_assistant: Any) -> bytes:
-    """The running task's statement (the last user item) and its newest step (the last run of
-    assistant items after it, and what follows)."""
+    """The running task's newest step (the last run of assistant items after its statement,
+    the last user item, and what follows), and the statement when no step was taken yet."""
     task = max(i for i, item in enumerate(items) if is_user(item))
     newest = len(items)
     for i in range(len(items) - 1, task, -1):
@@ -119,7 +119,15 @@ def running(items: list[dict[str, Any]], is_user: Any, is_assistant: Any) -> byt
             newest = i
         elif newest < len(items):
             break
-    return orjson.dumps([items[task], items[newest:]])
+    return orjson.dumps([items[task] if newest == len(items) else None, items[newest:]])
+
+
+def same_task(written: list[dict[str, Any]], sent: list[dict[str, Any]], is_user: Any) -> bool:
+    """The statement goes as it came, or (once steps have begun, and only when it alone takes
+    more than a quarter of the budget) with its middle cut and a marker in its place."""
+    ours = next(item for item in reversed(written) if is_user(item))
+    theirs = next(item for item in reversed(sent) if is_user(item))
+    return ours == theirs or "characters of this message removed" in orjson.dumps(ours).decode()
 
 
 def assistants_as_sent(
@@ -157,6 +165,7 @@ def test_responses_invariants(items: list[dict[str, Any]], share: float) -> None
     user = lambda i: i.get("role") == "user"  # noqa: E731
     side = lambda i: i.get("type") in ("reasoning", "function_call")  # noqa: E731
     assert running(written["input"], user, side) == running(items, user, side)
+    assert same_task(written["input"], items, user)
     assert assistants_as_sent(written["input"], items, side)
     assert ResponsesCounter("o200k_base").prompt(written) <= total
 
@@ -186,5 +195,6 @@ def test_anthropic_invariants(messages: list[dict[str, Any]], share: float) -> N
         return m["role"] == "assistant"
 
     assert running(written["messages"], user, assistant) == running(messages, user, assistant)
+    assert same_task(written["messages"], messages, user)
     assert assistants_as_sent(written["messages"], messages, assistant)
     assert written["system"] == "Be brief."
