@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     demo.add_argument(
-        "--turns", type=int, default=12, help="how many turns the demo conversation grows by"
+        "--turns", type=int, default=16, help="how many turns the demo conversation grows by"
     )
     demo.add_argument(
         "--window", type=int, default=1024, help="the demo upstream's context window, in tokens"

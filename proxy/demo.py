@@ -37,7 +37,11 @@ def run_demo(turns: int, window: int, fmt: str = "chat") -> int:
             "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
             "default_upstream": "demo",
             "models": {
-                MODEL: {"context_window": window, "max_output_tokens": 256},
+                MODEL: {
+                    "context_window": window,
+                    "max_output_tokens": 256,
+                    "tokenizer": "o200k_base",
+                },
                 CLAUDE: {"context_window": window, "tokenizer": "estimate"},
             },
             "data_dir": data,

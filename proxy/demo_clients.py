@@ -95,3 +95,8 @@ def converse_anthropic(proxy_url: str, received: list[dict[str, Any]], turns: in
             if not uses:
                 break
     print("\nsent: messages the client sent; fwd: messages the upstream received.")
+    print(
+        "budget: in the proxy's own count. Claude is only estimated (cl100k x 1.2); once the\n"
+        "upstream's usage has calibrated the estimate, a budget above the window means the\n"
+        "estimate runs high: the window is the same, measured in the proxy's larger units."
+    )
