@@ -46,7 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the wire format the demo client speaks",
     )
     prev = sub.add_parser("preview", help="show what the proxy would forward for a request body")
-    prev.add_argument("file", help="a chat-completion request body (JSON)")
+    prev.add_argument(
+        "file", help="a request body (JSON): chat completions, Responses or Anthropic Messages"
+    )
+    prev.add_argument(
+        "--format",
+        choices=["chat", "responses", "anthropic"],
+        help="the body's wire format (default: told from its shape)",
+    )
     prev.add_argument("--model", help="model to plan for (default: the body's own model)")
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
@@ -123,6 +130,7 @@ def _preview(args: argparse.Namespace) -> int:
 
     from proxy.auth import Principal
     from proxy.errors import ProxyError
+    from proxy.formats import FORMATS
     from proxy.preview import offline_preview, render_table
 
     settings = load_settings(args.config)
@@ -136,7 +144,8 @@ def _preview(args: argparse.Namespace) -> int:
     try:
         team = settings.default_team
         who = Principal(team, settings.teams[team], forward_client_auth=False)
-        result = asyncio.run(offline_preview(body, Headers(), settings, who))
+        fmt = FORMATS[args.format] if args.format else None
+        result = asyncio.run(offline_preview(body, Headers(), settings, who, fmt))
     except ProxyError as exc:
         print(f"{args.file}: {exc.message}", file=sys.stderr)
         return 1

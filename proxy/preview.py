@@ -13,7 +13,7 @@ from starlette.responses import Response
 from proxy.auth import Principal
 from proxy.config import Settings
 from proxy.errors import BadRequest, Forbidden
-from proxy.formats import FORMATS
+from proxy.formats import FORMATS, format_of
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.intake import WireRequest, build_request, read_body
@@ -90,15 +90,24 @@ def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]
     }
 
 
+def shaped(body: bytes) -> WireFormat:
+    """The body's format from its shape (``?format=`` or ``--format`` says it outright)."""
+    try:
+        return format_of(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        return CHAT  # its parse says what is wrong, in chat's words
+
+
 async def offline_preview(
-    body: bytes, headers: Headers, settings: Settings, who: Principal
+    body: bytes, headers: Headers, settings: Settings, who: Principal, fmt: WireFormat | None = None
 ) -> dict[str, Any]:
     """The CLI's preview: the same planner and compactor as the proxy's (reading the same
     checkpoint store), so the CLI and ``POST /v1/contextwarden/preview`` agree on a body."""
     store = open_store(settings)
     try:
         planner = Planner(settings, Compactor(store, LLMSummarizer()))
-        return await preview(body, headers, build_models(settings), planner, who)
+        fmt = fmt or shaped(body)
+        return await preview(body, headers, build_models(settings), planner, who, fmt=fmt)
     finally:
         await store.close()
 
@@ -118,12 +127,13 @@ async def handle_preview(
             "?summarize=true (a real, billed summary) is for the admin API's /admin/preview",
             code="summarize_not_allowed",
         )
-    name = request.query_params.get("format", "chat")
-    if name not in FORMATS:
+    name = request.query_params.get("format")
+    if name is not None and name not in FORMATS:
         raise BadRequest(f"unknown format {name!r}: one of {', '.join(FORMATS)}", param="format")
     body = await read_body(request, planner.settings.limits.max_body_bytes)
+    fmt = FORMATS[name] if name is not None else shaped(body)
     result = await preview(
-        body, request.headers, models, planner, who, dry_run=not summarize, fmt=FORMATS[name]
+        body, request.headers, models, planner, who, dry_run=not summarize, fmt=fmt
     )
     return Response(orjson.dumps(result), media_type="application/json")
 

@@ -20,3 +20,27 @@ from proxy.formats.chat import CHAT
 from proxy.formats.responses import RESPONSES
 
 FORMATS: dict[str, WireFormat] = {"chat": CHAT, "responses": RESPONSES, "anthropic": ANTHROPIC}
+
+
+ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def format_of(payload: object) -> WireFormat:
+    """The format a body is written in, from its shape (for the preview, which is not told by
+    a path): ``input`` is Responses; ``messages`` with a top-level ``system`` or Anthropic-only
+    blocks is Messages; anything else is chat."""
+    if not isinstance(payload, dict):
+        return CHAT
+    if "input" in payload and "messages" not in payload:
+        return RESPONSES
+    messages = payload.get("messages")
+    if "system" in payload:
+        return ANTHROPIC
+    if isinstance(messages, list):
+        for m in messages:
+            content = m.get("content") if isinstance(m, dict) else None
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in content
+            ):
+                return ANTHROPIC
+    return CHAT
