@@ -147,15 +147,19 @@ def _response(payload: dict[str, Any], tokens: int) -> dict[str, Any]:
         }
     else:
         count = 1 if isinstance(items, str) else len(items)
-        text = f"I received {count} items ({tokens} input tokens)."
-        answer = {
-            "id": f"msg_{uuid.uuid4().hex}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
+        answer = text_item(f"I received {count} items ({tokens} input tokens).")
     return completed(payload, [reasoning, answer], tokens)
+
+
+def text_item(text: str) -> dict[str, Any]:
+    """An assistant message output item of ``text``."""
+    return {
+        "id": f"msg_{uuid.uuid4().hex}",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def completed(payload: dict[str, Any], output: list[dict[str, Any]], tokens: int) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from proxy.summaries.job import (
     Job,
     NothingToSummarize,
     make_checkpoint,
+    planned_cut,
 )
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from strategies.checkpoint import (
@@ -238,17 +239,7 @@ class Compactor:
     def _estimate(self, job: Job) -> Compacted | None:
         """What ``_make`` would summarize, without summarizing: the same cut, a placeholder."""
         ctx, messages = job.ctx, job.messages
-        covered = job.previous.covers if job.previous else 0
-        cfg = ctx.policy.summarizer
-        planned = next_cut(
-            messages,
-            covered,
-            job.budget,
-            cfg.keep_recent_tokens,
-            ctx.counter,
-            ctx.running,
-            ctx.continuing,
-        )
+        planned = planned_cut(job)
         if planned is None:
             return None
         start, cut = planned
@@ -257,7 +248,7 @@ class Compactor:
         detail = f"{count} messages (about {tokens} tokens)"
         note = f"[preview: the summary of {detail} would be written here]"
         placeholder = SummaryText(note, role=ctx.policy.summary_role)
-        expected = summary_max_tokens(cfg.max_tokens, job.budget)
+        expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.budget)
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
         covers = cut.index - leading_count(messages)
         view = apply_summary(messages, covers, placeholder, ctx.pinned)

@@ -101,22 +101,28 @@ def checkpoint_id(scope: str, chain_hash: str) -> str:
     return "ck_" + hashlib.blake2b(f"{scope}\n{chain_hash}".encode(), digest_size=10).hexdigest()
 
 
+def planned_cut(job: Job) -> tuple[int, Cut] | None:
+    """Where ``job``'s summary starts and cuts (strategies/checkpoint.py: next_cut), after what
+    its previous checkpoint covers; one rule for making and estimating."""
+    ctx = job.ctx
+    covered = job.previous.covers if job.previous else 0
+    return next_cut(
+        job.messages,
+        covered,
+        job.budget,
+        ctx.policy.summarizer.keep_recent_tokens,
+        ctx.counter,
+        ctx.running,
+        ctx.continuing,
+    )
+
+
 async def make_checkpoint(
     job: Job, llm: LLMSummarizer, allowance: Allowance, breaker: Breaker
 ) -> Checkpoint:
     """A new checkpoint for ``job``; SummarizerFailed when none can be made."""
     ctx, messages = job.ctx, job.messages
-    covered = job.previous.covers if job.previous else 0
-    cfg = ctx.policy.summarizer
-    planned = next_cut(
-        messages,
-        covered,
-        job.budget,
-        cfg.keep_recent_tokens,
-        ctx.counter,
-        ctx.running,
-        ctx.continuing,
-    )
+    planned = planned_cut(job)
     if planned is None:
         raise NothingToSummarize("the recent turns are all there is")
     start, cut = planned

@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from proxy.demo_anthropic import AnthropicCounter, assistant_message, invalid_request, sign
 from proxy.demo_anthropic import _events as message_events
-from proxy.demo_responses import ResponsesCounter, completed
+from proxy.demo_responses import ResponsesCounter, completed, text_item
 from proxy.demo_responses import _events as response_events
 from proxy.demo_upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
@@ -331,12 +331,5 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
                 "arguments": orjson.dumps(args).decode(),
             }
     else:
-        text = f"Done after {step - 1} steps ({tokens} tokens)."
-        answer = {
-            "id": f"msg_{uuid.uuid4().hex}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
+        answer = text_item(f"Done after {step - 1} steps ({tokens} tokens).")
     return completed(payload, [reasoning, answer], tokens)
