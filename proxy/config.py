@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     )
 
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = Field(8080, ge=1, le=65535)
     default_upstream: str = Field(
         "", description="default: the only upstream, else the one named openai"
     )
@@ -150,30 +150,34 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _references(self) -> Settings:
+        # Every cross-reference mistake is reported in one run, not one per run.
+        problems: list[str] = []
         self.policies.setdefault("default", PolicyConfig())
         if self.default_policy not in self.policies:
-            raise ValueError(f"default_policy {self.default_policy!r} is not in policies")
+            problems.append(f"default_policy {self.default_policy!r} is not in policies")
         if not self.upstreams:
             raise ValueError("no upstreams configured: add one under `upstreams:`")
         if not self.default_upstream:
             self.default_upstream = _default_upstream(list(self.upstreams))
         if self.default_upstream not in self.upstreams:
-            raise ValueError(
+            problems.append(
                 f"default_upstream {self.default_upstream!r} is not in upstreams "
                 f"({', '.join(sorted(self.upstreams))})"
             )
         for name, entry in self.models.items():
             if entry.upstream is not None and entry.upstream not in self.upstreams:
-                raise ValueError(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
+                problems.append(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
             if entry.policy is not None and entry.policy not in self.policies:
-                raise ValueError(f"models.{name}.policy {entry.policy!r} is not in policies")
+                problems.append(f"models.{name}.policy {entry.policy!r} is not in policies")
         self.teams.setdefault(self.default_team, Team())
         for name, team in self.teams.items():
             for policy in [team.policy, *team.allowed_policies]:
                 if policy is not None and policy not in self.policies:
-                    raise ValueError(f"teams.{name}: policy {policy!r} is not in policies")
+                    problems.append(f"teams.{name}: policy {policy!r} is not in policies")
         if self.auth == "keys" and not any(t.key_envs for t in self.teams.values()):
-            raise ValueError("auth: keys needs at least one team with key_envs")
+            problems.append("auth: keys needs at least one team with key_envs")
+        if problems:
+            raise ValueError("; ".join(problems))
         self._keys = {
             name: (os.environ.get(u.api_key_env) or None) if u.api_key_env else None
             for name, u in self.upstreams.items()
@@ -264,7 +268,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as stream:  # a YAML error then names the file
+            loaded = yaml.safe_load(stream)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:

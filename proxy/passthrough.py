@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.auth import Principal
-from proxy.errors import BadRequest, Forbidden, ProxyError
+from proxy.errors import BadRequest, Forbidden, ProxyError, UpstreamTimeout, UpstreamUnavailable
 from proxy.families import is_pattern
 from proxy.formats.base import reject_duplicate_keys
 from proxy.headers import decode_headers, upstream_headers
@@ -132,16 +132,26 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
         url = join_url(upstream.base_url, "models")
-        # Unreachable: the 502 or 504 stands (an empty list would say there are no models).
-        reply = await rt.transport.send(upstream, "GET", url, headers, None)
-        if reply.status != 200:
-            return respond(reply, [])
-        raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
+        configured = [m for m in rt.settings.models if not is_pattern(m)]
         try:
-            data = orjson.loads(raw or b"{}")
-            listed = [m for m in data.get("data", []) if isinstance(m, dict)]
-        except (orjson.JSONDecodeError, AttributeError):
-            listed = []  # not a list we can read: the configured models still are
+            reply = await rt.transport.send(upstream, "GET", url, headers, None)
+        except (UpstreamUnavailable, UpstreamTimeout):
+            # Unreachable: the configured models are still the proxy's to list (it serves
+            # them); with none, the 502 or 504 stands (an empty list would say there are none).
+            if not configured:
+                raise
+            unreachable = True
+        else:
+            unreachable = False
+            if reply.status != 200:
+                return respond(reply, [])
+        if not unreachable:
+            raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
+            try:
+                data = orjson.loads(raw or b"{}")
+                listed = [m for m in data.get("data", []) if isinstance(m, dict)]
+            except (orjson.JSONDecodeError, AttributeError):
+                listed = []  # not a list we can read: the configured models still are
     if who.config.models is not None:
         listed = [m for m in listed if who.allows(str(m.get("id")))]
     known = {m.get("id") for m in listed}

@@ -72,3 +72,20 @@ def test_models_with_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
     for response in (models, chat):
         assert "ssl:default" not in response.text
         assert f"127.0.0.1:{dead}" in response.json()["error"]["message"]
+
+
+def test_models_offline_lists_the_configured_models(tmp_path: Path) -> None:
+    """The README says /v1/models lists the configured models: with the upstream unreachable
+    it still does (it was a 502); with none configured the 502 stands (above)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    config = {
+        "upstreams": {"up": {"base_url": f"http://127.0.0.1:{dead}/v1"}},
+        "models": {"local-model": {"context_window": 8192}, "claude-*": {"context_window": 1}},
+        "data_dir": str(tmp_path),
+    }
+    with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+        models = httpx.get(f"{proxy.url}/v1/models")
+    assert models.status_code == 200
+    assert [m["id"] for m in models.json()["data"]] == ["local-model"]

@@ -119,6 +119,31 @@ def test_policies_extend_and_rules_come_after_the_system_prompt_before_the_defau
     assert policy.rules[1].tier == 2
 
 
+def test_every_cross_reference_mistake_comes_in_one_run(tmp_path: Path) -> None:
+    text = (
+        'upstreams:\n  a: {base_url: "http://x"}\ndefault_upstream: nope\n'
+        "models:\n  m: {upstream: zz, policy: qq}\n"
+    )
+    with pytest.raises(ConfigError) as exc:
+        load_settings(write(tmp_path, text))
+    for mistake in ("default_upstream 'nope'", "models.m.upstream 'zz'", "models.m.policy 'qq'"):
+        assert mistake in str(exc.value)
+
+
+@pytest.mark.parametrize("port", [0, 65536, 99999])
+def test_a_port_out_of_range_is_refused(tmp_path: Path, port: int) -> None:
+    with pytest.raises(ConfigError, match="port"):
+        load_settings(write(tmp_path, f'port: {port}\nupstreams:\n  a: {{base_url: "http://x"}}\n'))
+
+
+def test_a_yaml_error_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "upstreams:\n  a: [\n")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(path)
+    assert str(exc.value).count(str(path)) >= 2  # the message's start and the parser's place
+    assert "<unicode string>" not in str(exc.value)
+
+
 def test_the_built_in_default_policy_can_be_extended_without_being_declared(
     tmp_path: Path,
 ) -> None:
