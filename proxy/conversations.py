@@ -192,31 +192,38 @@ def message_digest(message: Message) -> bytes:
     breakpoints sit and whether its text is a string or one text block: Claude Code and the
     anthropic SDK move their one message breakpoint to the newest message on every request,
     and send that message's text as a block while it carries the marker and as a string after
-    (the same prompt, the same cached prefix)."""
-    raw = orjson.dumps(message)
-    if b'"cache_control"' in raw or b'"type":"text"' in raw or SOURCE_KEY in raw:
-        raw = orjson.dumps(_canonical(message))
+    (the same prompt, the same cached prefix). The wire items behind a view message are not
+    digested: what they hold that the message does not show (ids, signatures, encrypted
+    reasoning) never changes in a conversation's earlier messages. Per message of every
+    request, so the common case is one dump of the shown fields."""
+    shown = {k: v for k, v in message.items() if k != SOURCE} if SOURCE in message else message
+    content = shown.get("content")
+    if isinstance(content, list) and len(content) == 1:
+        text = _one_text(content[0])
+        if text is not None:
+            shown = {**shown, "content": text}
+    raw = orjson.dumps(shown)
+    if b'"cache_control"' in raw:
+        raw = orjson.dumps(_unmarked(shown))
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
-# The wire items behind a view message (proxy/formats/base.py: SOURCE) are not digested: what
-# they hold that the message does not show (ids, signatures, encrypted reasoning) never changes
-# in a conversation's earlier messages, and their shape (a string or a block) is not the prompt.
-SOURCE_KEY = f'"{SOURCE}"'.encode()
+def _one_text(block: object) -> str | None:
+    """The text of a text block (a breakpoint on it aside), else None."""
+    if not isinstance(block, dict) or block.get("type") != "text":
+        return None
+    if set(block) - {"type", "text", "cache_control"}:
+        return None
+    text = block.get("text")
+    return text if isinstance(text, str) else None
 
 
-def _canonical(value: object) -> object:
+def _unmarked(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_canonical(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    out = {k: _canonical(v) for k, v in value.items() if k not in ("cache_control", SOURCE)}
-    content = out.get("content")
-    if isinstance(content, list) and len(content) == 1:
-        block = content[0]
-        if isinstance(block, dict) and block.get("type") == "text" and len(block) == 2:
-            out["content"] = block.get("text")
-    return out
+        return [_unmarked(v) for v in value]
+    return value
 
 
 _digest = message_digest
