@@ -1,0 +1,77 @@
+"""The README's examples hold: every fenced YAML block is a valid configuration (a fragment
+over the blocks before it, as a reader assembles them), and every ``contextwarden`` command in
+a shell block parses with the real CLI. The README's own policy example failed check-config."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from proxy.cli import build_parser
+from proxy.config import load_settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def blocks(language: str) -> list[str]:
+    return [body for lang, body in FENCE.findall(README.read_text()) if lang == language]
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def test_the_readme_has_examples() -> None:
+    assert len(blocks("yaml")) >= 6
+    assert len(blocks("sh")) >= 4
+
+
+def test_every_yaml_example_is_a_valid_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block over the ones before it, so a teams block may name the policies above it."""
+    monkeypatch.setenv("SEARCH_TEAM_KEY", "cw-search")
+    monkeypatch.setenv("CHAT_TEAM_KEY", "cw-chat")
+    assembled: dict[str, Any] = {"data_dir": str(tmp_path)}
+    for k, text in enumerate(blocks("yaml")):
+        fragment = yaml.safe_load(text)
+        assert isinstance(fragment, dict), f"YAML example {k} is not a mapping"
+        assembled = merged(assembled, fragment)
+        path = tmp_path / f"example-{k}.yaml"
+        path.write_text(yaml.safe_dump(assembled))
+        load_settings(path)  # raises ConfigError, naming the key, if the example is wrong
+
+
+def commands() -> list[list[str]]:
+    out = []
+    for text in blocks("sh"):
+        for line in text.replace("\\\n", " ").splitlines():  # continued lines joined
+            for part in re.split(r"&&|\|", line):
+                words = shlex.split(part, comments=True)
+                # The program, not an image or tag of that name: the last ``contextwarden``
+                # followed by a command word (``docker run ... contextwarden contextwarden serve``).
+                names = [
+                    i
+                    for i, w in enumerate(words[:-1])
+                    if w.endswith("contextwarden") and words[i + 1][:1].isalpha()
+                ]
+                if names:
+                    out.append(words[names[-1] + 1 :])
+    return out
+
+
+@pytest.mark.parametrize("argv", commands(), ids=" ".join)
+def test_every_cli_example_parses(argv: list[str]) -> None:
+    build_parser().parse_args(argv)  # SystemExit (2) on an unknown command or option
