@@ -204,7 +204,7 @@ def message_digest(message: Message) -> bytes:
             shown = {**shown, "content": text}
     raw = orjson.dumps(shown)
     if b'"cache_control"' in raw:
-        raw = orjson.dumps(_unmarked(shown))
+        raw = orjson.dumps(unmarked(shown))
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
@@ -218,11 +218,12 @@ def _one_text(block: object) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _unmarked(value: object) -> object:
+def unmarked(value: object) -> object:
+    """``value`` with every ``cache_control`` breakpoint taken out, at any depth."""
     if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
     if isinstance(value, list):
-        return [_unmarked(v) for v in value]
+        return [unmarked(v) for v in value]
     return value
 
 

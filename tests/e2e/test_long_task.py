@@ -22,6 +22,7 @@ import pytest
 
 from proxy.app import create_app
 from proxy.config import load_settings
+from proxy.conversations import unmarked
 from proxy.servers import BackgroundServer
 from tests.clients.scripted import STEP, Script, create_scripted
 
@@ -180,14 +181,6 @@ FORMATS: dict[str, tuple[Callable[[Loop], str], str]] = {
     "messages": (messages_loop, "messages"),
     "chat": (chat_loop, "messages"),
 }
-
-
-def unmarked(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [unmarked(v) for v in value]
-    return value
 
 
 def task_and_newest(items: list[Any]) -> list[Any]:
