@@ -19,6 +19,7 @@ from starlette.responses import Response
 from proxy import litellm_upstream
 from proxy.auth import Principal
 from proxy.budget import budget_for, output_floor
+from proxy.calibration import Sample
 from proxy.conversations import Seen, conversation_key
 from proxy.errors import ProxyError
 from proxy.fallbacks import plan_with_fallbacks
@@ -31,7 +32,7 @@ from proxy.ownership import answered_id
 from proxy.plan import Plan
 from proxy.runtime import Runtime
 from proxy.upstream import Reply, join_url, respond
-from proxy.usage import answer, drift, tapped
+from proxy.usage import answer, prompt_usage, tapped
 from strategies.cost import PromptCosts, prompt_costs
 from strategies.tokens import count_prompt
 
@@ -142,29 +143,38 @@ async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan)
     """What an answer read whole (or a stream's first events) says: the upstream's prompt count
     against ours, and a Messages answer that stopped at the model's context window (counted,
     and left alone). A stream's final usage comes later, through ``tapped``."""
-    ratio = drift(reply, plan, req.fmt)
+    theirs = prompt_usage(reply, req.fmt)
     model = rt.metrics.model_label(req.spec.name)
-    if ratio is not None:
-        await _learn_ratio(rt, req, plan, ratio)
+    if theirs is not None:
+        await learn_usage(rt, req, plan, theirs)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, model).inc()
 
 
 async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) -> None:
-    """A stream's final usage (its end has reached the client already)."""
+    """The upstream's count of the prompt the plan forwarded (an answer's usage): the drift
+    metric, and for a model the proxy only estimates, a calibration sample, whatever the
+    prompt's size (proxy/calibration.py fits the fixed per-request cost apart)."""
     count = plan.counted_prompt
-    if count and theirs > 0:
-        await _learn_ratio(rt, req, plan, theirs / count)
+    if not count or theirs <= 0:
+        return
+    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
+    if plan.counted == "estimate":
+        await rt.calibrate(req.team, req.spec.name, sample_of(req, plan, theirs))
 
 
-async def _learn_ratio(rt: Runtime, req: WireRequest, plan: Plan, ratio: float) -> None:
-    """The drift metric; and, for an estimated model and a prompt of a quarter of the window or
-    more, the calibration (small prompts are mostly per-message overhead)."""
-    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(ratio)
-    big = plan.budget is not None and (plan.tokens_after or 0) >= plan.budget.window // 4
-    if plan.counted == "estimate" and big:
-        await rt.calibrate(req.team, req.spec.name, ratio)
+def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
+    """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
+    request's counter weighed it: proxy/calibration.py), with how much of it the view hides
+    and how many messages it held."""
+    assert plan.tokens_after is not None
+    forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
+    hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
+    weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)
+    extra = round(req.message_weight) * len(forwarded)
+    ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
+    return Sample(theirs, ours, min(hidden, ours), len(forwarded))
 
 
 @dataclass(slots=True)
@@ -186,15 +196,16 @@ def retrying(
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
-    async def learn(lesson: Lesson) -> None:
-        await rt.learn_window(req.team, req.spec.name, lesson, not req.spec.pricing.exact)
+    async def learn(lesson: Lesson, plan: Plan) -> None:
+        sample = sample_of(req, plan, lesson.theirs) if lesson.theirs else None
+        await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,
         refit=lambda budget: rt.planner.plan_fitted(req, budget),
         budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
         learn=learn,
-        recount=lambda: count_prompt(req.view.counter(req.spec.pricing.counter), req.view.messages),
+        recount=lambda: count_prompt(req.counter(), req.view.messages),
         lowers_output=output_floor(req, req.fmt.requested_output(req.payload)) is not None,
     )
 

@@ -29,6 +29,7 @@ from proxy.formats.chat import CHAT
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.models import Models, ModelSpec, ResolvedPolicy
 from strategies.messages import Message
+from strategies.tokens import Counter
 
 UNSET = View([])
 
@@ -56,10 +57,20 @@ class WireRequest:
     # The upstream's tokens per proxy token (the calibration the window was converted by): a
     # count in the proxy's units times this is one in the upstream's, as a reply limit is.
     units: float = 1.0
+    # What a token the view hides (thinking, signatures, ids) weighs in shown ones, as the
+    # calibration found the upstream counts it (proxy/calibration.py).
+    hidden_weight: float = 1.0
+    message_weight: float = 0.0  # and a message's own cost, in shown tokens
+    # Counted even when a byte bound shows it fits: the calibration wants it as a sample.
+    sampled: bool = False
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
             self.view = self.fmt.view(self.payload)
+
+    def counter(self) -> Counter:
+        """The model's counter over this request's view, weighted as calibrated."""
+        return self.view.counter(self.spec.pricing.counter, self.hidden_weight, self.message_weight)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -119,6 +130,9 @@ def build_request(
         reserve_default=team.reserve_output_tokens,
         trim=controls.trim,
         units=models.calibration.ratio(who.team, spec.name) or 1.0,
+        hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
+        message_weight=models.calibration.message_weight(who.team, spec.name),
+        sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
     )
     req.conversation = conversation_key(req.scope, req.team, req.view.messages)
     pinned = marked(req.view.messages, controls.pinned) | req.view.pinned

@@ -96,7 +96,7 @@ class Planner:
             return self._stateful(req)
         budget = self.budget(req, req.window)
         pricing = req.spec.pricing
-        counter = req.view.counter(pricing.counter)
+        counter = req.counter()
         messages = req.view.messages
         # Each wire item beyond the view's messages may add its own overhead to the count.
         items = max(0, req.view.items - len(messages)) * 8
@@ -109,7 +109,7 @@ class Planner:
         )
         soft = self._soft_limit(req, budget)
         fast = bound <= soft and settled(req, budget, bound) is None
-        if fast and not req.policy.engine.repair_tool_calls and not exact:
+        if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
         tokens = await asyncio.to_thread(count_prompt, memo, messages)
@@ -156,7 +156,7 @@ class Planner:
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages."""
         spec = req.spec
-        counter = memo or MemoCounter(req.view.counter(spec.pricing.counter))
+        counter = memo or MemoCounter(req.counter())
         original = req.view.messages
         before = tokens if tokens is not None else count_prompt(counter, original)
         messages, checkpoint, actions, pending = original, None, [], 0
@@ -266,11 +266,10 @@ class Planner:
         return int(budget.messages * req.policy.config.summarizer.soft_threshold)
 
     def _context(self, req: WireRequest, budget: Budget) -> Context:
-        spec = req.spec
         window = req.policy.config.summarizer.context_window or budget.window
         return Context(
             req.team,
-            req.view.counter(spec.pricing.counter),
+            req.counter(),
             req.policy.config,
             target_for(self.settings, req),
             budget.reserve,

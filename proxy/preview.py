@@ -52,7 +52,7 @@ def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]
     if fit is not None and fit.report is not None:
         blocks = fit.report.blocks
     elif budget is not None:
-        counter = req.view.counter(spec.pricing.counter)
+        counter = req.counter()
         blocks = breakdown(original, counter, policy.engine.rules, policy.engine.history)
     else:
         blocks = []

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from proxy.admission import Admission
 from proxy.auth import Authenticator
+from proxy.calibration import HIGH as CALIBRATION_HIGH
+from proxy.calibration import SETTING_KEYS, Fit, Sample, from_settings, moved, to_settings
 from proxy.config import Limits, Settings
 from proxy.conversations import PinMemory, PrefixTracker
 from proxy.metrics import Metrics
-from proxy.models import CALIBRATION_PREFIX as CALIBRATION
-from proxy.models import HIGH as CALIBRATION_HIGH
 from proxy.models import Models, from_store_key, store_key
 from proxy.modeltable import ModelTable
 from proxy.overflow.retry import Lesson
@@ -50,15 +50,7 @@ class Runtime:
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
         try:
-            for key, window in (await store.learned_windows()).items():
-                if key.startswith(CALIBRATION):
-                    scoped = from_store_key(key.removeprefix(CALIBRATION))
-                    if scoped is not None:
-                        models.calibration.restore(*scoped, window / 1000)
-                    continue
-                scoped = from_store_key(key)
-                if scoped is not None:
-                    models.learned.learn(*scoped, window)
+            restore(models, await store.learned_windows())
         except Exception as exc:  # a store outage must not stop the proxy
             log.warning("could not load learned windows: %s", exc)
         metrics = Metrics(settings.models)
@@ -94,42 +86,45 @@ class Runtime:
         await self.store.close()
         await self.transport.aclose()
 
-    async def learn_window(self, team: str, model: str, lesson: Lesson, estimated: bool) -> None:
+    async def learn_window(
+        self, team: str, model: str, lesson: Lesson, sample: Sample | None, estimated: bool
+    ) -> None:
         """What an overflow taught, for ``team``: the window the upstream stated, in its own
-        units (converted to the proxy's at use, by the calibration), and for a model the proxy
-        only estimates, the ratio between the upstream's count and its own (an exact count,
-        whatever the prompt's size)."""
+        units (converted to the proxy's at use, by the calibration), and, as a calibration
+        sample, its count of the prompt beside the proxy's (``sample``; for a model the proxy
+        counts exactly, only when the upstream counted more: another tokenizer behind the same
+        name)."""
         if self.models.learned.learn(team, model, lesson.window, evidence=lesson.evidence):
             await self.persist_window(team, model, lesson.window)
-        ratio = lesson.ratio
-        if ratio is None or not (estimated or ratio > 1.0):
+        if sample is None or not (estimated or sample.theirs > sample.ours):
             return  # an exact count that the upstream confirms, or over-counts: nothing to learn
-        if ratio > CALIBRATION_HIGH:
+        if sample.theirs > CALIBRATION_HIGH * sample.ours:
             # More than the clamp: a count so far from the proxy's says more about the request's
             # text (a client skewing it) than about the tokenizer. The window itself is learned.
             log.warning(
                 "team %s: the upstream counted %.1fx the proxy's count for %s; not calibrated",
-                team, ratio, model,
+                team, sample.theirs / sample.ours, model,
             )  # fmt: skip
             return
-        await self.calibrate(team, model, ratio, exact=True)
+        await self.calibrate(team, model, sample, exact=True)
 
-    async def calibrate(self, team: str, model: str, ratio: float, exact: bool = False) -> None:
-        """One answer's usage ratio for an estimated model; persisted (in thousandths, with the
-        learned windows) when the observation in force moves by a percent or more. ``exact``:
-        the upstream stated both counts in an overflow error, enough on its own to apply."""
+    async def calibrate(self, team: str, model: str, sample: Sample, exact: bool = False) -> None:
+        """One exact count of a prompt (an answer's usage, an overflow's figures), as a
+        calibration sample; the fit is persisted (with the learned windows) when it moves.
+        ``exact``: stated in an overflow error, which applies on its own as a plain ratio
+        while no fit is in force."""
         calibration = self.models.calibration
-        before = calibration.observed(team, model)
-        if exact and calibration.ratio(team, model) is None:
-            calibration.restore(team, model, ratio)
-        else:
-            calibration.observe(team, model, ratio)
-        after = calibration.observed(team, model)
-        if after is None or (before is not None and abs(after - before) < 0.01 * before):
+        before = calibration.fit(team, model)
+        if exact and before is None:
+            ratio = sample.theirs / sample.ours
+            calibration.restore(team, model, Fit(ratio, ratio))
+        calibration.observe(team, model, sample)
+        after = calibration.fit(team, model)
+        if after is None or not moved(before, after):
             return
         try:
-            key = CALIBRATION + store_key(team, model)
-            await self.store.put_setting(key, round(after * 1000))
+            for prefix, value in to_settings(after).items():
+                await self.store.put_setting(prefix + store_key(team, model), value)
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the calibration of %s: %s", model, exc)
 
@@ -139,7 +134,7 @@ class Runtime:
         had = self.models.learned.forget(team, model)
         had = self.models.calibration.forget(team, model) or had
         key = store_key(team, model)
-        await self.store.forget_learned([key, CALIBRATION + key])
+        await self.store.forget_learned([key, *(prefix + key for prefix in SETTING_KEYS)])
         return had
 
     async def persist_window(self, team: str, model: str, window: int) -> None:
@@ -147,6 +142,24 @@ class Runtime:
             await self.store.put_learned_window(store_key(team, model), window)
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the learned window of %s: %s", model, exc)
+
+
+def restore(models: Models, stored: dict[str, int]) -> None:
+    """Learned windows and calibration fits, as the store keeps them."""
+    fits: dict[tuple[str, str], dict[str, int]] = {}
+    for key, value in stored.items():
+        prefix = next((p for p in SETTING_KEYS if key.startswith(p)), "")
+        scoped = from_store_key(key.removeprefix(prefix))
+        if scoped is None:
+            continue
+        if prefix:
+            fits.setdefault(scoped, {})[prefix] = value
+        else:
+            models.learned.learn(*scoped, value)
+    for scoped, values in fits.items():
+        fit = from_settings(values)
+        if fit is not None:
+            models.calibration.restore(*scoped, fit)
 
 
 def build_models(settings: Settings) -> Models:

@@ -16,7 +16,6 @@ import orjson
 
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
-from proxy.plan import Plan
 from proxy.upstream import Reply, decoded
 
 
@@ -56,12 +55,10 @@ def stream_usage(peeked: bytes, fmt: WireFormat) -> int | None:
     return None
 
 
-def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
-    """The upstream's prompt count over ours (tool definitions included), when both exist: an
-    answer read whole (short JSON) or a stream that states it first, and a counted plan (not
-    the fast path's upper bound)."""
-    ours = plan.counted_prompt
-    if reply.status != 200 or ours is None:
+def prompt_usage(reply: Reply, fmt: WireFormat = CHAT) -> int | None:
+    """The upstream's count of the prompt, when a 200 answer states it: one read whole (short
+    JSON), or a stream that states it first."""
+    if reply.status != 200:
         return None
     if reply.body is not None:
         theirs = prompt_tokens(decoded(reply.body, reply.headers), fmt)
@@ -69,7 +66,7 @@ def drift(reply: Reply, plan: Plan, fmt: WireFormat = CHAT) -> float | None:
         theirs = stream_usage(reply.peeked, fmt)
     else:
         return None
-    return theirs / ours if theirs and ours > 0 else None
+    return theirs or None
 
 
 TAIL_BYTES = 65536

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from proxy.auth import Principal
 from proxy.budget import checked
+from proxy.calibration import Sample
 from proxy.errors import BadRequest, ContextTooLarge, ProxyError
 from proxy.formats.base import parse_json
 from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
@@ -213,8 +214,10 @@ def _retrying(
     async def refit(budget: Budget) -> Plan:
         return fitting.plan(budget)
 
-    async def learn(lesson: Lesson) -> None:
-        await rt.learn_window(who.team, spec.name, lesson, not spec.pricing.exact)
+    async def learn(lesson: Lesson, plan: Plan) -> None:
+        sent = plan.tokens_after
+        sample = Sample(lesson.theirs, sent) if lesson.theirs and sent else None
+        await rt.learn_window(who.team, spec.name, lesson, sample, not spec.pricing.exact)
 
     return Retrying(
         send=send,

@@ -28,10 +28,10 @@ log = logging.getLogger("contextwarden.overflow")
 @dataclass(frozen=True, slots=True)
 class Lesson:
     """What an overflow error taught, in the upstream's own units: the window it stated, and
-    the ratio of its count of the prompt to the proxy's (None when it stated no count)."""
+    its count of the prompt (None when it stated none)."""
 
     window: int
-    ratio: float | None
+    theirs: int | None
     evidence: str
 
 
@@ -41,11 +41,9 @@ def lesson_of(overflow: Overflow, ours: int) -> Lesson | None:
     if not overflow.limit:
         return None
     evidence = f"the upstream stated a window of {overflow.limit} tokens"
-    ratio = None
     if overflow.prompt:
-        ratio = overflow.prompt / max(1, ours)
         evidence += f" and counted {overflow.prompt} in a prompt the proxy counted at {ours}"
-    return Lesson(overflow.limit, ratio, evidence)
+    return Lesson(overflow.limit, overflow.prompt, evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,8 @@ class Retrying:
     send: Callable[[Plan], Awaitable[Reply]]
     refit: Callable[[Budget], Awaitable[Plan]]  # from the original transcript, never a view
     budget_for: Callable[[int], Budget]  # the first attempt's budget rule, for a window
-    learn: Callable[[Lesson], Awaitable[None]]  # what the overflow taught, in its own units
+    # What the overflow taught (in its own units) about the plan that was sent.
+    learn: Callable[[Lesson, Plan], Awaitable[None]]
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
     lowers_output: bool = False  # the request's output limit may be lowered (proxy/budget.py)
 
@@ -76,7 +75,7 @@ async def send_with_overflow_retry(
             assert plan.budget is not None and plan.tokens_after is not None
             lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
             if lesson is not None:
-                await do.learn(lesson)
+                await do.learn(lesson, plan)
             budget, _ = budget_after_overflow(
                 plan, overflow, do.budget_for, trimming, do.lowers_output
             )
@@ -116,8 +115,9 @@ def budget_after_overflow(
 
     When the upstream says its limit and its count, the ratio between its count and ours tells
     how its tokenizer compares to our counter, and the learned window is the limit rescaled by
-    it. The whole budget is then recomputed for that window by the first attempt's own rule: a
-    reply reserve sized for a 64k window must not eat a 2k one. Without numbers the messages'
+    it (no larger than the first attempt's). The whole budget is then recomputed for that
+    window by the first attempt's own rule: a reply reserve sized for a 64k window must not eat
+    a 2k one. Without numbers the messages'
     share shrinks by ``overflow_shrink``. Either way the budget for the messages ends below what
     was just sent, so each retry progresses; ContextTooLarge when no room is left.
 
@@ -128,7 +128,13 @@ def budget_after_overflow(
     assert plan.budget is not None and plan.tokens_after is not None
     old, sent = plan.budget, plan.tokens_after
     if overflow.limit and overflow.prompt:
-        scale = max(1.0, overflow.prompt / max(1, sent + old.tools))
+        # The upstream's tokens per proxy token on this very prompt: under 1 too (an estimate
+        # running high), since the window in the proxy's units is then larger, never past
+        # the one the first attempt used. Not when only the reply limit is to be lowered: the
+        # limit is in the upstream's units, so the window is taken in them too, untouched.
+        scale = overflow.prompt / max(1, sent + old.tools)
+        if lowers_output and overflow.completion:
+            scale = max(1.0, scale)
         learned = math.floor(overflow.limit / scale)
         fresh = budget_for(min(learned, old.window))
         if lowers_output and overflow.completion and fresh.messages >= sent:

@@ -86,7 +86,7 @@ def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.parametrize("fmt", ["responses", "anthropic"])
 def test_demo_drives_the_agent_formats(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
-    assert run_demo(turns=14, window=2048, fmt=fmt) == 0
+    assert run_demo(turns=14, window=1024, fmt=fmt) == 0
     out = capsys.readouterr().out
     assert f"({fmt})" in out
     assert "summarize (checkpoint " in out
