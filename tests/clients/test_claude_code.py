@@ -135,6 +135,26 @@ def test_a_30_step_task_at_16k_beyond_its_prompt_completes(make_agent: AgentFact
     assert trimmed(agent.script.received) >= 20
 
 
+def test_its_64000_reply_limit_against_a_72k_upstream_the_proxy_overrates(
+    make_agent: AgentFactory,
+) -> None:
+    """The windows issue's case 3 with the real client: the proxy is configured with a larger
+    window than the upstream's 72k, so Claude Code's ``max_tokens`` 64000 goes out whole and the
+    upstream answers "a + b > c". The proxy learns the window from those figures and lowers the
+    limit, on that request and every later one: the session never sees a 400."""
+    agent = make_agent(72_000, steps=4, models={MODEL: {"context_window": 200_000}})
+    run = agent.run(claude(agent, TASK), env(agent))
+    assert run.returncode == 0, run
+    assert "Done after 4 steps" in run.stdout, run
+    received = agent.script.received
+    refused = [k for k, r in enumerate(received) if r.status != 200]
+    assert 1 <= len(refused) <= 2, refused  # the first request of each kind teaches the window
+    for k in refused:
+        assert received[k + 1].status == 200
+        assert received[k + 1].body["max_tokens"] < 64000
+    assert all(r.body["max_tokens"] < 64000 for r in received[refused[-1] + 1 :])
+
+
 def test_the_cache_figures_of_a_session_add_up(
     make_agent: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
