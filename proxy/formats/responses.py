@@ -132,8 +132,10 @@ RESPONSES = ResponsesFormat()
 
 def _lower(items: list[dict[str, Any]]) -> list[Message]:
     answered = {answered_key(i) for i in items if kind_of(i) == "output"}
+    visible = {k for i in items if kind_of(i) == "call" for k in call_keys(i)}
     out: list[Message] = []
     run: list[dict[str, Any]] = []
+    reference: Message | None = None  # the last ``item_reference``, standing for stored items
 
     def close_run() -> None:
         if run:
@@ -146,10 +148,22 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
             run.append(item)
             continue
         close_run()
+        if kind != "output" and item.get("type") != "item_reference":
+            reference = None  # outputs answer the reference right before them, nothing later
         if kind == "message":
             out.append({"role": item["role"], "content": _content(item["content"]), SOURCE: [item]})
         elif kind == "output":
-            out.append({"role": "tool", "tool_call_id": answered_key(item), **_output(item)})
+            key = answered_key(item)
+            if key not in visible and reference is not None:
+                # Its call is a stored item the reference stands for (``store: true``): the
+                # reference carries the call, so the two stay together, kept or dropped.
+                stand_in = {
+                    "id": key,
+                    "type": "function",
+                    "function": {"name": "", "arguments": ""},
+                }
+                reference.setdefault("tool_calls", []).append(stand_in)
+            out.append({"role": "tool", "tool_call_id": key, **_output(item)})
             out[-1][SOURCE] = [item]
         else:  # opaque: a unit of its own, priced whole
             # Before the first user or assistant message it is part of the application's
@@ -158,6 +172,8 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
             prefix = all(m["role"] in LEADING_ROLES for m in out)
             role = "developer" if prefix else "assistant"
             out.append({"role": role, "content": None, SOURCE: [item]})
+            if item.get("type") == "item_reference" and role == "assistant":
+                reference = out[-1]
     close_run()
     return out
 

@@ -117,6 +117,7 @@ def check_input(items: Any, stateful: bool) -> None:
     if not isinstance(items, list):
         raise BadRequest("'input' must be a string or an array of input items", param="input")
     calls: dict[str, Any] = {}
+    referenced = False  # an ``item_reference`` before: a stored call the proxy cannot see
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, dict):
@@ -133,11 +134,13 @@ def check_input(items: Any, stateful: bool) -> None:
                 raise BadRequest(f"{where} ({kind}) has no {missing}", param=f"{where}.{missing}")
             for key in keys:
                 calls[key] = kind
+        elif kind == "item_reference":
+            referenced = True
         elif kind_of(item) == "output":
             answers = answered_key(item)
             if answers is None:
                 raise BadRequest(f"{where} ({kind}) names no call", param=f"{where}.call_id")
-            if not stateful and calls.get(answers) != OUTPUTS[kind]:
+            if not stateful and not referenced and calls.get(answers) != OUTPUTS[kind]:
                 raise BadRequest(
                     f"{where} ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that id "
                     "comes before it",

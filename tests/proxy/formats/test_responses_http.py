@@ -217,3 +217,33 @@ async def test_fuzzed_items_never_get_a_5xx(
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
         assert_openai_error(response, response.status_code)
+
+
+@respx.mock
+async def test_an_output_answering_a_stored_call_travels_with_its_item_reference(
+    client: httpx.AsyncClient,
+) -> None:
+    """With ``store: true`` a client may send an ``item_reference`` to a stored call and then
+    its output. The proxy cannot see the call: it neither refuses the output nor parts it from
+    the reference when trimming (the pair goes, or stays, whole)."""
+    route = respx.post(f"{BASE}/responses").mock(return_value=httpx.Response(200, json=OK))
+    items: list[dict[str, Any]] = []
+    for k in range(12):
+        items += [
+            {"role": "user", "content": f"step {k}: " + "read the next file " * 6},
+            {"type": "item_reference", "id": f"fc_{k}"},
+            {"type": "function_call_output", "call_id": f"call_{k}", "output": "line " * 20},
+        ]
+    items.append({"role": "user", "content": "and now?"})
+    short = await client.post("/v1/responses", content=body(input=items[:3], store=True))
+    assert short.status_code == 200, short.text
+    assert orjson.loads(route.calls[-1].request.content)["input"] == items[:3]
+    long = await client.post("/v1/responses", content=body(input=items, store=True))
+    assert long.status_code == 200, long.text
+    forwarded = orjson.loads(route.calls[-1].request.content)["input"]
+    assert len(forwarded) < len(items)  # trimmed
+    for i, item in enumerate(forwarded):
+        if item.get("type") == "function_call_output":
+            assert forwarded[i - 1] == {"type": "item_reference", "id": f"fc_{item['call_id'][5:]}"}
+        if item.get("type") == "item_reference":
+            assert forwarded[i + 1]["type"] == "function_call_output"
