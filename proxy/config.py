@@ -151,31 +151,13 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _references(self) -> Settings:
         # Every cross-reference mistake is reported in one run, not one per run.
-        problems: list[str] = []
         self.policies.setdefault("default", PolicyConfig())
-        if self.default_policy not in self.policies:
-            problems.append(f"default_policy {self.default_policy!r} is not in policies")
         if not self.upstreams:
             raise ValueError("no upstreams configured: add one under `upstreams:`")
         if not self.default_upstream:
             self.default_upstream = _default_upstream(list(self.upstreams))
-        if self.default_upstream not in self.upstreams:
-            problems.append(
-                f"default_upstream {self.default_upstream!r} is not in upstreams "
-                f"({', '.join(sorted(self.upstreams))})"
-            )
-        for name, entry in self.models.items():
-            if entry.upstream is not None and entry.upstream not in self.upstreams:
-                problems.append(f"models.{name}.upstream {entry.upstream!r} is not in upstreams")
-            if entry.policy is not None and entry.policy not in self.policies:
-                problems.append(f"models.{name}.policy {entry.policy!r} is not in policies")
         self.teams.setdefault(self.default_team, Team())
-        for name, team in self.teams.items():
-            for policy in [team.policy, *team.allowed_policies]:
-                if policy is not None and policy not in self.policies:
-                    problems.append(f"teams.{name}: policy {policy!r} is not in policies")
-        if self.auth == "keys" and not any(t.key_envs for t in self.teams.values()):
-            problems.append("auth: keys needs at least one team with key_envs")
+        problems = reference_problems(self.model_dump(exclude={"models"}), self.models)
         if problems:
             raise ValueError("; ".join(problems))
         self._keys = {
@@ -225,6 +207,51 @@ class Settings(BaseSettings):
         return self._keys.get(upstream)
 
 
+def reference_problems(data: dict[str, Any], models: dict[str, Any] | None = None) -> list[str]:
+    """Each name the configuration uses that it does not define. ``data`` may be the raw
+    file (when its fields did not validate, so that every mistake comes in one run: wrong
+    shapes are skipped here, they have their own errors) or the validated settings dumped."""
+    policies = set(_mapping(data.get("policies"))) | {"default"}
+    upstreams = set(_mapping(data.get("upstreams")))
+    problems: list[str] = []
+    default_policy = data.get("default_policy", "default")
+    if isinstance(default_policy, str) and default_policy not in policies:
+        problems.append(f"default_policy {default_policy!r} is not in policies")
+    default_upstream = data.get("default_upstream")
+    named = isinstance(default_upstream, str) and bool(default_upstream)
+    if upstreams and named and default_upstream not in upstreams:
+        problems.append(
+            f"default_upstream {default_upstream!r} is not in upstreams "
+            f"({', '.join(sorted(upstreams))})"
+        )
+    entries = models if models is not None else _mapping(data.get("models"))
+    for name, entry in entries.items():
+        upstream, policy = _field(entry, "upstream"), _field(entry, "policy")
+        if isinstance(upstream, str) and upstreams and upstream not in upstreams:
+            problems.append(f"models.{name}.upstream {upstream!r} is not in upstreams")
+        if isinstance(policy, str) and policy not in policies:
+            problems.append(f"models.{name}.policy {policy!r} is not in policies")
+    teams = _mapping(data.get("teams"))
+    for name, team in teams.items():
+        chosen = _field(team, "policy")
+        allowed = _field(team, "allowed_policies")
+        for policy in [chosen, *(allowed if isinstance(allowed, list) else [])]:
+            if isinstance(policy, str) and policy not in policies:
+                problems.append(f"teams.{name}: policy {policy!r} is not in policies")
+    keyed = any(_field(t, "key_envs") for t in teams.values())
+    if data.get("auth") == "keys" and not keyed:
+        problems.append("auth: keys needs at least one team with key_envs")
+    return problems
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _field(entry: Any, name: str) -> Any:
+    return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
+
+
 def _default_upstream(names: list[str]) -> str:
     if len(names) == 1:
         return names[0]
@@ -263,7 +290,11 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     try:
         return Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(format_errors(source, exc)) from None
+        # Field errors stop pydantic before the cross-references are checked: check those on
+        # the file itself, so that every mistake comes in one run.
+        messages = " ".join(str(e["msg"]) for e in exc.errors())
+        more = [p for p in reference_problems(data) if p not in messages]
+        raise ConfigError(format_errors(source, exc, more)) from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -281,9 +312,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def format_errors(source: str, exc: ValidationError) -> str:
+def format_errors(source: str, exc: ValidationError, more: list[str] | None = None) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         lines.append(f"  {key}: {err['msg']}")
+    lines += [f"  {problem}" for problem in more or []]
     return "\n".join(lines)

@@ -191,3 +191,25 @@ def test_several_upstreams_without_a_default_name_them() -> None:
         load_settings(
             None, upstreams={"b": {"base_url": "http://b"}, "a": {"base_url": "http://a"}}
         )
+
+
+def test_field_errors_and_cross_reference_errors_come_in_one_run() -> None:
+    """pydantic stops before the cross-references when a field is wrong: they are checked on
+    the file itself, so a user fixing a config sees every mistake at once."""
+    with pytest.raises(ConfigError) as err:
+        load_settings(
+            None,
+            port=99999,
+            models={"gpt-4o": {"policy": "nope", "context_window": -5}},
+            teams={"default": {"allowed_policies": ["missing"]}},
+            trimming={"estimate_ratio": 0.5},
+        )
+    text = str(err.value)
+    for expected in (
+        "port:",
+        "models.gpt-4o.context_window:",
+        "trimming.estimate_ratio:",
+        "models.gpt-4o.policy 'nope' is not in policies",
+        "teams.default: policy 'missing' is not in policies",
+    ):
+        assert expected in text, text
