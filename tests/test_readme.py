@@ -1,6 +1,7 @@
 """The README's examples hold: every fenced YAML block is a valid configuration (a fragment
-over the blocks before it, as a reader assembles them), and every ``contextwarden`` command in
-a shell block parses with the real CLI. The README's own policy example failed check-config."""
+over the blocks before it, as a reader assembles them), every ``contextwarden`` command in a
+shell block parses with the real CLI, and every Python block runs against a proxy in front of
+the demo upstream. The README's own policy example failed check-config."""
 
 from __future__ import annotations
 
@@ -36,6 +37,42 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def test_the_readme_has_examples() -> None:
     assert len(blocks("yaml")) >= 6
     assert len(blocks("sh")) >= 4
+    assert len(blocks("python")) >= 3
+
+
+def test_every_python_example_runs_against_a_proxy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block as written, with the README's address swapped for a live proxy's and the
+    names it leaves to the reader (``items``, ``tools``, ``messages``) given small values."""
+    from proxy.app import create_app
+    from proxy.demo_upstream import create_upstream
+    from proxy.servers import BackgroundServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
+    with BackgroundServer(create_upstream(window=8000)) as upstream:
+        base = f"{upstream.url}/v1"
+        config = {
+            "upstreams": {
+                "demo": {"base_url": base, "apis": ["chat_completions", "responses", "messages"]}
+            },
+            "default_upstream": "demo",
+            "models": {
+                "gpt-5": {"context_window": 8000},
+                "claude-sonnet-4-6": {"context_window": 8000},
+            },
+            "data_dir": str(tmp_path),
+        }
+        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
+            for block in blocks("python"):
+                names: dict[str, Any] = {
+                    "items": [{"role": "user", "content": "hello"}],
+                    "tools": [],
+                    "messages": [{"role": "user", "content": "hello"}],
+                }
+                exec(block.replace("http://127.0.0.1:8080", proxy.url), names)
+                assert "client" in names
 
 
 def test_every_yaml_example_is_a_valid_configuration(
