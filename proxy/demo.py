@@ -61,7 +61,15 @@ def run_demo(turns: int, window: int, fmt: str = "chat") -> int:
             else:
                 client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="demo", max_retries=0)
                 _converse(client, received, turns)
-            print(f"summarizer calls: {len(upstream_app.state.summaries)} for {turns} turns")
+            calls = len(upstream_app.state.summaries)
+            print(f"summarizer calls: {calls} for {turns} turns")
+            if calls:
+                print(
+                    "  each call creates a checkpoint: the older turns that no longer fit are\n"
+                    f"  folded into it ('reused' costs none); here one every {turns / calls:.1f}"
+                    " turns.\n  The larger a turn beside the window (an agent turn holds a call,"
+                    " its output\n  and an answer), the more often; --window spaces them out."
+                )
     return 0
 
 
