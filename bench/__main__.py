@@ -93,9 +93,9 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
 
 
 @contextmanager
-def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
-    """(upstream port, slow upstream port, proxy port, proxy pid)."""
-    up_port, slow_port, proxy_port = free_port(), free_port(), free_port()
+def processes(data_dir: str) -> Iterator[tuple[int, int, int, int, int]]:
+    """(upstream port, slow upstream port, proxy port, proxy pid, pass-through floor port)."""
+    up_port, slow_port, proxy_port, floor_port = free_port(), free_port(), free_port(), free_port()
     config = {
         "upstreams": {
             "mock": {
@@ -121,6 +121,9 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
     slow = subprocess.Popen(
         [sys.executable, "-m", "bench.upstream", str(slow_port), str(LLM_DELAY_MS)], **quiet
     )  # type: ignore[call-overload]
+    floor = subprocess.Popen(  # type: ignore[call-overload]
+        [sys.executable, "-m", "bench.passthrough", str(floor_port), str(up_port)], **quiet
+    )
     proxy = subprocess.Popen(  # type: ignore[call-overload]
         [
             sys.executable,
@@ -138,10 +141,11 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int]]:
         wait_port(up_port, upstream)
         wait_port(slow_port, slow)
         wait_port(proxy_port, proxy)
+        wait_port(floor_port, floor)
         wait_idle(proxy.pid)
-        yield up_port, slow_port, proxy_port, proxy.pid
+        yield up_port, slow_port, proxy_port, proxy.pid, floor_port
     finally:
-        for p in (proxy, upstream, slow):
+        for p in (proxy, floor, upstream, slow):
             p.terminate()
             p.wait(timeout=10)
 
@@ -260,6 +264,45 @@ async def latency_rows(up: int, proxy: int, sizes: Sizes) -> list[list[str]]:
                         f"+{p - d:.2f} ms",
                     ]
                 )
+    return rows
+
+
+def resend_body(tokens: int) -> bytes:
+    """A chat conversation of about ``tokens`` o200k tokens that fits bench-model's 128k
+    window: an agent session's resend, which the proxy must count and forward whole."""
+    turn = "The deploy failed after the migration because the health check timed out. " * 20
+    messages = [{"role": "system", "content": "You are a coding agent."}]
+    for k in range(max(1, tokens // 600)):
+        messages.append({"role": "user" if k % 2 == 0 else "assistant", "content": f"{k} {turn}"})
+    messages.append({"role": "user", "content": "What next?"})
+    return orjson.dumps({"model": "bench-model", "messages": messages, "max_tokens": 256})
+
+
+async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list[str]]:
+    """p50 and p90 of direct, floor and proxy, interleaved, for each format's small request
+    and a 118k-token chat resend that fits."""
+    cases = [(fmt, path, body) for fmt, path, body in FORMATS]
+    cases.append(("chat, 118k-token resend", "/v1/chat/completions", resend_body(118_000)))
+    rows = []
+    for fmt, path, body in cases:
+        total = max(sizes.sequential // (8 if "118k" in fmt else 2), 40)
+        seen: dict[int, list[float]] = {up: [], floor: [], proxy: []}
+        for _ in range(4):  # interleave so drift on a shared machine hits all three alike
+            for port in seen:
+                seen[port] += (await run_load(port, path, total // 4, 1, body))[0]
+        for q, name in ((0.5, "p50"), (0.9, "p90")):
+            d, f, p = (pct(seen[port], q) * 1000 for port in (up, floor, proxy))
+            rows.append(
+                [
+                    f"latency {name}, {fmt}",
+                    f"{d:.2f} ms",
+                    f"{f:.2f} ms",
+                    f"{p:.2f} ms",
+                    f"+{f - d:.2f} ms",
+                    f"+{p - d:.2f} ms",
+                    f"+{p - f:.2f} ms",
+                ]
+            )
     return rows
 
 
@@ -404,9 +447,25 @@ def table(header: list[str], rows: list[list[str]]) -> str:
 
 async def main_async(sizes: Sizes) -> str:
     sections = []
-    with tempfile.TemporaryDirectory() as data, processes(data) as (up, slow, proxy, pid):
+    with tempfile.TemporaryDirectory() as data, processes(data) as (up, slow, proxy, pid, floor):
         async with httpx.AsyncClient() as warm:  # first request loads tokenizers in the proxy
             await warm.post(f"http://127.0.0.1:{proxy}/v1/chat/completions", content=REQUEST)
+        sections.append(
+            "## Proxy vs the pass-through floor (starlette + one pooled aiohttp client, no "
+            "parsing; same run)\n\n"
+            + table(
+                [
+                    "measure",
+                    "direct",
+                    "floor",
+                    "via proxy",
+                    "floor adds",
+                    "proxy adds",
+                    "over floor",
+                ],
+                await floor_rows(up, floor, proxy, sizes),
+            )
+        )
         rows = await latency_rows(up, proxy, sizes)
         rows += await throughput_rows(up, slow, proxy, sizes)
         rows += await stream_rows(up, proxy, pid, sizes)

@@ -22,6 +22,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     out = result.stdout
     for section in (
         "Proxy vs direct",
+        "pass-through floor",
         "Load:",
         "hostile bodies in flight",
         "Decision time",
@@ -30,6 +31,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out
+    assert "latency p50, chat, 118k-token resend" in out
     assert "| contextwarden (default)" in out and "| litellm" in out
     assert "0 wrong, 0 errors" in out
 
