@@ -18,7 +18,7 @@ import openai
 
 from proxy.app import create_app
 from proxy.config import load_settings
-from proxy.demo_upstream import WindowCounter, create_upstream
+from proxy.demo.upstream import WindowCounter, create_upstream
 from proxy.servers import BackgroundServer
 
 WINDOW = 4096

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "preview":
             return _preview(args)
-        from proxy.demo import run_demo
+        from proxy.demo.run import run_demo
 
         return run_demo(args.turns, args.window, args.format)
     except ConfigError as exc:

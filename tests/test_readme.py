@@ -46,7 +46,7 @@ def test_every_python_example_runs_against_a_proxy(
     """Each block as written, with the README's address swapped for a live proxy's and the
     names it leaves to the reader (``items``, ``tools``, ``messages``) given small values."""
     from proxy.app import create_app
-    from proxy.demo_upstream import create_upstream
+    from proxy.demo.upstream import create_upstream
     from proxy.servers import BackgroundServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")

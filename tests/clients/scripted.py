@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from proxy.demo_anthropic import AnthropicCounter, assistant_message, invalid_request, sign
-from proxy.demo_anthropic import _events as message_events
-from proxy.demo_responses import ResponsesCounter, completed, text_item
-from proxy.demo_responses import _events as response_events
-from proxy.demo_upstream import WindowCounter, tool_sequence_error
+from proxy.demo.anthropic import AnthropicCounter, assistant_message, invalid_request, sign
+from proxy.demo.anthropic import _events as message_events
+from proxy.demo.responses import ResponsesCounter, completed, text_item
+from proxy.demo.responses import _events as response_events
+from proxy.demo.upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
 
 STEP = re.compile(r"step-(\d+)\.txt")

@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 
 from proxy.app import create_app
 from proxy.config import load_settings
-from proxy.demo_upstream import WindowCounter, create_upstream
+from proxy.demo.upstream import WindowCounter, create_upstream
 from proxy.servers import BackgroundServer
 
 # The loopback proxy in front of a capture upstream, for end-to-end tests that check bytes.

@@ -11,7 +11,7 @@ import anthropic
 import orjson
 import pytest
 
-from proxy.demo_anthropic import AnthropicCounter, invalid_request
+from proxy.demo.anthropic import AnthropicCounter, invalid_request
 from tests.e2e.conftest import Stack, StackFactory
 
 CLAUDE = "claude-demo"

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from proxy.demo import run_demo
-from proxy.demo_upstream import create_upstream
+from proxy.demo.run import run_demo
+from proxy.demo.upstream import create_upstream
 from proxy.servers import BackgroundServer
 
 

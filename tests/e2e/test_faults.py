@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from proxy.app import create_app
 from proxy.config import load_settings
-from proxy.demo_upstream import create_upstream
+from proxy.demo.upstream import create_upstream
 from proxy.servers import BackgroundServer
 from tests.e2e.test_checkpoints import over_budget_conversation
 

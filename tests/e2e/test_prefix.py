@@ -92,7 +92,7 @@ def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None
 
     from proxy.app import create_app
     from proxy.config import load_settings
-    from proxy.demo_upstream import create_upstream
+    from proxy.demo.upstream import create_upstream
     from proxy.servers import BackgroundServer
 
     upstream_app = create_upstream(window=4096)

@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from proxy.demo_anthropic import AnthropicCounter
+from proxy.demo.anthropic import AnthropicCounter
 from tests.e2e.conftest import Stack, StackFactory
 
 CLAUDE = "claude-demo"

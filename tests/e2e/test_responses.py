@@ -10,7 +10,7 @@ import openai
 import orjson
 import pytest
 
-from proxy.demo_responses import ResponsesCounter, invalid_items
+from proxy.demo.responses import ResponsesCounter, invalid_items
 from tests.e2e.conftest import MODEL, Stack, StackFactory
 
 WINDOW = 2048

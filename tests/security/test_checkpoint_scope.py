@@ -9,7 +9,7 @@ import openai
 
 from proxy.app import create_app
 from proxy.config import load_settings
-from proxy.demo_upstream import create_upstream
+from proxy.demo.upstream import create_upstream
 from proxy.servers import BackgroundServer
 from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation

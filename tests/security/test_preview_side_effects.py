@@ -19,7 +19,7 @@ import yaml
 from proxy.app import create_app
 from proxy.cli import main
 from proxy.config import load_settings
-from proxy.demo_upstream import create_upstream
+from proxy.demo.upstream import create_upstream
 from proxy.servers import BackgroundServer
 from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation

@@ -12,8 +12,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.demo_anthropic import AnthropicCounter, invalid_request, sign
-from proxy.demo_responses import ResponsesCounter, invalid_items
+from proxy.demo.anthropic import AnthropicCounter, invalid_request, sign
+from proxy.demo.responses import ResponsesCounter, invalid_items
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.responses import RESPONSES
 from proxy.tokenizers import Tokenizers

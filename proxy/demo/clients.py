@@ -1,5 +1,7 @@
-"""The demo's agent loops in the two agent formats, each through its real SDK.
+"""The demo's clients, one per wire format, each through its real SDK, and the line each prints
+per turn (``report``, from the proxy's headers).
 
+converse_chat        a growing chat conversation with a system prompt
 converse_responses   a Codex-style stateless loop: ``store: false``, reasoning items with
                      encrypted content, a function tool and its outputs
 converse_anthropic   a Claude-Code-style loop: system and tools with ``cache_control``,
@@ -10,8 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.demo import CLAUDE, FILLER, MODEL, report
+MODEL = "demo-model"
+FILLER = (
+    "Tell me more about context windows, token budgets and how a proxy keeps a long "
+    "conversation inside them without losing the system prompt. "
+)
 
+
+CLAUDE = "claude-demo"
 TOOL = {"name": "read", "description": "Read a file"}
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 
@@ -100,3 +108,38 @@ def converse_anthropic(proxy_url: str, received: list[dict[str, Any]], turns: in
         "upstream's usage has calibrated the estimate, a budget above the window means the\n"
         "estimate runs high: the window is the same, measured in the proxy's larger units."
     )
+
+
+def report(turn: int, sent: int, forwarded: int, h: Any) -> None:
+    """One turn's line, from the proxy's x-contextwarden-* headers."""
+    # A request that fits by the byte bound is not tokenized: its count is an upper bound.
+    bound = "≤" if h["x-contextwarden-count"] == "bound" else ""
+    before, after = h["x-contextwarden-tokens-before"], h["x-contextwarden-tokens-after"]
+    tokens = f"{bound}{before}->{bound}{after}"
+    checkpoint = h.get("x-contextwarden-checkpoint")
+    print(
+        f"{turn:>4} {sent:>5} {forwarded:>4} {tokens:>13} "
+        f"{h['x-contextwarden-budget']:>6}  {h['x-contextwarden-actions']}"
+        + (f" (checkpoint {checkpoint})" if checkpoint else "")
+    )
+
+
+def converse_chat(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="demo", max_retries=0)
+    messages: list[Any] = [
+        {"role": "system", "content": "You are a concise assistant. Never forget this line."}
+    ]
+    for turn in range(1, turns + 1):
+        messages.append({"role": "user", "content": f"Turn {turn}. {FILLER * 2}"})
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=messages,
+            max_tokens=128,
+        )
+        answer = raw.parse().choices[0].message.content or ""
+        report(turn, len(messages), len(received[-1]["messages"]), raw.headers)
+        messages.append({"role": "assistant", "content": answer})
+    print("\nsent: messages the client sent; fwd: messages the upstream received;")
+    print("≤: an upper bound from the body's size (a request that clearly fits is not counted).")

@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from proxy.demo_anthropic import messages_endpoint
-from proxy.demo_completions import completions_endpoint
-from proxy.demo_responses import responses_endpoint
+from proxy.demo.anthropic import messages_endpoint
+from proxy.demo.completions import completions_endpoint
+from proxy.demo.responses import responses_endpoint
 from proxy.tokenizers import get_encoding
 from strategies.summary import SYSTEM_PROMPT
 

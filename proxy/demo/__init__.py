@@ -1,0 +1,11 @@
+"""``contextwarden demo``: a demo upstream for each wire format and the clients that drive it.
+
+Not the product's request path: the demo stands on the proxy's side, the way a user would.
+
+    run          starts the demo upstream and the proxy, drives a conversation, prints the table
+    clients      one client per format (chat, Responses, Messages), and the line each prints
+    upstream     the OpenAI-compatible demo upstream, enforcing its window as OpenAI does
+    anthropic    its Messages endpoint (Anthropic's tokenizer, thinking signatures, breakpoints)
+    responses    its Responses endpoint
+    completions  its legacy completions endpoint
+"""
