@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import orjson
 
@@ -80,44 +79,6 @@ def apply_summary(
     lead = leading_count(messages)
     pinned = [m for m in messages[lead : lead + covers] if id(m) in keep] if keep else []
     return [*messages[:lead], summary.message(), *pinned, *messages[lead + covers :]]
-
-
-class CheckpointStore(Protocol):
-    """Where checkpoints live: SQLite in one process, Redis across replicas."""
-
-    async def candidates(self, team: str, conversation: str) -> list[Checkpoint]: ...
-
-    async def put(self, team: str, checkpoint: Checkpoint) -> None: ...
-
-    async def learned_windows(self) -> dict[str, int]: ...
-
-    async def put_learned_window(self, model: str, window: int) -> None: ...
-
-    async def forget_learned(self, keys: list[str]) -> None:
-        """Forget learned windows and settings by key (an operator's reset)."""
-        ...
-
-    async def put_setting(self, key: str, value: int) -> None:
-        """Kept with the learned windows (read back by ``learned_windows``), but overwritten:
-        a calibration may go up as well as down."""
-        ...
-
-    async def get_blob(self, key: str) -> bytes | None: ...
-
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        """A small value that expires (prefix fingerprints)."""
-        ...
-
-    async def acquire(self, key: str, ttl_seconds: float) -> bool: ...
-
-    async def release(self, key: str) -> None: ...
-
-    async def scope_secret(self) -> bytes:
-        """A random key made once and kept with the checkpoints, shared by every replica of
-        the store: it keys the hash that scopes checkpoints to a caller's credential."""
-        ...
-
-    async def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from strategies.checkpoint import Checkpoint, CheckpointStore
+from proxy.stores.protocol import Store
+from strategies.checkpoint import Checkpoint
 
 T = TypeVar("T")
 log = logging.getLogger("contextwarden.store")
@@ -27,7 +28,7 @@ class StoreFault(Exception):
 class GuardedStore:
     def __init__(
         self,
-        inner: CheckpointStore | None,
+        inner: Store | None,
         timeout: float,
         cooldown: float = 5.0,
         disabled: str | None = None,
@@ -46,7 +47,7 @@ class GuardedStore:
         return time.monotonic() < self._down_until
 
     @property
-    def _store(self) -> CheckpointStore:
+    def _store(self) -> Store:
         if self.inner is None:
             raise StoreFault(f"checkpoints are disabled: {self.disabled}")
         return self.inner

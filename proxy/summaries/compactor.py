@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.breaker import Breakers
 from proxy.summaries.flight import Flights
@@ -34,7 +35,6 @@ from proxy.summaries.job import (
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from strategies.checkpoint import (
     Checkpoint,
-    CheckpointStore,
     Choice,
     apply_summary,
     choose,
@@ -73,7 +73,7 @@ class Stats:
 class Compactor:
     def __init__(
         self,
-        store: CheckpointStore,
+        store: Store,
         llm: LLMSummarizer,
         on_latency: Callable[[float], None] | None = None,
     ) -> None:

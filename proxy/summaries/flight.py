@@ -13,7 +13,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from strategies.checkpoint import Checkpoint, CheckpointStore
+from proxy.stores.protocol import Store
+from strategies.checkpoint import Checkpoint
 
 log = logging.getLogger("contextwarden.compaction")
 POLL_SECONDS = 0.1
@@ -23,7 +24,7 @@ Found = Callable[[list[Checkpoint]], Checkpoint | None]
 
 
 class Flights:
-    def __init__(self, store: CheckpointStore, on_fault: Callable[[Exception], None]) -> None:
+    def __init__(self, store: Store, on_fault: Callable[[Exception], None]) -> None:
         self.store = store
         self._on_fault = on_fault
         self._inflight: dict[str, asyncio.Task[Checkpoint | None]] = {}

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from proxy.stores.protocol import Store
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SqliteStore
-from strategies.checkpoint import Checkpoint, CheckpointStore
+from strategies.checkpoint import Checkpoint
 from strategies.summary import FileLists
 from tests.e2e.redis_server import redis_server
 
@@ -23,9 +24,9 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[CheckpointStore]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     if request.param == "sqlite":
-        s: CheckpointStore = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=3)
+        s: Store = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=3)
     else:
         url = request.getfixturevalue("redis_url")
         s = RedisStore(url, ttl_seconds=3600, max_per_conversation=3)
@@ -48,7 +49,7 @@ def ck(i: int, conversation: str = "conv", created: float | None = None) -> Chec
     )
 
 
-async def test_round_trip_grouped_by_team_and_conversation(store: CheckpointStore) -> None:
+async def test_round_trip_grouped_by_team_and_conversation(store: Store) -> None:
     await store.put("t1", ck(1))
     await store.put("t1", ck(2))
     await store.put("t2", ck(3, "other"))
@@ -59,27 +60,27 @@ async def test_round_trip_grouped_by_team_and_conversation(store: CheckpointStor
     assert await store.candidates("t2", "conv") == []
 
 
-async def test_size_limit_drops_the_oldest(store: CheckpointStore) -> None:
+async def test_size_limit_drops_the_oldest(store: Store) -> None:
     for i in range(5):
         await store.put("t", ck(i))
     kept = sorted(c.covers for c in await store.candidates("t", "conv"))
     assert kept == [2, 3, 4]
 
 
-async def test_learned_windows_only_go_down(store: CheckpointStore) -> None:
+async def test_learned_windows_only_go_down(store: Store) -> None:
     await store.put_learned_window("m", 5000)
     await store.put_learned_window("m", 7000)
     await store.put_learned_window("m", 4000)
     assert (await store.learned_windows())["m"] == 4000
 
 
-async def test_settings_are_overwritten_both_ways(store: CheckpointStore) -> None:
+async def test_settings_are_overwritten_both_ways(store: Store) -> None:
     await store.put_setting("calibration\tt\tm", 900)
     await store.put_setting("calibration\tt\tm", 1100)
     assert (await store.learned_windows())["calibration\tt\tm"] == 1100
 
 
-async def test_blobs_expire(store: CheckpointStore) -> None:
+async def test_blobs_expire(store: Store) -> None:
     await store.put_blob("fp", b"\x00\x01", ttl_seconds=60)
     assert await store.get_blob("fp") == b"\x00\x01"
     await store.put_blob("fp", b"\x02", ttl_seconds=0.05)
@@ -89,7 +90,7 @@ async def test_blobs_expire(store: CheckpointStore) -> None:
     assert await store.get_blob("never") is None
 
 
-async def test_locks_are_exclusive_until_released_or_expired(store: CheckpointStore) -> None:
+async def test_locks_are_exclusive_until_released_or_expired(store: Store) -> None:
     assert await store.acquire("k", 60)
     assert not await store.acquire("k", 60)
     await store.release("k")
@@ -105,7 +106,7 @@ async def test_sqlite_ttl_hides_and_purges_old_checkpoints(tmp_path: Path) -> No
     await s.close()
 
 
-async def test_the_scope_secret_is_made_once_and_kept(store: CheckpointStore) -> None:
+async def test_the_scope_secret_is_made_once_and_kept(store: Store) -> None:
     first = await store.scope_secret()
     assert len(first) == 32
     assert await store.scope_secret() == first
