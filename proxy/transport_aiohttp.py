@@ -17,7 +17,7 @@ from yarl import URL
 from proxy.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import response_headers
-from proxy.upstream import Reply, _read_whole, is_small, relay
+from proxy.upstream import Reply, is_small, reply_of
 
 LARGE = 1024 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
@@ -82,13 +82,14 @@ class AiohttpTransport:
             response.release()
 
         raw = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
-        reply = Reply(response.status, response_headers(raw), closer=close)
-        errors = (aiohttp.ClientError, asyncio.TimeoutError)
-        if response.status >= 400 or _small(response):
-            reply.body = await _read_whole(response.content.iter_any(), close, errors)
-        else:
-            reply.stream = relay(response.content.iter_any(), close, reply, errors)
-        return reply
+        return await reply_of(
+            response.status,
+            response_headers(raw),
+            response.content.iter_any(),
+            close,
+            (aiohttp.ClientError, asyncio.TimeoutError),
+            _small(response),
+        )
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -107,19 +107,38 @@ class HttpxTransport:
             ) from exc
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
-        headers_out = response_headers(response.headers.multi_items())
-        reply = Reply(response.status_code, headers_out, closer=response.aclose)
-        if response.status_code >= 400 or is_small(
+        small = is_small(
             _length(response.headers.get("content-length")), response.headers.get("content-type")
-        ):
-            reply.body = await _read_whole(response.aiter_raw(), response.aclose, httpx.HTTPError)
-        else:
-            stream = response.aiter_raw()
-            reply.stream = relay(stream, response.aclose, reply, httpx.HTTPError)
-        return reply
+        )
+        return await reply_of(
+            response.status_code,
+            response_headers(response.headers.multi_items()),
+            response.aiter_raw(),
+            response.aclose,
+            httpx.HTTPError,
+            small,
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+async def reply_of(
+    status: int,
+    headers: list[tuple[str, str]],
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    small: bool,
+) -> Reply:
+    """An upstream's answer, whichever transport brought it: an error or a small body is read
+    whole (the overflow check reads its text), anything else is relayed as it comes."""
+    reply = Reply(status, headers, closer=close)
+    if status >= 400 or small:
+        reply.body = await _read_whole(chunks, close, errors)
+    else:
+        reply.stream = relay(chunks, close, reply, errors)
+    return reply
 
 
 async def _read_whole(
