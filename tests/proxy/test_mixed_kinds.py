@@ -44,6 +44,7 @@ TOOLS = [
         "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
     }
 ]
+ADMIN = "cw-admin-key"
 WORDS = [
     "the",
     "build",
@@ -167,7 +168,18 @@ def proxy_config(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     # Cuts to the window itself: deeper cuts (on the cache grid, every old tool output cleared
     # at once) are other policies' choices.
     config["policies"]["default"].update(cache_cut_share=0, pipeline=[])
+    monkeypatch.setenv("CW_ADMIN_KEY", ADMIN)
+    config["admin_key_env"] = "CW_ADMIN_KEY"
     return config
+
+
+async def learned(client: httpx.AsyncClient) -> dict[str, Any]:
+    """What the proxy learned: windows (the upstream's units) and calibration fits."""
+    answer = await client.get(
+        "/admin/learned-windows", headers={"authorization": f"Bearer {ADMIN}"}
+    )
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())
 
 
 requests = st.lists(
@@ -216,6 +228,10 @@ async def test_any_mix_of_kinds_is_never_refused_nor_trimmed_below_the_true_wind
                     assert sent >= W * (1 - TOLERANCE) - 4 * unit, (kind, sent)
                 seen.setdefault(kind, set()).add((turns, seed))
                 largest = max(largest, truth(last))
+            # A window learned from an overflow is the upstream's own figure, exactly.
+            state = await learned(client)
+            assert all(w == W for w in state["learned_windows"].get("default", {}).values())
+            assert "claude-x" in state["calibration"].get("default", {})
 
 
 @pytest.mark.parametrize("kind", ["plain", "thinking", "tools"])
