@@ -33,6 +33,7 @@ restored as the fit in force until fresh samples replace it.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -92,14 +93,18 @@ class Fit:
 
     def weighted(self, sample: Sample) -> float:
         """A sample's size as the view's counter weighs it under this fit."""
+        return self._size(sample.ours, sample.hidden, sample.messages)
+
+    def _size(self, ours: int, hidden: int, messages: int) -> float:
+        per_token = self.per_token
         return (
-            sample.shown
-            + self.hidden_weight * sample.hidden
-            + self.message_weight * sample.messages
+            (ours - hidden)
+            + self.hidden / per_token * hidden
+            + self.per_message / per_token * messages
         )
 
     def predict(self, ours: int, hidden: int = 0, messages: int = 0) -> float:
-        weighted = self.weighted(Sample(0, ours, hidden, messages))
+        weighted = self._size(ours, hidden, messages)
         inside = min(weighted, self.span)
         beyond = weighted - inside
         return self.per_token * inside + self.fixed + max(self.edge, self.per_token) * beyond
@@ -214,10 +219,11 @@ class Calibration:
 def fitted(samples: list[Sample], weight: float = 1.0) -> Fit:
     """The conservative fit of ``samples`` (see the module's text); ``weight``: what a hidden
     token costs in shown ones when no sample can tell."""
-    made = [
-        (_conservative(f.spanning(samples), samples), _spread(f, samples), k)
-        for f, k in _candidates(samples, weight)
-    ]
+    made = []
+    for f, k in _candidates(samples, weight):
+        ratios = _ratios(f, samples)  # the same under the fit spanning them: all are inside
+        spread = max(ratios) / max(1e-9, min(ratios))
+        made.append((f.spanning(samples).scaled(max(ratios) * SLACK), spread, k))
     valid = [(fit, spread, k) for fit, spread, k in made if _valid(fit, samples)]
     if not valid:  # the plain ratio, clamped (always solvable from positive counts)
         plain = (_solve(samples, weight, "tied") or IDENTITY).spanning(samples)
@@ -236,13 +242,6 @@ def _conservative(fit: Fit, samples: list[Sample]) -> Fit:
 
 def _ratios(fit: Fit, samples: list[Sample]) -> list[float]:
     return [s.theirs / max(1e-9, fit.predict(s.ours, s.hidden, s.messages)) for s in samples]
-
-
-def _spread(fit: Fit, samples: list[Sample]) -> float:
-    """How far apart the samples' ratios to the fit are (1: all on it): the room a fit made
-    conservative by its worst sample wastes on its best one."""
-    ratios = _ratios(fit, samples)
-    return max(ratios) / max(1e-9, min(ratios))
 
 
 def _candidates(samples: list[Sample], weight: float) -> list[tuple[Fit, int]]:
@@ -298,14 +297,15 @@ def _least_squares(samples: list[tuple[list[float], Sample]]) -> list[float] | N
     prompt weighs as much as a large one): the normal equations over columns scaled to unit
     length, solved by Gaussian elimination with partial pivoting; None when the samples cannot
     tell the unknowns apart."""
-    rows = [([v / s.theirs for v in r], 1.0) for r, s in samples]
-    k = len(rows[0][0])
-    if len(rows) < k:
+    k = len(samples[0][0])
+    if len(samples) < k:
         return None
-    norms = [math.sqrt(sum(r[i] ** 2 for r, _ in rows)) or 1.0 for i in range(k)]
-    scaled = [([v / n for v, n in zip(r, norms, strict=True)], y) for r, y in rows]
-    a = [[sum(r[i] * r[j] for r, _ in scaled) for j in range(k)] for i in range(k)]
-    b = [sum(r[i] * y for r, y in scaled) for i in range(k)]
+    # By columns (the target is 1 in every row), each product summed in C.
+    columns = [[r[i] / s.theirs for r, s in samples] for i in range(k)]
+    norms = [math.sqrt(sum(map(operator.mul, c, c))) or 1.0 for c in columns]
+    columns = [[v / n for v in c] for c, n in zip(columns, norms, strict=True)]
+    a = [[sum(map(operator.mul, ci, cj)) for cj in columns] for ci in columns]
+    b = [sum(c) for c in columns]
     for col in range(k):
         pivot = max(range(col, k), key=lambda r: abs(a[r][col]))
         if abs(a[pivot][col]) <= 1e-9:
