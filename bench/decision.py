@@ -11,12 +11,12 @@ import orjson
 from starlette.datastructures import Headers
 
 from bench.conversations import agent_conversation
-from proxy.auth import Principal
-from proxy.config import load_settings
-from proxy.intake import build_request
-from proxy.plan import Planner
-from proxy.runtime import build_models
-from proxy.tokenizers import token_len
+from proxy.config.settings import load_settings
+from proxy.edge.auth import Principal
+from proxy.edge.intake import build_request
+from proxy.edge.runtime import build_models
+from proxy.request.plan import Planner
+from proxy.windows.tokenizers import token_len
 from strategies.tokens import ChatCounter, count_prompt
 
 

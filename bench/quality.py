@@ -6,8 +6,8 @@ import random
 from typing import Any
 
 from bench.conversations import agent_conversation
-from proxy.startup import prepare_environment
-from proxy.tokenizers import token_len
+from proxy.config.environment import prepare_environment
+from proxy.windows.tokenizers import token_len
 from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import ChatCounter, count_prompt

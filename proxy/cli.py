@@ -9,9 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from proxy.config import ConfigError, Settings, load_settings
-from proxy.families import is_pattern
-from proxy.startup import prepare_environment
+from proxy.config.environment import prepare_environment
+from proxy.config.settings import ConfigError, Settings, load_settings
+from proxy.windows.families import is_pattern
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 def banner(settings: Settings, path: str | None) -> str:
     """What ``serve`` serves, before it starts: the config, the URL to point clients at,
     upstreams, each configured model's window and where it comes from, auth and the store."""
-    from proxy.modeltable import ModelTable
+    from proxy.windows.modeltable import ModelTable
 
     table = ModelTable.bundled()
     url = f"http://{settings.host}:{settings.port}"
@@ -116,8 +116,8 @@ def banner(settings: Settings, path: str | None) -> str:
 
 
 def _families(settings: Settings) -> list[str]:
-    from proxy.families import describe
-    from proxy.modeltable import ModelTable
+    from proxy.windows.families import describe
+    from proxy.windows.modeltable import ModelTable
 
     return describe(settings.models, ModelTable.bundled().names())
 
@@ -128,10 +128,10 @@ def _preview(args: argparse.Namespace) -> int:
     import orjson
     from starlette.datastructures import Headers
 
-    from proxy.auth import Principal
-    from proxy.errors import ProxyError
+    from proxy.edge.auth import Principal
+    from proxy.edge.errors import ProxyError
+    from proxy.edge.preview import offline_preview, render_table
     from proxy.formats import FORMATS
-    from proxy.preview import offline_preview, render_table
 
     settings = load_settings(args.config)
     try:
@@ -174,7 +174,7 @@ def _with_model(body: bytes, model: str) -> bytes:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from proxy.app import create_app
+    from proxy.edge.app import create_app
 
     # The access log (one JSON line per request) and warnings go to stderr.
     handler = logging.StreamHandler()

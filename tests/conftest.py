@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from proxy.startup import prepare_environment
-from proxy.tokenizers import get_encoding
+from proxy.config.environment import prepare_environment
+from proxy.windows.tokenizers import get_encoding
 
 prepare_environment()
 O200K = get_encoding("o200k_base")

@@ -47,11 +47,11 @@ def test_request_path_traces_each_kind_of_request() -> None:
     fits = traces["chat, fits (actions: none)"]
     trimmed = traces["chat, trimmed (actions: truncate_oldest)"]
     assert "strategies.engine" not in fits.files and "strategies.engine" in trimmed.files
-    assert "proxy.exchange" in fits.files and "proxy.formats.chat" in fits.files
+    assert "proxy.request.exchange" in fits.files and "proxy.formats.chat" in fits.files
     assert set(climbs(trimmed, importers)) <= {
-        ("proxy.overflow.retry", "proxy.exchange"),
-        ("proxy.paths", "proxy.app"),
-        ("strategies.tokens", "proxy.tokenizers"),
+        ("proxy.overflow.retry", "proxy.request.exchange"),
+        ("proxy.edge.paths", "proxy.edge.app"),
+        ("strategies.tokens", "proxy.windows.tokenizers"),
     }
     for name in ("responses, trimmed", "messages, trimmed"):
         assert any(k.startswith(name) and "truncate_oldest" in k for k in traces), traces.keys()

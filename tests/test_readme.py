@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from proxy.cli import build_parser
-from proxy.config import load_settings
+from proxy.config.settings import load_settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -45,9 +45,9 @@ def test_every_python_example_runs_against_a_proxy(
 ) -> None:
     """Each block as written, with the README's address swapped for a live proxy's and the
     names it leaves to the reader (``items``, ``tools``, ``messages``) given small values."""
-    from proxy.app import create_app
+    from proxy.demo.servers import BackgroundServer
     from proxy.demo.upstream import create_upstream
-    from proxy.servers import BackgroundServer
+    from proxy.edge.app import create_app
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")

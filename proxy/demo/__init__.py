@@ -8,4 +8,5 @@ Not the product's request path: the demo stands on the proxy's side, the way a u
     anthropic    its Messages endpoint (Anthropic's tokenizer, thinking signatures, breakpoints)
     responses    its Responses endpoint
     completions  its legacy completions endpoint
+    servers      an ASGI app on a loopback port in a background thread (the demo and the tests)
 """

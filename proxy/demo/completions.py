@@ -15,7 +15,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.tokenizers import get_encoding
+from proxy.windows.tokenizers import get_encoding
 
 
 def completions_endpoint(window: int, encoding: str, overflow: Any) -> Any:

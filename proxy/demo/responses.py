@@ -22,7 +22,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.tokenizers import get_encoding
+from proxy.windows.tokenizers import get_encoding
 
 OVERFLOW_MESSAGE = (
     "Your input exceeds the context window of this model. Please adjust your input and try again."

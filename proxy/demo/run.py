@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import tempfile
 
-from proxy.app import create_app
-from proxy.config import load_settings
+from proxy.config.settings import load_settings
 from proxy.demo.clients import CLAUDE, MODEL, converse_anthropic, converse_chat, converse_responses
+from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.servers import BackgroundServer
+from proxy.edge.app import create_app
 
 APIS = ["chat_completions", "responses", "messages"]
 

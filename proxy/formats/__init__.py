@@ -8,8 +8,9 @@
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
 
-A new format is a new adapter module and its tests: the request path (proxy/exchange.py), the
-planner, the budget rule, the overflow retry and the headers take any WireFormat.
+A new format is a new adapter module and its tests: the request path
+(proxy/request/exchange.py), the planner, the budget rule, the overflow retry and the headers
+take any WireFormat.
 """
 
 from __future__ import annotations

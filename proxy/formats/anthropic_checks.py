@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.errors import BadRequest
+from proxy.edge.errors import BadRequest
 
 ROLES = ("user", "assistant")
 

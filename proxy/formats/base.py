@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.edge.errors import BadRequest
 from strategies.messages import Message
 from strategies.tokens import Counter
 
@@ -75,7 +75,7 @@ class View:
     ) -> Counter:
         """The model's counter over this view: what a message shows plus what it hides, a hidden
         token weighing ``hidden_weight`` shown ones, and ``message_weight`` more a message (as
-        the calibration found the upstream counts them: proxy/calibration.py)."""
+        the calibration found the upstream counts them: proxy/windows/calibration.py)."""
         if self.hidden is None and not message_weight:
             return inner
         return ViewCounter(inner, self.hidden, hidden_weight, message_weight)

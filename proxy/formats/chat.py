@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.errors import BadRequest
+from proxy.edge.errors import BadRequest
 from proxy.formats.base import (
     View,
     check_positive_int,
@@ -15,7 +15,7 @@ from proxy.formats.base import (
     reject_duplicate_keys,
     usage_int,
 )
-from proxy.upstream import chat_stream_error
+from proxy.upstreams.forwarding import chat_stream_error
 from strategies.budget import CHAT_OUTPUT_KEYS, requested_output
 from strategies.messages import Message
 

@@ -19,20 +19,20 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from proxy.auth import Principal
-from proxy.budget import checked
-from proxy.calibration import Sample
-from proxy.errors import BadRequest, ContextTooLarge, ProxyError
+from proxy.edge.auth import Principal
+from proxy.edge.errors import BadRequest, ContextTooLarge, ProxyError
+from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
+from proxy.edge.intake import allowed_controls, read_body, take_controls
+from proxy.edge.runtime import Runtime
 from proxy.formats.base import parse_json
-from proxy.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.intake import allowed_controls, read_body, take_controls
-from proxy.metrics import Outcome
-from proxy.models import ModelSpec
+from proxy.observe.metrics import Outcome
 from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
-from proxy.plan import Plan
-from proxy.runtime import Runtime
-from proxy.tokenizers import get_encoding, safe_encode
-from proxy.upstream import Reply, join_url, respond
+from proxy.request.budget import checked
+from proxy.request.plan import Plan
+from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.windows.calibration import Sample
+from proxy.windows.models import ModelSpec
+from proxy.windows.tokenizers import get_encoding, safe_encode
 from strategies.budget import Budget
 from strategies.errors import DoesNotFit
 from strategies.prompt_cut import MARKER, PromptCut, cut_text, cut_tokens

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.edge.errors import BadRequest
 from proxy.formats.base import (
     SOURCE,
     View,

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.edge.errors import BadRequest
 from proxy.formats.base import SOURCE
 from strategies.messages import Message
 

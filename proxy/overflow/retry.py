@@ -13,13 +13,13 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
-from proxy.budget import checked
-from proxy.config import Trimming
-from proxy.errors import ContextTooLarge
+from proxy.config.settings import Trimming
+from proxy.edge.errors import ContextTooLarge
 from proxy.overflow.detect import Overflow, is_context_overflow
 from proxy.overflow.peek import peek
-from proxy.plan import Plan
-from proxy.upstream import Reply, decoded, is_event_stream
+from proxy.request.budget import checked
+from proxy.request.plan import Plan
+from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.budget import Budget
 
 log = logging.getLogger("contextwarden.overflow")
@@ -56,7 +56,7 @@ class Retrying:
     # What the overflow taught (in its own units) about the plan that was sent.
     learn: Callable[[Lesson, Plan], Awaitable[None]]
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
-    lowers_output: bool = False  # the request's output limit may be lowered (proxy/budget.py)
+    lowers_output: bool = False  # the output limit may be lowered (proxy/request/budget.py)
 
 
 async def send_with_overflow_retry(

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from proxy.config import Settings
+from proxy.config.settings import Settings
 from proxy.stores.guarded import GuardedStore, StoreFault
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from proxy.policy_config import PolicyConfig
+from proxy.config.policies import PolicyConfig
 from proxy.summaries.allowance import Allowance
 from proxy.summaries.breaker import Breaker
 from proxy.summaries.llm import (

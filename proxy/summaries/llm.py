@@ -11,9 +11,9 @@ import gc
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.config import Settings
-from proxy.intake import WireRequest
-from proxy.startup import prepare_environment
+from proxy.config.environment import prepare_environment
+from proxy.config.settings import Settings
+from proxy.edge.intake import WireRequest
 from strategies.messages import Message
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.app import create_app
-from proxy.config import load_settings
-from proxy.servers import BackgroundServer
+from proxy.config.settings import load_settings
+from proxy.demo.servers import BackgroundServer
+from proxy.edge.app import create_app
 from tests.clients.scripted import Script, create_scripted
 
 BIN = Path(__file__).parent / "node_modules" / ".bin"

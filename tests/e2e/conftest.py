@@ -12,10 +12,10 @@ import openai
 import pytest
 from starlette.applications import Starlette
 
-from proxy.app import create_app
-from proxy.config import load_settings
+from proxy.config.settings import load_settings
+from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import WindowCounter, create_upstream
-from proxy.servers import BackgroundServer
+from proxy.edge.app import create_app
 
 # The loopback proxy in front of a capture upstream, for end-to-end tests that check bytes.
 from tests.security.conftest import capture, keys, make_proxy  # noqa: F401

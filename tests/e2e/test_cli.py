@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from proxy.demo.run import run_demo
+from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.servers import BackgroundServer
 
 
 def free_port() -> int:

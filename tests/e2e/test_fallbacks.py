@@ -1,5 +1,5 @@
 """Context-window fallbacks: a policy names larger-window models for the requests its model
-cannot take whole (proxy/fallbacks.py)."""
+cannot take whole (proxy/overflow/fallbacks.py)."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ import openai
 import orjson
 import pytest
 
-from proxy.app import create_app
-from proxy.config import load_settings
-from proxy.conversations import unmarked
-from proxy.servers import BackgroundServer
+from proxy.config.settings import load_settings
+from proxy.demo.servers import BackgroundServer
+from proxy.edge.app import create_app
+from proxy.request.conversations import unmarked
 from tests.clients.scripted import STEP, Script, create_scripted
 
 WINDOW = 16_000

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from proxy.budget import budget_for
-from proxy.config import load_settings
-from proxy.errors import ContextTooLarge
-from proxy.intake import WireRequest as Request
+from proxy.config.settings import load_settings
+from proxy.edge.errors import ContextTooLarge
+from proxy.edge.intake import WireRequest as Request
+from proxy.edge.runtime import build_models
 from proxy.overflow import Overflow
 from proxy.overflow.retry import budget_after_overflow, should_retry
-from proxy.plan import Plan
-from proxy.runtime import build_models
+from proxy.request.budget import budget_for
+from proxy.request.plan import Plan
 
 SETTINGS = load_settings(
     None,

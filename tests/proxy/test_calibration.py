@@ -1,4 +1,4 @@
-"""proxy/calibration.py: the upstream's count fitted from the proxy's, per kind of token and
+"""proxy/windows/calibration.py: the upstream's count fitted from the proxy's, per kind of token and
 with the fixed per-request cost apart; conservative, clamped, scoped per team and model."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from proxy.calibration import (
+from proxy.windows.calibration import (
     HIGH,
     LOW,
     MIN_SEEN,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli import main
-from proxy.config import ConfigError, load_settings
+from proxy.config.settings import ConfigError, load_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from proxy.config import ConfigError, load_settings
+from proxy.config.settings import ConfigError, load_settings
 
 EXAMPLE = yaml.safe_load((Path(__file__).parents[2] / "config.example.yaml").read_text())
 # Keys whose values are free-form on purpose (a header's value, a prompt override's text...).

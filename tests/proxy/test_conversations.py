@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from proxy.config import load_settings
-from proxy.conversations import STORE_PREFIX, PinMemory, PrefixTracker
-from proxy.runtime import Runtime, new_transport
+from proxy.config.settings import load_settings
+from proxy.edge.runtime import Runtime, new_transport
+from proxy.request.conversations import STORE_PREFIX, PinMemory, PrefixTracker
 from proxy.stores import open_store
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from proxy.auth import Principal
 from proxy.cli import main
-from proxy.config import Team, load_settings
-from proxy.families import Families
-from proxy.metrics import Metrics
-from proxy.runtime import build_models
+from proxy.config.settings import Team, load_settings
+from proxy.edge.auth import Principal
+from proxy.edge.runtime import build_models
+from proxy.observe.metrics import Metrics
+from proxy.windows.families import Families
 
 CONFIG = {
     "upstreams": {

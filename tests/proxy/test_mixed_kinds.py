@@ -27,8 +27,8 @@ import respx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.calibration import MIN_SEEN
-from proxy.tokenizers import get_encoding
+from proxy.windows.calibration import MIN_SEEN
+from proxy.windows.tokenizers import get_encoding
 from tests.proxy.test_forwarding import BASE, config_with, running
 
 W = 9000
@@ -215,7 +215,7 @@ async def test_any_mix_of_kinds_is_never_refused_nor_trimmed_below_the_true_wind
                 sent = truth(last) + last["max_tokens"]
                 assert sent <= W
                 # Warm: samples enough, two of them of this kind (one to see it, one to check),
-                # and one as large (past its samples, a fit is not trusted: proxy/calibration.py).
+                # and one as large (past its samples, a fit is not trusted: proxy/windows/calibration.py).
                 answered = sum(len(v) for v in seen.values())
                 warm = answered > MIN_SEEN and len(seen.get(kind, ())) >= 2
                 if warm and room - REPLY <= largest and room <= W * (1 - TOLERANCE):

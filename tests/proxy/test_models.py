@@ -1,4 +1,4 @@
-"""proxy/models.py: resolving a model to its route."""
+"""proxy/windows/models.py: resolving a model to its route."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 def test_a_resolved_route_carries_the_key_but_never_shows_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from proxy.config import load_settings
-    from proxy.runtime import build_models
+    from proxy.config.settings import load_settings
+    from proxy.edge.runtime import build_models
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-route-secret")
     spec = build_models(load_settings()).resolve("gpt-4o")

@@ -7,11 +7,11 @@ import orjson
 import pytest
 from starlette.datastructures import Headers
 
-from proxy.auth import Principal
-from proxy.config import load_settings
+from proxy.config.settings import load_settings
+from proxy.edge.auth import Principal
+from proxy.edge.intake import build_request
+from proxy.edge.runtime import build_models
 from proxy.formats.anthropic import ANTHROPIC
-from proxy.intake import build_request
-from proxy.runtime import build_models
 from proxy.summaries.llm import target_for
 
 BODY = orjson.dumps(

@@ -40,7 +40,7 @@ async def test_an_upstream_that_counts_more_shows_in_the_drift_metric(
 async def test_a_streams_final_usage_is_read_from_its_tail_and_the_bytes_pass_unchanged() -> None:
     from proxy.formats.chat import CHAT
     from proxy.formats.responses import RESPONSES
-    from proxy.usage import tapped
+    from proxy.request.usage import tapped
 
     chat_chunks = [
         b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n',

@@ -96,7 +96,7 @@ def test_a_key_in_headers_is_a_held_key_for_forwarded_paths(
 
 
 def test_a_key_in_headers_trips_the_open_proxy_check(capture: Capture) -> None:
-    from proxy.config import load_settings
+    from proxy.config.settings import load_settings
 
     settings = load_settings(None, host="0.0.0.0", **passthrough(capture, headers={"api-key": "s"}))
     assert settings.exposure_problem() is not None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import orjson
 
-from proxy.admission import bracket_bound, json_nodes
+from proxy.edge.admission import bracket_bound, json_nodes
 from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, keys_config
 
 HEADERS = {"authorization": f"Bearer {OTHER_KEY}", "content-type": "application/json"}

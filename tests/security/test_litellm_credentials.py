@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from proxy.catalog import Upstream
-from proxy.litellm_upstream import REQUEST_FIELDS, call_arguments, client_message
+from proxy.config.catalog import Upstream
+from proxy.upstreams.litellm_client import REQUEST_FIELDS, call_arguments, client_message
 from tests.security.conftest import OTHER_KEY, UPSTREAM_KEY, Capture, ProxyFactory, keys_config
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from proxy.config import load_settings
+from proxy.config.settings import load_settings
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.internal"])

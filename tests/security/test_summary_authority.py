@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.policy_config import PolicyConfig
+from proxy.config.policies import PolicyConfig
 from strategies.checkpoint import apply_summary
 from strategies.summary import SummaryText, summary_request
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.modeltable import ModelTable
+from proxy.windows.modeltable import ModelTable
 from strategies.cost import Prices, prompt_costs
 
 

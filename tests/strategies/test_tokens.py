@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from proxy.tokenizers import Tokenizers
+from proxy.windows.tokenizers import Tokenizers
 from strategies.images import ImageCosts, image_tokens, tiles
 from strategies.tokens import CharCounter, ChatCounter, FixedCounter, count_prompt
 from tests.conftest import CL100K, O200K

@@ -16,7 +16,7 @@ from proxy.demo.anthropic import AnthropicCounter, invalid_request, sign
 from proxy.demo.responses import ResponsesCounter, invalid_items
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.responses import RESPONSES
-from proxy.tokenizers import Tokenizers
+from proxy.windows.tokenizers import Tokenizers
 from strategies.engine import DEFAULT_POLICY, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import MemoCounter, count_prompt

@@ -1,0 +1,8 @@
+"""Configuration: one YAML file, overridden by ``CONTEXTWARDEN_*`` environment variables.
+
+settings.py     the whole file: server, auth, teams, stores, summaries (load_settings)
+catalog.py      what is served: upstreams, their wire formats, models, prices
+policies.py     how a request is made to fit, and its translation into the engine's Policy
+plugins.py      the options of the engine's plug-ins, as pydantic models
+environment.py  the process environment, prepared before litellm or tiktoken load
+"""

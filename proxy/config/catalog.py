@@ -1,0 +1,96 @@
+"""What the proxy serves: upstreams (and the wire formats each serves) and models (windows,
+tokenizers, policies, prices). Part of the configuration (``proxy/config/settings.py``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from strategies.cost import Prices
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Api = Literal["chat_completions", "responses", "messages"]
+# What an upstream serves when its config does not say: OpenAI's API (and most compatible
+# servers) chat and Responses; Anthropic's API Messages; litellm, through its completion call,
+# chat only. vLLM and llama.cpp serve all three: say so with ``apis:``.
+DEFAULT_APIS: dict[str, tuple[Api, ...]] = {
+    "openai": ("chat_completions", "responses"),
+    "anthropic": ("messages",),
+    "litellm": ("chat_completions",),
+}
+
+
+class Upstream(Strict):
+    provider: Literal["openai", "anthropic", "litellm"] = "openai"
+    base_url: str | None = None
+    apis: tuple[Api, ...] | None = Field(
+        None, description="the wire formats it serves; default by provider (DEFAULT_APIS)"
+    )
+    api_key_env: str | None = None
+    model: str | None = Field(None, description="litellm model string, for provider: litellm")
+    timeout: float = Field(600.0, gt=0)
+    connect_timeout: float = Field(10.0, gt=0)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def header_credentials(self) -> list[str]:
+        """The configured headers that carry a credential (Azure's ``api-key``, an
+        ``Authorization``, any ``*key*``, ``*token*``, ``*secret*`` or ``*auth*`` header): a key
+        the proxy holds as much as one in ``api_key_env``."""
+        return [h for h in self.headers if _CREDENTIAL.search(h)]
+
+    @property
+    def served_apis(self) -> tuple[Api, ...]:
+        return self.apis if self.apis is not None else DEFAULT_APIS[self.provider]
+
+    @model_validator(mode="after")
+    def _needs(self) -> Upstream:
+        if self.provider in ("openai", "anthropic") and not self.base_url:
+            raise ValueError(f"an {self.provider} upstream needs base_url")
+        if self.provider == "litellm" and self.apis and set(self.apis) != {"chat_completions"}:
+            raise ValueError("a litellm upstream serves chat_completions only")
+        if self.provider == "litellm" and not self.model:
+            raise ValueError("a litellm upstream needs model (e.g. anthropic/claude-sonnet-4-5)")
+        return self
+
+
+_CREDENTIAL = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
+
+
+class PriceOverride(Strict):
+    """Dollars per prompt token (litellm's names), over what litellm's table says."""
+
+    input_cost_per_token: float | None = Field(None, ge=0)
+    cache_read_input_token_cost: float | None = Field(None, ge=0)
+    cache_creation_input_token_cost: float | None = Field(None, ge=0)
+
+    def over(self, table: Prices | None) -> Prices | None:
+        base = self.input_cost_per_token
+        if base is None:
+            if table is None:
+                return None
+            base = table.input
+        read = self.cache_read_input_token_cost
+        write = self.cache_creation_input_token_cost
+        return Prices(
+            base,
+            read if read is not None else (table.cache_read if table else None),
+            write if write is not None else (table.cache_write if table else None),
+        )
+
+
+class ModelEntry(Strict):
+    upstream: str | None = None
+    policy: str | None = None
+    context_window: int | None = Field(None, gt=0)
+    max_output_tokens: int | None = Field(None, gt=0)
+    tokenizer: str | None = Field(
+        None, description="tiktoken encoding (o200k_base, cl100k_base), 'estimate' or 'bytes'"
+    )
+    prices: PriceOverride | None = None

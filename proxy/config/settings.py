@@ -1,0 +1,323 @@
+"""Configuration: one YAML file, overridden by ``CONTEXTWARDEN_*`` environment variables.
+
+What is served (upstreams, models, their prices) is declared in ``proxy/config/catalog.py``.
+Precedence lives in one place, :meth:`Settings.settings_customise_sources`: environment over the
+YAML file over defaults. Every model forbids unknown keys, so a typo fails at start-up with the
+file and the key named. Secrets are never written in the file: an upstream names the environment
+variable that holds its key (``api_key_env``), read once when the config is loaded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from proxy.config.catalog import ModelEntry, Strict, Upstream
+from proxy.config.policies import PolicyConfig, resolve_extends
+from proxy.edge.paths import DEFAULT_FORWARD
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file and the key."""
+
+
+class Trimming(Strict):
+    reserve_output_tokens: int = Field(4096, ge=0)
+    safety_margin_tokens: int = Field(16, ge=0)
+    estimate_ratio: float = Field(1.2, ge=1.0)
+    max_overflow_retries: int = Field(2, ge=0, le=10)
+    overflow_shrink: float = Field(0.15, gt=0, lt=1)
+
+
+class Checkpoints(Strict):
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    url: str | None = Field(None, description="redis://host:port/db, for backend: redis")
+    ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
+    max_entries: int = Field(100_000, gt=0)
+    max_per_conversation: int = Field(16, gt=0)
+    timeout_seconds: float = Field(
+        1.0, gt=0, description="bound on each store call; past it the request truncates"
+    )
+
+    @model_validator(mode="after")
+    def _url(self) -> Checkpoints:
+        if self.backend == "redis" and not self.url:
+            raise ValueError("backend: redis needs url (e.g. redis://localhost:6379/0)")
+        return self
+
+
+class Limits(Strict):
+    max_body_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    max_json_nodes: int = Field(
+        100_000,
+        gt=0,
+        description="JSON objects and arrays one body may hold (edge/admission.py)",
+    )
+    large_body_bytes: int = Field(
+        1024 * 1024, gt=0, description="from this size a body is parsed off the event loop"
+    )
+    large_bodies_per_team: int = Field(
+        1, gt=0, description="large bodies of one team in the proxy at once; more wait"
+    )
+
+
+class Team(Strict):
+    key_envs: list[str] = Field(default_factory=list, description="env vars holding its keys")
+    policy: str | None = None
+    models: list[str] | None = Field(None, description="models it may use; null: any")
+    max_context_tokens: int | None = Field(None, gt=0, description="a window below the model's")
+    reserve_output_tokens: int | None = Field(None, ge=0)
+    allowed_policies: list[str] = Field(
+        default_factory=list, description="policies a request may choose for itself"
+    )
+    allow_disable_trimming: bool = False
+    allow_session_memory: bool = Field(
+        False, description="may send session memory (it becomes the summary checkpoint)"
+    )
+    summarizer_calls_per_hour: int | None = Field(
+        None, gt=0, description="cap on this team's summarizer calls; over it, truncation"
+    )
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CONTEXTWARDEN_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    default_upstream: str = Field(
+        "", description="default: the only upstream, else the one named openai"
+    )
+    upstreams: dict[str, Upstream] = Field(default_factory=dict)
+    models: dict[str, ModelEntry] = Field(default_factory=dict)
+    default_policy: str = "default"
+    policies: dict[str, PolicyConfig] = Field(default_factory=lambda: {"default": PolicyConfig()})
+    trimming: Trimming = Trimming()
+    limits: Limits = Limits()
+    data_dir: str = "./.contextwarden"
+    checkpoints: Checkpoints = Checkpoints()
+    auth: Literal["passthrough", "keys"] = "passthrough"
+    admin_key_env: str | None = None
+    default_team: str = "default"
+    teams: dict[str, Team] = Field(default_factory=dict)
+    log_content: bool = False
+    allow_open_proxy: bool = Field(
+        False,
+        description="passthrough on a non-loopback address with a proxy-held upstream key",
+    )
+    forward_paths: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FORWARD),
+        description="keys mode: /v1/<path> globs forwarded untouched besides the fitted ones",
+    )
+    metrics_key_env: str | None = Field(None, description="env var of a key /metrics requires")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the proxy answers to when it holds keys; default: loopback "
+        "names when bound to loopback (proxy/edge/origins.py)",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins that may make the proxy spend its keys; default none",
+    )
+    _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
+    upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init kwargs; the environment overrides it.
+        return (env_settings, init_settings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extends(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("policies"), dict):
+            data = {**data, "policies": resolve_extends(data["policies"])}
+        return data
+
+    @model_validator(mode="after")
+    def _references(self) -> Settings:
+        # Every cross-reference mistake is reported in one run, not one per run.
+        self.policies.setdefault("default", PolicyConfig())
+        if not self.upstreams:
+            raise ValueError("no upstreams configured: add one under `upstreams:`")
+        if not self.default_upstream:
+            self.default_upstream = _default_upstream(list(self.upstreams))
+        self.teams.setdefault(self.default_team, Team())
+        problems = reference_problems(self.model_dump(exclude={"models"}), self.models)
+        if problems:
+            raise ValueError("; ".join(problems))
+        self._keys = {
+            name: (os.environ.get(u.api_key_env) or None) if u.api_key_env else None
+            for name, u in self.upstreams.items()
+        }
+        return self
+
+    def exposure_problem(self) -> str | None:
+        """Why serving on ``host`` would let anybody on the network spend the operator's
+        upstream key, or None. Passthrough mode authenticates nobody, so a proxy-held key on a
+        non-loopback address is an open proxy unless ``allow_open_proxy`` says it is meant."""
+        if self.auth != "passthrough" or self.allow_open_proxy or is_loopback(self.host):
+            return None
+        held = [
+            name
+            for name, u in self.upstreams.items()
+            if u.provider == "litellm" or self.holds_key(name)
+        ]
+        if not held:
+            return None
+        return (
+            f"refusing to serve on {self.host}: auth is passthrough and upstream(s) "
+            f"{', '.join(sorted(held))} use a key held by the proxy (a litellm upstream may read "
+            "its provider's key from the environment), so anybody who reaches this address "
+            "could spend it. Use `auth: keys` with team keys, listen on 127.0.0.1, or set "
+            "`allow_open_proxy: true` if a network boundary already restricts who connects."
+        )
+
+    def holds_key(self, upstream: str) -> bool:
+        """Whether the proxy spends a credential of its own on this upstream: a key from
+        ``api_key_env``, or one written in its ``headers:``."""
+        config = self.upstreams[upstream]
+        return bool(self.api_key(upstream) or config.header_credentials)
+
+    @property
+    def spends_own_keys(self) -> bool:
+        """Whether any upstream is reached with a credential the proxy holds (a litellm
+        upstream may read its provider's key from the environment)."""
+        return any(
+            u.provider == "litellm" or self.holds_key(name) for name, u in self.upstreams.items()
+        )
+
+    def api_key(self, upstream: str) -> str | None:
+        """The upstream's key, read from its environment variable when the config was loaded
+        (None: the client's own credential goes through)."""
+        return self._keys.get(upstream)
+
+
+def reference_problems(data: dict[str, Any], models: dict[str, Any] | None = None) -> list[str]:
+    """Each name the configuration uses that it does not define. ``data`` may be the raw
+    file (when its fields did not validate, so that every mistake comes in one run: wrong
+    shapes are skipped here, they have their own errors) or the validated settings dumped."""
+    policies = set(_mapping(data.get("policies"))) | {"default"}
+    upstreams = set(_mapping(data.get("upstreams")))
+    problems: list[str] = []
+    default_policy = data.get("default_policy", "default")
+    if isinstance(default_policy, str) and default_policy not in policies:
+        problems.append(f"default_policy {default_policy!r} is not in policies")
+    default_upstream = data.get("default_upstream")
+    named = isinstance(default_upstream, str) and bool(default_upstream)
+    if upstreams and named and default_upstream not in upstreams:
+        problems.append(
+            f"default_upstream {default_upstream!r} is not in upstreams "
+            f"({', '.join(sorted(upstreams))})"
+        )
+    entries = models if models is not None else _mapping(data.get("models"))
+    for name, entry in entries.items():
+        upstream, policy = _field(entry, "upstream"), _field(entry, "policy")
+        if isinstance(upstream, str) and upstreams and upstream not in upstreams:
+            problems.append(f"models.{name}.upstream {upstream!r} is not in upstreams")
+        if isinstance(policy, str) and policy not in policies:
+            problems.append(f"models.{name}.policy {policy!r} is not in policies")
+    teams = _mapping(data.get("teams"))
+    for name, team in teams.items():
+        chosen = _field(team, "policy")
+        allowed = _field(team, "allowed_policies")
+        for policy in [chosen, *(allowed if isinstance(allowed, list) else [])]:
+            if isinstance(policy, str) and policy not in policies:
+                problems.append(f"teams.{name}: policy {policy!r} is not in policies")
+    keyed = any(_field(t, "key_envs") for t in teams.values())
+    if data.get("auth") == "keys" and not keyed:
+        problems.append("auth: keys needs at least one team with key_envs")
+    return problems
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _field(entry: Any, name: str) -> Any:
+    return entry.get(name) if isinstance(entry, dict) else getattr(entry, name, None)
+
+
+def _default_upstream(names: list[str]) -> str:
+    if len(names) == 1:
+        return names[0]
+    if "openai" in names:
+        return "openai"
+    listed = ", ".join(sorted(names))
+    raise ValueError(f"default_upstream is required with several upstreams; name one of: {listed}")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_config() -> dict[str, Any]:
+    """The embedded config: one OpenAI-compatible upstream from the usual OpenAI variables."""
+    return {
+        "upstreams": {
+            "openai": {
+                "base_url": os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL,
+                "api_key_env": "OPENAI_API_KEY",
+            }
+        }
+    }
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load ``path`` (or the embedded default), apply the environment, validate."""
+    source = str(path) if path else "embedded default config"
+    data = _read_yaml(Path(path)) if path else default_config()
+    data.update(overrides)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        # Field errors stop pydantic before the cross-references are checked: check those on
+        # the file itself, so that every mistake comes in one run.
+        messages = " ".join(str(e["msg"]) for e in exc.errors())
+        more = [p for p in reference_problems(data) if p not in messages]
+        raise ConfigError(format_errors(source, exc, more)) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open(encoding="utf-8") as stream:  # a YAML error then names the file
+            loaded = yaml.safe_load(stream)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    return loaded
+
+
+def format_errors(source: str, exc: ValidationError, more: list[str] | None = None) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {key}: {err['msg']}")
+    lines += [f"  {problem}" for problem in more or []]
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""The ASGI application: routes, lifespan, and the one place errors become responses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from proxy.config.environment import prepare_environment
+from proxy.config.settings import Settings
+from proxy.edge.auth import Principal
+from proxy.edge.errors import (
+    BadRequest,
+    NotFound,
+    ProxyError,
+    anthropic_error,
+    error_body,
+    error_response,
+)
+from proxy.edge.headers import TEAM as TEAM_HEADER
+from proxy.edge.origins import TrustedCallers
+from proxy.edge.passthrough import handle_models, handle_passthrough
+from proxy.edge.paths import SafePaths, is_messages_path
+from proxy.edge.preview import handle_preview
+from proxy.edge.runtime import Runtime, new_transport
+from proxy.formats.anthropic import ANTHROPIC
+from proxy.formats.base import parse_json
+from proxy.formats.chat import CHAT
+from proxy.formats.completions import handle_completions
+from proxy.formats.responses import RESPONSES
+from proxy.request.exchange import handle
+from proxy.upstreams.forwarding import Transport
+
+log = logging.getLogger("contextwarden")
+MAX_CONNECTIONS = 1024
+
+
+def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
+    """Build the proxy. ``transport`` lets tests inject one; by default the configured
+    ``upstream_client`` is pooled for the app's life."""
+    prepare_environment()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        runtime = await Runtime.start(
+            settings, transport or new_transport(settings, MAX_CONNECTIONS)
+        )
+        app.state.runtime = runtime
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
+        Route("/v1/messages", messages, methods=["POST"]),
+        Route("/messages", messages, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/completions", completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/v1/contextwarden/preview", preview, methods=["POST"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/admin/stats", admin_stats, methods=["GET"]),
+        Route("/admin/learned-windows", admin_windows, methods=["GET"]),
+        Route("/admin/learned-windows", admin_confirm_window, methods=["POST"]),
+        Route(
+            "/admin/learned-windows/{team}/{model:path}", admin_forget_window, methods=["DELETE"]
+        ),
+        Route("/admin/preview", admin_preview, methods=["POST"]),
+        Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
+    ]
+    handlers = {ProxyError: _proxy_error, Exception: _unexpected}
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers=handlers,
+        middleware=[Middleware(TrustedCallers, settings=settings), Middleware(SafePaths)],
+    )
+
+
+_ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def chat(request: Request) -> Response:
+    return await handle(request, _runtime(request), CHAT)
+
+
+async def responses(request: Request) -> Response:
+    return await handle(request, _runtime(request), RESPONSES)
+
+
+async def messages(request: Request) -> Response:
+    return await handle(request, _runtime(request), ANTHROPIC)
+
+
+async def completions(request: Request) -> Response:
+    return await handle_completions(request, _runtime(request))
+
+
+async def models(request: Request) -> Response:
+    return await handle_models(request, _runtime(request))
+
+
+async def passthrough(request: Request) -> Response:
+    return await handle_passthrough(request, _runtime(request), request.path_params["subpath"])
+
+
+async def preview(request: Request) -> Response:
+    rt = _runtime(request)
+    return await handle_preview(request, rt.models, rt.planner, rt.auth.team(request.headers))
+
+
+async def metrics(request: Request) -> Response:
+    rt = _runtime(request)
+    rt.auth.metrics(request.headers)
+    # Rendering is CPU work proportional to the series; the event loop keeps serving meanwhile.
+    body = await asyncio.to_thread(rt.metrics.render)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+async def admin_stats(request: Request) -> Response:
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    stats = {
+        "teams": rt.metrics.team_stats(),
+        "summarizer": rt.compactor.figures(),
+        "summarizer_by_team": rt.compactor.team_figures(),
+    }
+    return JSONResponse(stats)
+
+
+async def admin_windows(request: Request) -> Response:
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    learned = rt.models.learned
+    return JSONResponse(
+        {
+            "learned_windows": learned.items(),
+            "evidence": learned.evidence(),
+            "pending": learned.pending(),
+            "calibration": rt.models.calibration.items(),
+        }
+    )
+
+
+async def admin_confirm_window(request: Request) -> Response:
+    """Apply a pending learned window: ``{"team": ..., "model": ...}``."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    body = parse_json(await request.body())
+    team, model = body.get("team"), body.get("model")
+    if not isinstance(team, str) or not isinstance(model, str):
+        raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
+    window = rt.models.learned.confirm(team, model)
+    if window is None:
+        raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
+    await rt.persist_window(team, model, window)
+    return JSONResponse({"team": team, "model": model, "window": window})
+
+
+async def admin_forget_window(request: Request) -> Response:
+    """Forget what overflows and usage taught about a model for a team (its learned window,
+    applied or pending, and its calibration): the configured window is in force again."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    team, model = request.path_params["team"], request.path_params["model"]
+    if not await rt.forget_window(team, model):
+        raise NotFound(f"nothing was learned about model {model!r} for team {team!r}")
+    return JSONResponse({"team": team, "model": model, "forgotten": True})
+
+
+async def admin_preview(request: Request) -> Response:
+    """A preview as any team (``x-contextwarden-team``, default the default team)."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    name = request.headers.get(TEAM_HEADER) or rt.settings.default_team
+    if name not in rt.settings.teams:
+        raise BadRequest(f"unknown team {name!r}", param=TEAM_HEADER)
+    who = Principal(name, rt.settings.teams[name], forward_client_auth=False)
+    return await handle_preview(request, rt.models, rt.planner, who, may_summarize=True)
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def _shape(request: Request) -> str:
+    """Whose error shape the client reads: Anthropic's on the Messages paths."""
+    return "anthropic" if is_messages_path(request.url.path) else "openai"
+
+
+async def _proxy_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ProxyError)
+    return error_response(exc, shape=_shape(request))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    message = "internal proxy error; see the proxy's log"
+    if _shape(request) == "anthropic":
+        body = anthropic_error("api_error", message)
+    else:
+        body = error_body(message, "server_error", "internal_error")
+    return Response(body, 500, media_type="application/json")

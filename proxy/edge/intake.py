@@ -1,0 +1,266 @@
+"""From a request's bytes and headers to what the planner needs: the body validated by its wire
+format, controls taken out, the format's view of the conversation, model resolved and allowed,
+the team's policy (or the one the request may choose), caps, pinned messages.
+
+**Controls** a client may send: the ``contextwarden`` body object and ``x-contextwarden-*``
+headers. The body object is always stripped before forwarding (the upstream would reject it);
+then the body is re-serialized, every other field kept as it was. A message (or Responses input
+item) may carry its own ``"contextwarden": {"pin": true}``: stripped too, and the message is
+pinned (kept verbatim: never dropped, trimmed or summarized), like the messages the policy's
+``pin:`` rules match and the ones ``x-contextwarden-pin-last`` pinned
+(proxy/request/conversations.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.datastructures import Headers
+from starlette.requests import Request
+
+from proxy.config.settings import Settings
+from proxy.edge.auth import Principal, caller_credential
+from proxy.edge.errors import BadRequest, Forbidden, PayloadTooLarge
+from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
+from proxy.formats.base import SOURCE, View, WireFormat
+from proxy.formats.chat import CHAT
+from proxy.request.conversations import PinMemory, conversation_key
+from proxy.windows.models import Models, ModelSpec, ResolvedPolicy
+from strategies.messages import Message
+from strategies.tokens import Counter
+
+UNSET = View([])
+
+
+@dataclass(slots=True)
+class WireRequest:
+    """One request as the planner sees it: validated, controls taken out, model resolved, and
+    its conversation as the engine's view."""
+
+    body: bytes
+    payload: dict[str, Any]
+    spec: ModelSpec
+    window: int | None
+    policy: ResolvedPolicy
+    fmt: WireFormat = CHAT
+    view: View = field(default_factory=lambda: UNSET)  # made from the payload when left unset
+    team: str = "default"
+    scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
+    bearer: str | None = None
+    session_memory: str | None = None
+    reserve_default: int | None = None  # the team's reply reserve, else trimming's
+    trim: bool = True
+    pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
+    conversation: str = (
+        ""  # its conversation's key (request/conversations.py), set by build_request
+    )
+    # The upstream's tokens per proxy token (the calibration the window was converted by): a
+    # count in the proxy's units times this is one in the upstream's, as a reply limit is.
+    units: float = 1.0
+    # What a token the view hides (thinking, signatures, ids) weighs in shown ones, as the
+    # calibration found the upstream counts it (proxy/windows/calibration.py).
+    hidden_weight: float = 1.0
+    message_weight: float = 0.0  # and a message's own cost, in shown tokens
+    # Counted even when a byte bound shows it fits: the calibration wants it as a sample.
+    sampled: bool = False
+
+    def __post_init__(self) -> None:
+        if self.view is UNSET:
+            self.view = self.fmt.view(self.payload)
+
+    def counter(self) -> Counter:
+        """The model's counter over this request's view, weighted as calibrated."""
+        return self.view.counter(self.spec.pricing.counter, self.hidden_weight, self.message_weight)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def build_request(
+    body: bytes,
+    headers: Headers,
+    settings: Settings,
+    models: Models,
+    who: Principal,
+    fmt: WireFormat = CHAT,
+    pins: PinMemory | None = None,
+) -> WireRequest:
+    payload = fmt.parse(body)
+    body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
+    who.check_model(payload["model"])
+    who.check_tool_models(payload)
+    spec = models.resolve(payload["model"])
+    if fmt.api not in spec.route.apis:
+        raise BadRequest(
+            f"model {payload['model']!r} is served by upstream {spec.route.name!r}, which serves "
+            f"{', '.join(spec.route.apis)}, not {fmt.api}; send this request in one of those "
+            "formats",
+            param="model",
+            code="unsupported_api",
+        )
+    team = who.config
+    name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
+    window = models.window(spec, who.team)
+    if window is not None and team.max_context_tokens:
+        window = min(window, team.max_context_tokens)
+    req = WireRequest(
+        body,
+        payload,
+        spec,
+        window,
+        models.policy(name),
+        fmt,
+        team=who.team,
+        scope=who.scope,
+        # Passthrough: the summarizer spends the caller's own credential, from whichever
+        # header it came in; litellm sends it the way the summarizer's provider takes it.
+        bearer=caller_credential(headers) if who.forward_client_auth else None,
+        session_memory=controls.session_memory,
+        reserve_default=team.reserve_output_tokens,
+        trim=controls.trim,
+        units=models.calibration.ratio(who.team, spec.name) or 1.0,
+        hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
+        message_weight=models.calibration.message_weight(who.team, spec.name),
+        sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
+    )
+    req.conversation = conversation_key(req.scope, req.team, req.view.messages)
+    pinned = marked(req.view.messages, controls.pinned) | req.view.pinned
+    if pins is not None:
+        pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
+    req.pinned = pinned
+    return req
+
+
+def allowed_controls(controls: Controls, who: Principal, settings: Settings, name: str) -> str:
+    """The policy the request runs under (``name``, or the one it chose), once the team is
+    allowed every control the request sent; 400 or 403 otherwise."""
+    team = who.config
+    if controls.policy is not None and controls.policy != name:
+        if controls.policy not in settings.policies:
+            raise BadRequest(f"unknown policy {controls.policy!r}", param="contextwarden.policy")
+        if controls.policy not in team.allowed_policies:
+            raise Forbidden(
+                f"team {who.team!r} may not choose policy {controls.policy!r}",
+                code="policy_not_allowed",
+            )
+        name = controls.policy
+    if controls.session_memory and not team.allow_session_memory:
+        raise Forbidden(
+            f"team {who.team!r} may not send session memory (allow_session_memory)",
+            code="session_memory_not_allowed",
+        )
+    if not controls.trim and not team.allow_disable_trimming:
+        raise Forbidden(f"team {who.team!r} may not turn trimming off", code="trim_not_allowed")
+    return name
+
+
+KNOWN = frozenset({"session_memory", "policy", "trim"})
+
+
+@dataclass(frozen=True, slots=True)
+class Controls:
+    session_memory: str | None = None
+    policy: str | None = None
+    trim: bool = True
+    pinned: frozenset[int] = frozenset()  # ids of the (stripped) messages marked to pin
+    pin_last: bool = False  # x-contextwarden-pin-last: pin the newest user message
+
+
+def take_pins(payload: dict[str, Any], key: str) -> tuple[dict[str, Any], frozenset[int], bool]:
+    """``payload`` without the per-message ``contextwarden`` markers under ``key``, the ids of
+    the messages that asked to be pinned, and whether any marker was there."""
+    messages = payload.get(key)
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and "contextwarden" in m for m in messages
+    ):
+        return payload, frozenset(), False
+    out: list[Any] = []
+    pinned: set[int] = set()
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or "contextwarden" not in m:
+            out.append(m)
+            continue
+        marker = m["contextwarden"]
+        if (
+            not isinstance(marker, dict)
+            or set(marker) - {"pin"}
+            or not isinstance(marker.get("pin", False), bool)
+        ):
+            where = f"{key}[{i}].contextwarden"
+            raise BadRequest(
+                f'\'{where}\' must be {{"pin": true}} or {{"pin": false}}', param=where
+            )
+        clean = {k: v for k, v in m.items() if k != "contextwarden"}
+        if marker.get("pin"):
+            pinned.add(id(clean))
+        out.append(clean)
+    return {**payload, key: out}, frozenset(pinned), True
+
+
+def take_controls(
+    body: bytes, payload: dict[str, Any], headers: Headers, messages_key: str = "messages"
+) -> tuple[bytes, dict[str, Any], Controls]:
+    """The body and payload to forward, without the ``contextwarden`` object or message
+    markers, and the controls."""
+    memory = text_header(headers.raw, SESSION_MEMORY)
+    policy = text_header(headers.raw, POLICY)
+    pin_last = (text_header(headers.raw, PIN_LAST) or "").strip().lower() in ("1", "true")
+    payload, pinned, marked = take_pins(payload, messages_key)
+    if "contextwarden" not in payload:
+        body = orjson.dumps(payload) if marked else body
+        return body, payload, Controls(memory or None, policy or None, True, pinned, pin_last)
+    raw = payload["contextwarden"]
+    if not isinstance(raw, dict):
+        raise BadRequest("'contextwarden' must be an object", param="contextwarden")
+    unknown = sorted(set(raw) - KNOWN)
+    if unknown:
+        raise BadRequest(
+            f"unknown contextwarden option(s): {', '.join(unknown)}", param="contextwarden"
+        )
+    value = raw.get("session_memory", memory)
+    chosen = raw.get("policy", policy)
+    trim = raw.get("trim", True)
+    if value is not None and not isinstance(value, str):
+        raise BadRequest("'contextwarden.session_memory' must be a string", param="contextwarden")
+    if chosen is not None and not isinstance(chosen, str):
+        raise BadRequest("'contextwarden.policy' must be a string", param="contextwarden")
+    if not isinstance(trim, bool):
+        raise BadRequest("'contextwarden.trim' must be a boolean", param="contextwarden")
+    rest = {k: v for k, v in payload.items() if k != "contextwarden"}
+    controls = Controls(value or None, chosen or None, trim, pinned, pin_last)
+    return orjson.dumps(rest), rest, controls
+
+
+def marked(messages: Sequence[Message], objects: frozenset[int]) -> frozenset[int]:
+    """Ids of the view messages made from the wire messages or items in ``objects`` (by id):
+    the message itself (chat), or one of its source items (Responses, Anthropic)."""
+    if not objects:
+        return frozenset()
+    out = set()
+    for m in messages:
+        if id(m) in objects or any(id(o) in objects for o in _sources(m)):
+            out.add(id(m))
+    return frozenset(out)
+
+
+def _sources(m: Message) -> list[object]:
+    src = m.get(SOURCE)
+    if isinstance(src, list):
+        return list(src)
+    if isinstance(src, dict):
+        return [src.get("m")]
+    return []

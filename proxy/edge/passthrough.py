@@ -1,0 +1,172 @@
+"""Every other ``/v1/*`` path (embeddings, responses, files...) forwarded untouched."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.edge.auth import Principal
+from proxy.edge.errors import (
+    BadRequest,
+    Forbidden,
+    ProxyError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from proxy.edge.headers import decode_headers, upstream_headers
+from proxy.edge.intake import read_body
+from proxy.edge.paths import forwardable
+from proxy.edge.runtime import Runtime
+from proxy.formats.base import reject_duplicate_keys
+from proxy.observe.metrics import Outcome
+from proxy.upstreams.forwarding import join_url, respond
+from proxy.windows.families import is_pattern
+
+NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
+async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
+    """Forward a path the proxy does not fit: the body's ``model`` picks the upstream and must be
+    one the team may use; with the proxy's own key (``keys`` mode, or a key in config) only
+    allowlisted paths go; the answer says ``not-fitted`` and is counted by path."""
+    started = time.perf_counter()
+    who = rt.auth.team(request.headers)
+    label = path_label(subpath, rt.settings.forward_paths)
+    model: str | None = None
+    status = 0
+    try:
+        body = None
+        if request.method not in NO_BODY:
+            body = await read_body(request, rt.settings.limits.max_body_bytes)
+        content_type = request.headers.get("content-type", "")
+        if body and "json" in content_type.lower():
+            await rt.admission.check(body)
+        payload = _json_of(body, content_type)
+        model = _model_of(payload)
+        if payload is not None:
+            who.check_tool_models(payload)
+        name = _route(rt, who, model, subpath)
+        upstream = rt.settings.upstreams[name]
+        key = rt.settings.api_key(name)
+        if (rt.settings.holds_key(name) or not who.forward_client_auth) and label == "other":
+            raise Forbidden(
+                f"/v1/{subpath} is not forwarded with the gateway's key; the operator may add it "
+                "to forward_paths",
+                code="path_not_allowed",
+            )
+        headers = upstream_headers(
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+        )
+        assert upstream.base_url is not None
+        url = join_url(upstream.base_url, subpath, request.url.query)
+        reply = await rt.transport.send(upstream, request.method, url, headers, body)
+        status = reply.status
+        return respond(reply, [("x-contextwarden-actions", "not-fitted")])
+    except ProxyError as exc:
+        status = exc.status
+        raise
+    finally:
+        outcome = Outcome(
+            who.team, model or "-", status, None, None, ["not-fitted"], 0, None,
+            time.perf_counter() - started, 0.0, False, path=label, format="-",
+        )  # fmt: skip
+        rt.metrics.record(outcome)
+
+
+def path_label(subpath: str, patterns: list[str]) -> str:
+    """The allowlist pattern a path matches (a bounded metrics label), else ``other``."""
+    return next((p for p in patterns if forwardable(subpath, [p])), "other")
+
+
+def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
+    """The upstream for this request: its model's, else the default; the team must be allowed
+    the model, and a team limited to some models must name one."""
+    if model is None:
+        if who.config.models is not None:
+            raise Forbidden(
+                f"team {who.team!r} may only use some models, and this /v1/{subpath} request "
+                "names none in a JSON body",
+                code="model_not_allowed",
+            )
+        name = rt.settings.default_upstream
+    else:
+        who.check_model(model)
+        name = rt.models.resolve(model).route.name
+    if rt.settings.upstreams[name].provider == "litellm":
+        raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
+    return name
+
+
+def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
+    """A JSON object body, read as strictly as a fitted one: a key the proxy acts on (``model``)
+    twice in one object is a 400, since the proxy would check one and the upstream might take
+    the other. None for no body, another type, or JSON that is not an object."""
+    if not body or "json" not in content_type.lower():
+        return None
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("the request body is not valid JSON") from None
+    if not isinstance(payload, dict):
+        return None
+    reject_duplicate_keys(body, payload)
+    return payload
+
+
+def _model_of(payload: dict[str, Any] | None) -> str | None:
+    """The ``model`` a JSON body names (None for no body, another type, or no model)."""
+    model = payload.get("model") if payload is not None else None
+    if model is not None and not isinstance(model, str):
+        raise BadRequest("'model' must be a string", param="model")
+    return model
+
+
+async def handle_models(request: Request, rt: Runtime) -> Response:
+    """The default upstream's model list when it answers, with the configured models added."""
+
+    who = rt.auth.team(request.headers)
+    listed: list[dict[str, object]] = []
+    name = rt.settings.default_upstream
+    upstream = rt.settings.upstreams[name]
+    if upstream.base_url is not None and upstream.provider == "openai":
+        key = rt.settings.api_key(name)
+        headers = upstream_headers(
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+        )
+        url = join_url(upstream.base_url, "models")
+        configured = [m for m in rt.settings.models if not is_pattern(m)]
+        try:
+            reply = await rt.transport.send(upstream, "GET", url, headers, None)
+        except (UpstreamUnavailable, UpstreamTimeout):
+            # Unreachable: the configured models are still the proxy's to list (it serves
+            # them); with none, the 502 or 504 stands (an empty list would say there are none).
+            if not configured:
+                raise
+            unreachable = True
+        else:
+            unreachable = False
+            if reply.status != 200:
+                return respond(reply, [])
+        if not unreachable:
+            raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
+            try:
+                data = orjson.loads(raw or b"{}")
+                listed = [m for m in data.get("data", []) if isinstance(m, dict)]
+            except (orjson.JSONDecodeError, AttributeError):
+                listed = []  # not a list we can read: the configured models still are
+    if who.config.models is not None:
+        listed = [m for m in listed if who.allows(str(m.get("id")))]
+    known = {m.get("id") for m in listed}
+    now = int(time.time())
+    for model in rt.settings.models:
+        if is_pattern(model):
+            continue  # a family is not a model a client can ask for by that name
+        if model not in known and who.allows(model):
+            listed.append(
+                {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
+            )
+    return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")

@@ -1,0 +1,65 @@
+"""Context-window fallbacks, as LiteLLM users know them: a policy names larger-window models
+(``fallbacks: [claude-sonnet-4-5-1m, gpt-4.1]``) to send a request to when it cannot be made to
+fit its own model, or (``fallback_on_loss: 0.5``) when fitting it would drop more than that
+share of its tokens.
+
+Each fallback is tried in order, as if the client had asked for it: the team must be allowed the
+model, its upstream must serve the format, and it is planned by its own window and policy. The
+first that fits answers; the actions header says ``fallback <asked>-><answered>`` and
+``x-contextwarden-model`` names the model that answered, as do the metrics and the access log.
+When none fits, the asked model's own refusal (or its trimmed plan) stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import orjson
+
+from proxy.edge.errors import ContextTooLarge, ProxyError
+from proxy.edge.intake import WireRequest
+from proxy.request.plan import Plan
+
+Build = Callable[[bytes], Awaitable[WireRequest]]
+PlanFirst = Callable[[WireRequest], Awaitable[Plan]]
+
+
+def loses(plan: Plan) -> float:
+    """The share of the request's tokens its plan drops (0 when it goes whole)."""
+    before, after = plan.tokens_before, plan.tokens_after
+    if not plan.actions or not before or after is None:
+        return 0.0
+    return max(0.0, 1 - after / before)
+
+
+async def plan_with_fallbacks(
+    req: WireRequest, body: bytes, build: Build, plan_first: PlanFirst
+) -> tuple[WireRequest, Plan]:
+    """The request and its plan: its own model's, or the first fallback's that fits better."""
+    config = req.policy.config
+    refused: ContextTooLarge | None = None
+    plan: Plan | None = None
+    try:
+        plan = await plan_first(req)
+    except ContextTooLarge as exc:
+        if not config.fallbacks:
+            raise
+        refused = exc
+    share = config.fallback_on_loss
+    if plan is not None and (share is None or loses(plan) <= share):
+        return req, plan
+    payload = orjson.loads(body)
+    for name in config.fallbacks:
+        try:
+            alt = await build(orjson.dumps({**payload, "model": name}))
+            alt_plan = await plan_first(alt)
+        except ProxyError:
+            continue  # not allowed, not served in this format, or too small as well
+        if share is not None and loses(alt_plan) > share and plan is not None:
+            continue
+        alt_plan.actions.append(f"fallback {req.spec.name}->{name}")
+        return alt, alt_plan
+    if plan is None:
+        assert refused is not None
+        raise refused
+    return req, plan

@@ -1,0 +1,8 @@
+"""The one request path, the same for every wire format (chat, Responses, Messages, completions):
+
+exchange.py       handle: read, fit, forward, retry on overflow, answer, learn
+plan.py           what to forward: the original bytes when they fit, a compacted body if not
+budget.py         the one budget rule: how many tokens a request's messages may use
+usage.py          what the upstream says it counted, read from its answer
+conversations.py  what the proxy remembers of a conversation between requests (prefixes)
+"""

@@ -1,0 +1,255 @@
+"""What the proxy remembers of each conversation between its requests: the fingerprint of the
+last prompt forwarded (is the next one's prefix the same? that part is billed at the cached
+price), and the messages its requests pinned.
+
+A conversation's key is its caller's scope and team and the hash of its leading messages and first
+message, as checkpoints key it.
+
+**Prefix.** For each conversation the tracker keeps a fingerprint of the last prompt forwarded:
+its message count, a rolling hash of its messages, and its token count. The next request of the
+conversation is then ``kept`` (the previous prompt is its prefix: about that many tokens can come
+from the provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole
+prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
+cache). Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas
+sharing a store (and a restarted proxy) know each other's last prompts. For prompts the proxy
+counted (near the limit: the fast path's small prompts stay in memory) the store is read when
+memory has no fingerprint for the conversation, and written in the background. A store fault
+only costs the comparison (the request reports ``new``).
+
+**Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
+header once, with the message, so the proxy remembers the pinned message's digest for its
+conversation (in memory, per process) and keeps pinning it in every later request. (Pins by
+the policy's ``pin:`` rules and by a message's own marker need no memory: see proxy/edge/intake.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import orjson
+
+from proxy.formats.base import SOURCE
+from strategies.messages import Message, last_user_index
+
+State = Literal["kept", "broken", "new"]
+TTL_SECONDS = 3600.0  # the longest provider cache (Anthropic's 1-hour writes, OpenAI's hour)
+MAX_CONVERSATIONS = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    count: int
+    digest: bytes
+    tokens: int  # the forwarded prompt's
+    sent: int  # the client's prompt's
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    state: State
+    previous_tokens: int = 0  # the previous forwarded prompt's tokens (0 when new)
+    previous_sent: int = 0  # the previous prompt the client sent (0 when new)
+
+    @property
+    def cached_tokens(self) -> int:
+        """The tokens the provider can serve from its cache: the previous prompt, when kept."""
+        return self.previous_tokens if self.state == "kept" else 0
+
+
+class BlobStore(Protocol):
+    async def get_blob(self, key: str) -> bytes | None: ...
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None: ...
+
+
+class PrefixTracker:
+    def __init__(
+        self, store: BlobStore | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._last: OrderedDict[str, Fingerprint] = OrderedDict()
+        self._store = store
+        self._clock = clock
+        self._writes: set[asyncio.Task[None]] = set()
+
+    async def see(
+        self,
+        conversation: str,
+        messages: Sequence[Message],
+        tokens: int,
+        sent: int = 0,
+        persist: bool = True,
+    ) -> Seen:
+        """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
+        with the conversation's last one, and remember it in its place. With ``persist`` (the
+        caller's choice for prompts near the limit, the only ones whose next request may be
+        trimmed) the store is read when memory has nothing, and written; without it, the
+        comparison is memory's alone, and a small request costs no store round trip."""
+        now = self._clock()
+        previous = await self._previous(conversation, persist)
+        self._last.pop(conversation, None)
+        rolling = hashlib.blake2b(digest_size=16)
+        at_previous: bytes | None = None
+        for i, m in enumerate(messages):
+            rolling.update(_digest(m))
+            if previous is not None and i + 1 == previous.count:
+                at_previous = rolling.digest()
+        fingerprint = Fingerprint(len(messages), rolling.digest(), tokens, sent, now)
+        self._last[conversation] = fingerprint
+        if len(self._last) > MAX_CONVERSATIONS:
+            self._last.popitem(last=False)
+        if persist:
+            self._write(conversation, fingerprint)
+        if previous is None or now - previous.at > TTL_SECONDS:
+            return Seen("new")
+        state: State = "kept" if at_previous == previous.digest else "broken"
+        return Seen(state, previous.tokens, previous.sent)
+
+    async def last(self, conversation: str) -> Fingerprint | None:
+        """The conversation's last forwarded prompt, when fresh."""
+        previous = await self._previous(conversation)
+        if previous is None or self._clock() - previous.at > TTL_SECONDS:
+            return None
+        return previous
+
+    async def _previous(self, conversation: str, ask_store: bool = True) -> Fingerprint | None:
+        found = self._last.get(conversation)
+        if found is not None or self._store is None or not ask_store:
+            return found
+        try:
+            raw = await self._store.get_blob(STORE_PREFIX + conversation)
+        except Exception:  # the store is down: no comparison this time
+            return None
+        return _decode(raw) if raw else None
+
+    async def drain(self) -> None:
+        """Wait for the background writes (at shutdown, before the store closes)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    def _write(self, conversation: str, fingerprint: Fingerprint) -> None:
+        if self._store is None:
+            return
+        store = self._store
+
+        async def write() -> None:
+            try:
+                await store.put_blob(STORE_PREFIX + conversation, _encode(fingerprint), TTL_SECONDS)
+            except Exception:  # kept in memory all the same
+                return
+
+        task = asyncio.ensure_future(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+
+STORE_PREFIX = "prefix\t"
+_LAYOUT = struct.Struct("<IQQd16s")
+
+
+def _encode(f: Fingerprint) -> bytes:
+    return _LAYOUT.pack(f.count, f.tokens, f.sent, f.at, f.digest)
+
+
+def _decode(raw: bytes) -> Fingerprint | None:
+    try:
+        count, tokens, sent, at, digest = _LAYOUT.unpack(raw)
+    except struct.error:
+        return None
+    return Fingerprint(count, digest, tokens, sent, at)
+
+
+def extends(previous: Fingerprint, messages: Sequence[Message]) -> bool:
+    """Whether ``messages`` keep the prompt ``previous`` fingerprints as their prefix."""
+    if len(messages) < previous.count:
+        return False
+    rolling = hashlib.blake2b(digest_size=16)
+    for m in messages[: previous.count]:
+        rolling.update(_digest(m))
+    return rolling.digest() == previous.digest
+
+
+def conversation_key(scope: str, team: str, messages: Sequence[Message]) -> str:
+    """A conversation's key: its caller's scope and team, its leading messages and first one."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{scope}\0{team}\0".encode())
+    for m in messages:
+        h.update(_digest(m))
+        if m.get("role") not in ("system", "developer"):
+            break
+    return h.hexdigest()
+
+
+def message_digest(message: Message) -> bytes:
+    """A message's digest as the provider renders it, wherever its ``cache_control``
+    breakpoints sit and whether its text is a string or one text block: Claude Code and the
+    anthropic SDK move their one message breakpoint to the newest message on every request,
+    and send that message's text as a block while it carries the marker and as a string after
+    (the same prompt, the same cached prefix). The wire items behind a view message are not
+    digested: what they hold that the message does not show (ids, signatures, encrypted
+    reasoning) never changes in a conversation's earlier messages. Per message of every
+    request, so the common case is one dump of the shown fields."""
+    shown = {k: v for k, v in message.items() if k != SOURCE} if SOURCE in message else message
+    content = shown.get("content")
+    if isinstance(content, list) and len(content) == 1:
+        text = _one_text(content[0])
+        if text is not None:
+            shown = {**shown, "content": text}
+    raw = orjson.dumps(shown)
+    if b'"cache_control"' in raw:
+        raw = orjson.dumps(unmarked(shown))
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _one_text(block: object) -> str | None:
+    """The text of a text block (a breakpoint on it aside), else None."""
+    if not isinstance(block, dict) or block.get("type") != "text":
+        return None
+    if set(block) - {"type", "text", "cache_control"}:
+        return None
+    text = block.get("text")
+    return text if isinstance(text, str) else None
+
+
+def unmarked(value: object) -> object:
+    """``value`` with every ``cache_control`` breakpoint taken out, at any depth."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+_digest = message_digest
+
+
+class PinMemory:
+    def __init__(self) -> None:
+        self._pins: OrderedDict[str, set[bytes]] = OrderedDict()
+
+    def pinned(
+        self, conversation: str, messages: Sequence[Message], pin_last: bool
+    ) -> frozenset[int]:
+        """Ids of ``messages`` pinned by this request's header or an earlier one's."""
+        remembered = self._pins.get(conversation)
+        if pin_last:
+            last = last_user_index(messages)
+            if last >= 0:
+                if remembered is None:
+                    remembered = self._pins[conversation] = set()
+                remembered.add(message_digest(messages[last]))
+                if len(self._pins) > MAX_CONVERSATIONS:
+                    self._pins.popitem(last=False)
+        if not remembered:
+            return frozenset()
+        self._pins.move_to_end(conversation)
+        return frozenset(
+            id(m) for m in messages if m.get("role") == "user" and message_digest(m) in remembered
+        )

@@ -1,0 +1,227 @@
+"""One fitted request, in any wire format (chat, Responses, Anthropic Messages), in layers:
+
+    handle                    read the body, let the format parse and view it, resolve the
+                              model, plan the first try
+     └─ send_with_overflow_retry   (proxy/overflow) on an upstream overflow: shrink, re-fit, retry
+         └─ send_once              pick the transport (HTTP to the format's path, or litellm)
+
+The client gets the upstream's own status, headers and bytes, plus ``x-contextwarden-*`` headers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from proxy.edge.auth import Principal
+from proxy.edge.errors import ProxyError
+from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
+from proxy.edge.intake import WireRequest, build_request, read_body
+from proxy.edge.ownership import answered_id
+from proxy.edge.runtime import Runtime
+from proxy.formats.base import WireFormat
+from proxy.observe.metrics import Outcome
+from proxy.overflow.fallbacks import plan_with_fallbacks
+from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
+from proxy.request.budget import budget_for, output_floor
+from proxy.request.conversations import Seen, conversation_key
+from proxy.request.plan import Plan
+from proxy.request.usage import answer, prompt_usage, tapped
+from proxy.upstreams import litellm_client as litellm_upstream
+from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.windows.calibration import Sample
+from strategies.cost import PromptCosts, prompt_costs
+from strategies.tokens import count_prompt
+
+
+async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
+    started = time.perf_counter()
+    clock = UpstreamClock()
+    team, model = "-", "-"
+    try:
+        who = rt.auth.team(request.headers)
+        team = who.team
+        body = await read_body(request, rt.settings.limits.max_body_bytes)
+        # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/edge/admission.py).
+        async with rt.admission.slot(team, body):
+            await rt.admission.check(body)
+            args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins)
+            req = await rt.admission.run(body, build_request, body, *args)
+            model = req.spec.name
+            if fmt.api == "responses" and rt.settings.auth == "keys":
+                capped = bool(who.config.max_context_tokens)
+                await rt.owners.check(team, capped, req.payload)
+
+            async def build(other: bytes) -> WireRequest:
+                return await rt.admission.run(other, build_request, other, *args)
+
+            req, plan = await plan_with_fallbacks(req, body, build, rt.planner.plan_first)
+        reply, plan, retries = await send_with_overflow_retry(
+            plan, retrying(request, rt, req, who, clock), rt.settings.trimming
+        )
+    except ProxyError as exc:  # refused by the proxy itself: counted and logged too
+        elapsed = time.perf_counter() - started
+        outcome = Outcome(
+            team,
+            model,
+            exc.status,
+            None,
+            None,
+            [],
+            0,
+            None,
+            elapsed - clock.seconds,
+            clock.seconds,
+            False,
+            format=fmt.name,
+        )
+        rt.metrics.record(outcome)
+        exc.headers = refused_headers(exc)
+        raise
+    if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
+        made = answered_id(reply.body or reply.peeked)
+        if made is not None:
+            await rt.owners.claim(team, made)
+    seen = await see_prefix(rt, req, plan)
+    prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
+    if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
+        reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
+    # A fallback answered: the model that did (``model`` is the one the client asked for).
+    answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
+    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered])
+    await observe_usage(rt, req, reply, plan)
+    outcome = Outcome(
+        team=req.team,
+        model=req.spec.name,
+        status=reply.status,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        actions=plan.actions,
+        retries=retries,
+        checkpoint=plan.checkpoint,
+        overhead=time.perf_counter() - started - clock.seconds,
+        upstream=clock.seconds,
+        stream=bool(req.payload.get("stream")),
+        policy=req.policy.name,
+        format=fmt.name,
+        prefix=seen.state if seen else None,
+        cached_tokens=seen.cached_tokens if seen else 0,
+        costs=costs_of(req, plan, seen),
+    )
+    rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
+    return response
+
+
+async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
+    """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
+    proxy/request/conversations.py); None when the proxy did not fit the request (unknown window,
+    stateful)."""
+    if plan.prompts is None:
+        return None
+    sent, tokens = plan.prompts
+    forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
+    key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+    near = plan.counted != "bound"  # the fast path's prompts are far from the limit
+    return await rt.prefixes.see(key, forwarded, tokens, sent, near)
+
+
+def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
+    """The prompt's estimated cost as sent, as forwarded and unbroken (strategies/cost.py),
+    when the model has prices."""
+    prices = req.spec.prices
+    if prices is None or seen is None or plan.prompts is None:
+        return None
+    sent, forwarded = plan.prompts
+    kept = seen.state == "kept"
+    return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
+
+
+async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+    """What an answer read whole (or a stream's first events) says: the upstream's prompt count
+    against ours, and a Messages answer that stopped at the model's context window (counted,
+    and left alone). A stream's final usage comes later, through ``tapped``."""
+    theirs = prompt_usage(reply, req.fmt)
+    model = rt.metrics.model_label(req.spec.name)
+    if theirs is not None:
+        await learn_usage(rt, req, plan, theirs)
+    data = answer(reply) if req.fmt.name == "anthropic" else None
+    if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
+        rt.metrics.window_stops.labels(req.team, model).inc()
+
+
+async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) -> None:
+    """The upstream's count of the prompt the plan forwarded (an answer's usage): the drift
+    metric, and for a model the proxy only estimates, a calibration sample, whatever the
+    prompt's size (proxy/windows/calibration.py fits the fixed per-request cost apart)."""
+    count = plan.counted_prompt
+    if not count or theirs <= 0:
+        return
+    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
+    if plan.counted == "estimate":
+        await rt.calibrate(req.team, req.spec.name, sample_of(req, plan, theirs))
+
+
+def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
+    """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
+    request's counter weighed it: proxy/windows/calibration.py), with how much of it the view hides
+    and how many messages it held."""
+    assert plan.tokens_after is not None
+    forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
+    hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
+    weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)
+    extra = round(req.message_weight) * len(forwarded)
+    ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
+    return Sample(theirs, ours, min(hidden, ours), len(forwarded))
+
+
+@dataclass(slots=True)
+class UpstreamClock:
+    """Time spent waiting for the upstream's response headers, over every attempt."""
+
+    seconds: float = 0.0
+
+
+def retrying(
+    request: Request, rt: Runtime, req: WireRequest, who: Principal, clock: UpstreamClock
+) -> Retrying:
+    """The overflow loop's collaborators for one chat request."""
+
+    async def send(plan: Plan) -> Reply:
+        sent = time.perf_counter()
+        try:
+            return await send_once(request, rt, req, plan, who)
+        finally:  # a failed attempt's time is the upstream's too
+            clock.seconds += time.perf_counter() - sent
+
+    async def learn(lesson: Lesson, plan: Plan) -> None:
+        sample = sample_of(req, plan, lesson.theirs) if lesson.theirs else None
+        await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
+
+    return Retrying(
+        send=send,
+        refit=lambda budget: rt.planner.plan_fitted(req, budget),
+        budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
+        learn=learn,
+        recount=lambda: count_prompt(req.counter(), req.view.messages),
+        lowers_output=output_floor(req, req.fmt.requested_output(req.payload)) is not None,
+    )
+
+
+async def send_once(
+    request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
+) -> Reply:
+    route = req.spec.route
+    upstream, key = route.upstream, route.key
+    headers = upstream_headers(
+        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+    )
+    if upstream.provider == "litellm":
+        return await litellm_upstream.complete(upstream, key, headers, plan.body)
+    assert upstream.base_url is not None
+    url = join_url(upstream.base_url, req.fmt.path, request.url.query)
+    reply = await rt.transport.send(upstream, "POST", url, headers, plan.body)
+    reply.broken = req.fmt.stream_error
+    return reply

@@ -1,0 +1,308 @@
+"""Deciding what to forward: the original bytes when they fit, a compacted body when not.
+
+plan_first     budget; byte-bound fast path; exact count; pre-compaction over the soft
+               threshold; else plan_fitted
+plan_fitted    summary checkpoint (reused or created) when the policy summarizes, then the
+               engine's fit; also the overflow retry's entry point, always from the original
+               transcript, never from an already degraded view
+
+Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
+last forwarded prompt (proxy/request/conversations.py) and prefers a cut on the cache grid to passes
+that would rewrite it (strategies/engine.py: keeps_prefix). For a model with prices, a cut goes
+deep enough for the cache-write premium to be paid back by the cheap reads of the requests
+before the next cut (strategies/cost.py: cut_share).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+import orjson
+
+from proxy.config.settings import Settings
+from proxy.edge.errors import ContextTooLarge
+from proxy.edge.intake import WireRequest
+from proxy.request.budget import budget_for, settled
+from proxy.request.conversations import Fingerprint, PrefixTracker, conversation_key, extends
+from proxy.summaries import Compactor, Context
+from proxy.summaries.llm import target_for
+from strategies.budget import Budget, byte_bound
+from strategies.cost import cut_share
+from strategies.engine import Fit, fit
+from strategies.errors import DoesNotFit
+from strategies.messages import last_user_index
+from strategies.rules import pinned_ids
+from strategies.tokens import MemoCounter, count_prompt
+
+
+@dataclass(slots=True)
+class Plan:
+    """A body to send and what the headers say about it."""
+
+    body: bytes
+    budget: Budget | None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    actions: list[str] = field(default_factory=list)
+    counted: str = "exact"
+    fit: Fit | None = None
+    checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
+
+    @property
+    def prompts(self) -> tuple[int, int] | None:
+        """(as sent, as forwarded) prompt tokens, tool definitions included; None when the
+        request was not fitted."""
+        if self.budget is None or self.tokens_after is None:
+            return None
+        tools = self.budget.tools
+        return (self.tokens_before or self.tokens_after) + tools, self.tokens_after + tools
+
+    @property
+    def counted_prompt(self) -> int | None:
+        """The forwarded prompt's tokens when the proxy counted them (not the fast path's
+        upper bound)."""
+        if self.counted not in ("exact", "estimate") or self.prompts is None:
+            return None
+        return self.prompts[1]
+
+
+class Planner:
+    def __init__(
+        self,
+        settings: Settings,
+        compactor: Compactor | None,
+        prefixes: PrefixTracker | None = None,
+    ) -> None:
+        self.settings = settings
+        self.compactor = compactor
+        self.prefixes = prefixes
+
+    async def plan_first(
+        self, req: WireRequest, exact: bool = False, dry_run: bool = False
+    ) -> Plan:
+        """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
+
+        ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
+        preview) calls no summarizer and writes nothing."""
+        if req.window is None:
+            return Plan(req.body, None, actions=["unknown-window"], counted="none")
+        if not req.trim:
+            return Plan(req.body, None, actions=["trimming-disabled"], counted="none")
+        if req.fmt.stateful(req.payload):
+            return self._stateful(req)
+        budget = self.budget(req, req.window)
+        pricing = req.spec.pricing
+        counter = req.counter()
+        messages = req.view.messages
+        # Each wire item beyond the view's messages may add its own overhead to the count.
+        items = max(0, req.view.items - len(messages)) * 8
+        bound = byte_bound(
+            len(req.body) + items,
+            messages,
+            pricing.tokens_per_byte,
+            pricing.worst_image,
+            counter.priming,
+        )
+        soft = self._soft_limit(req, budget)
+        fast = bound <= soft and settled(req, budget, bound) is None
+        if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
+            return Plan(req.body, budget, bound, bound, counted="bound")
+        memo = MemoCounter(counter)
+        tokens = await asyncio.to_thread(count_prompt, memo, messages)
+        if tokens > budget.messages or req.policy.engine.repair_tool_calls:
+            return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
+        if tokens > soft and self.compactor is not None and not dry_run:
+            await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
+        counted = "exact" if pricing.exact else "estimate"
+        output = settled(req, budget, tokens)
+        if output is None:
+            return Plan(req.body, budget, tokens, tokens, counted=counted)
+        return Plan(orjson.dumps(output[0]), budget, tokens, tokens, [output[1]], counted)
+
+    async def _fitted_or_uncertain(
+        self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool
+    ) -> Plan:
+        """The fitted plan; for a model the proxy only estimates, a request it cannot make fit
+        is refused only when it is certain: when the estimate's known error (it counts up to
+        ``estimate_ratio`` times what the model does) could not bring it under the window.
+        Otherwise it goes, fitted to the window that error allows, and the upstream decides:
+        its overflow error states its own figures, and the retry fits to those (never worse
+        than no proxy, which would have forwarded it whole)."""
+        try:
+            return await self.plan_fitted(req, budget, tokens, memo, dry_run)
+        except ContextTooLarge as certain:
+            if req.spec.pricing.exact:
+                raise
+            error = self.settings.trimming.estimate_ratio
+            loose = replace(budget, window=math.floor(budget.window * error))
+            try:
+                plan = await self.plan_fitted(req, loose, tokens, memo, dry_run)
+            except ContextTooLarge:
+                raise certain from None
+            plan.actions.append("uncertain-forwarded")
+            return plan
+
+    async def plan_fitted(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        tokens: int | None = None,
+        memo: MemoCounter | None = None,
+        dry_run: bool = False,
+    ) -> Plan:
+        """Compact (checkpoint, then the engine's fit) from the original messages."""
+        spec = req.spec
+        counter = memo or MemoCounter(req.counter())
+        original = req.view.messages
+        before = tokens if tokens is not None else count_prompt(counter, original)
+        messages, checkpoint, actions, pending = original, None, [], 0
+        if before > budget.messages and self._summarizes(req) and self.compactor is not None:
+            ctx = self._context(req, budget)
+            compacted = await self.compactor.compact(
+                original, budget.messages, ctx, req.session_memory, dry_run
+            )
+            if compacted is not None:
+                messages, actions = compacted.messages, ["summarize"]
+                what = compacted.checkpoint_id or compacted.detail or ""
+                checkpoint = f"{compacted.event} {what}".strip()
+                pending = compacted.pending_tokens
+        # A dry run leaves room for the summary its placeholder stands for.
+        fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
+        last = None if dry_run else await self._last_prompt(req)
+        try:
+            result = await self._fit(messages, fit_budget, req, counter, last)
+        except ContextTooLarge as exc:
+            exc.before, exc.budget = before, budget.messages
+            exc.counted = "exact" if spec.pricing.exact else "estimate"
+            raise
+        result.tokens_after += pending
+        actions += [a for a in result.actions if a not in actions]
+        counted = "exact" if spec.pricing.exact else "estimate"
+        output = settled(req, budget, result.tokens_after)
+        payload = req.payload
+        if output is not None:
+            payload = output[0]
+            actions.append(output[1])
+        if not actions:
+            return Plan(req.body, budget, before, result.tokens_after, [], counted, result)
+        if len(actions) == 1 and output is not None:  # only the output limit changed
+            return Plan(
+                orjson.dumps(payload), budget, before, result.tokens_after, actions, counted, result
+            )
+        trimmed = orjson.dumps(req.fmt.write(payload, req.view, result.messages))
+        return Plan(
+            trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
+        )
+
+    def _stateful(self, req: WireRequest) -> Plan:
+        """The server holds history the proxy cannot see, so it cannot count or trim it: the
+        policy passes the request through, or asks the server to truncate (Responses'
+        ``truncation: "auto"``). Either way the report says ``stateful``."""
+        if req.policy.config.stateful != "truncation_auto" or "truncation" in req.payload:
+            return Plan(req.body, None, actions=["stateful"], counted="none")
+        body = orjson.dumps({**req.payload, "truncation": "auto"})
+        return Plan(body, None, actions=["stateful", "truncation-auto"], counted="none")
+
+    def budget(self, req: WireRequest, window: int) -> Budget:
+        return budget_for(req, window, self.settings.trimming)
+
+    async def _last_prompt(self, req: WireRequest) -> Fingerprint | None:
+        """The conversation's last forwarded prompt, for policies that cut cache-friendly."""
+        if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
+            return None
+        key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        return await self.prefixes.last(key)
+
+    async def _fit(
+        self,
+        messages: list[Any],
+        budget: Budget,
+        req: WireRequest,
+        counter: MemoCounter,
+        last: Fingerprint | None = None,
+    ) -> Fit:
+        """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
+        would stall every other request on the event loop (tiktoken drops the GIL)."""
+        prices = req.spec.prices
+        share = cut_share(prices, growth(messages, counter), budget.messages) if prices else None
+        try:
+            return await asyncio.to_thread(
+                fit,
+                messages,
+                budget.messages,
+                counter,
+                req.policy.engine,
+                atomic_current=req.view.atomic_current,
+                pinned=req.pinned,
+                continuing=req.view.continuing,
+                cut_share=share,
+                keeps_prefix=None if last is None else partial(extends, last),
+            )
+        except DoesNotFit as exc:
+            taken = budget.messages - exc.limit
+            error = ContextTooLarge(
+                f"keeping the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} whole "
+                f"takes {exc.tokens} tokens, but only {exc.limit} of the {budget.messages} tokens "
+                f"for messages are left for it ({taken} go to the reply priming and to messages "
+                f"kept before; {budget.explain()}); shorten it or use a model with a larger "
+                f"window{HINTS.get(exc.block_id, '')}",
+                param=req.fmt.messages_param,
+                tokens=exc.tokens + taken + budget.window - budget.messages,
+                limit=budget.window,
+            )
+            error.kept = exc.tokens + taken  # what the part that must be kept takes
+            raise error from None
+
+    def _summarizes(self, req: WireRequest) -> bool:
+        return req.policy.config.summarize or bool(req.session_memory)
+
+    def _soft_limit(self, req: WireRequest, budget: Budget) -> int:
+        if not self._summarizes(req) or self.compactor is None:
+            return budget.messages
+        return int(budget.messages * req.policy.config.summarizer.soft_threshold)
+
+    def _context(self, req: WireRequest, budget: Budget) -> Context:
+        window = req.policy.config.summarizer.context_window or budget.window
+        return Context(
+            req.team,
+            req.counter(),
+            req.policy.config,
+            target_for(self.settings, req),
+            budget.reserve,
+            window,
+            self.settings.teams[req.team].summarizer_calls_per_hour
+            if req.team in self.settings.teams
+            else None,
+            req.scope,
+            req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
+            req.view.atomic_current,
+            req.view.continuing,
+        )
+
+
+# What a user calls the blocks that must be kept whole, for the errors they read.
+BLOCK_WORDS = {
+    "system": "system prompt",
+    "leading": "leading system/developer messages (the application's instructions)",
+    "current": "current turn (the newest user message and what follows it)",
+    "running-turn": "running task (its task message and newest step)",
+    "pinned": "pinned messages",
+}
+HINTS = {
+    "leading": (
+        ". Leading system/developer messages after the first are strict by default; if they "
+        "are retrieved documents, a policy with the rule {id: documents, match: {position: "
+        "leading}, tier: rag, strategy: relevance_drop} (the example config's rag policy) drops "
+        "the least relevant instead"
+    ),
+}
+
+
+def growth(messages: list[Any], counter: MemoCounter) -> int:
+    """The conversation's growth per request, estimated as its newest turn's tokens."""
+    last = last_user_index(messages)
+    return sum(counter.message(m) for m in messages[last:]) if last >= 0 else 0

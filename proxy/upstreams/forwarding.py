@@ -1,0 +1,235 @@
+"""Talking to an OpenAI-compatible upstream over one pooled client.
+
+Which request headers go upstream is decided in :mod:`proxy.edge.headers`; the upstream's status,
+headers and raw body bytes come back untouched and are relayed chunk by chunk. Bodies are only
+read whole for errors, which the overflow detector must inspect.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+from starlette.responses import Response, StreamingResponse
+
+from proxy.config.catalog import Upstream
+from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable, error_body
+from proxy.edge.headers import response_headers
+from proxy.edge.paths import canonical
+from proxy.overflow.detect import Overflow
+
+MAX_ERROR_BODY = 1024 * 1024
+
+
+def new_client(max_connections: int) -> httpx.AsyncClient:
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    client = httpx.AsyncClient(limits=limits, timeout=None, follow_redirects=False)
+    client.headers.clear()  # forward the client's own headers only, no httpx defaults
+    return client
+
+
+def join_url(base_url: str, subpath: str, query: str = "") -> str:
+    """``base_url`` and the decoded ``subpath`` in its canonical, once-encoded form (see
+    proxy/edge/paths.py); the transports send the result as it is."""
+    url = base_url.rstrip("/") + "/" + canonical(subpath.lstrip("/"))
+    return f"{url}?{query}" if query else url
+
+
+@dataclass(slots=True)
+class Reply:
+    """An upstream answer: either a stream to relay or a body already read whole."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None
+    overflow: Overflow | None = None
+    closer: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    peeked: bytes = b""  # a stream's first events, read by the overflow peek (and relayed)
+    # How an event stream the upstream broke off ends, in the client's format (set by the
+    # request path once it knows the format; chat's shape until then).
+    broken: Callable[[str], bytes] = field(default=lambda m: chat_stream_error(m), repr=False)
+
+    async def aclose(self) -> None:
+        if self.closer is not None:
+            await self.closer()
+
+
+class Transport(Protocol):
+    """Sends one request upstream. An error status comes back read whole (the overflow
+    detector inspects it); anything else comes back streaming, raw bytes as the upstream sent
+    them. Connection failures raise UpstreamUnavailable, time-outs UpstreamTimeout."""
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply: ...
+
+    async def aclose(self) -> None: ...
+
+
+class HttpxTransport:
+    """httpx: the reference client (tests mock it with respx). Its connection pool costs
+    milliseconds a request under concurrency, so the default is the aiohttp transport."""
+
+    def __init__(
+        self, client: httpx.AsyncClient | None = None, max_connections: int = 1024
+    ) -> None:
+        self.client = client or new_client(max_connections)
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply:
+        timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
+        client = self.client
+        # As bytes: each header leaves with the bytes it came with (latin-1 round-trips them).
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+        request = client.build_request(method, url, headers=raw, content=content, timeout=timeout)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeout(
+                f"the upstream did not answer in time ({type(exc).__name__})"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+        small = is_small(
+            _length(response.headers.get("content-length")), response.headers.get("content-type")
+        )
+        return await reply_of(
+            response.status_code,
+            response_headers(response.headers.multi_items()),
+            response.aiter_raw(),
+            response.aclose,
+            httpx.HTTPError,
+            small,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+async def reply_of(
+    status: int,
+    headers: list[tuple[str, str]],
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    small: bool,
+) -> Reply:
+    """An upstream's answer, whichever transport brought it: an error or a small body is read
+    whole (the overflow check reads its text), anything else is relayed as it comes."""
+    reply = Reply(status, headers, closer=close)
+    if status >= 400 or small:
+        reply.body = await _read_whole(chunks, close, errors)
+    else:
+        reply.stream = relay(chunks, close, reply, errors)
+    return reply
+
+
+async def _read_whole(
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+    limit: int = MAX_ERROR_BODY,
+) -> bytes:
+    out: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in chunks:
+            out.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                break
+    except errors:
+        pass  # whatever arrived is what the client gets
+    finally:
+        await close()
+    return b"".join(out)
+
+
+async def relay(
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    reply: Reply,
+    errors: type[BaseException] | tuple[type[BaseException], ...],
+) -> AsyncIterator[bytes]:
+    """The upstream's chunks as they come. If the upstream breaks off mid-stream, an event
+    stream ends with an error event in the client's format (``reply.broken``: so the client's
+    SDK raises instead of returning a truncated answer as if it were whole) and any other body
+    just ends; the connection to the upstream is released either way."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except errors as exc:
+        if is_event_stream(reply.headers):
+            yield reply.broken(
+                f"the upstream connection broke off mid-stream: {type(exc).__name__}"
+            )
+    finally:
+        await close()
+
+
+def chat_stream_error(message: str) -> bytes:
+    """The end of a broken chat (or legacy completions) stream: a data line with OpenAI's error
+    object, which the openai SDK raises."""
+    body = error_body(message, "upstream_error", "stream_interrupted")
+    return b"\n\ndata: " + body + b"\n\n"
+
+
+SMALL_BODY = 256 * 1024
+
+
+def is_small(length: int | None, content_type: str | None) -> bool:
+    """A short, complete answer (not an event stream) is read whole and sent on whole: the same
+    bytes, without the cost of a streaming response, and its usage can be read."""
+    kind = content_type or ""
+    return length is not None and length <= SMALL_BODY and "event-stream" not in kind
+
+
+def _length(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def is_event_stream(headers: list[tuple[str, str]]) -> bool:
+    return any(k.lower() == "content-type" and "text/event-stream" in v.lower() for k, v in headers)
+
+
+def decoded(body: bytes, headers: Mapping[str, str] | list[tuple[str, str]]) -> bytes:
+    """The body with gzip/deflate undone, for inspection only (the client gets the raw bytes)."""
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    encoding = next((v.lower() for k, v in items if k.lower() == "content-encoding"), "")
+    if encoding in ("gzip", "deflate"):
+        try:
+            return zlib.decompress(body, zlib.MAX_WBITS | 32)
+        except zlib.error:
+            return body
+    return body
+
+
+def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
+    headers = reply.headers + extra
+    response: Response
+    if reply.body is not None:
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        headers.append(("content-length", str(len(reply.body))))
+        response = Response(reply.body, reply.status)
+    else:
+        assert reply.stream is not None
+        response = StreamingResponse(reply.stream, reply.status)
+    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    return response
