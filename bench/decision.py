@@ -16,7 +16,7 @@ from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
 from proxy.edge.runtime import build_models
 from proxy.request.plan import Planner
-from proxy.windows.tokenizers import token_len
+from proxy.windows.tokenizers import text_tokens
 from strategies.tokens import ChatCounter, count_prompt
 
 
@@ -65,7 +65,7 @@ def _rows(
     for tokens in sizes:
         settings = _settings(tokens)
         who = Principal("default", settings.teams["default"], False)
-        probe = ChatCounter(token_len("o200k_base"))
+        probe = ChatCounter(text_tokens("o200k_base"))
         convo = agent_conversation(tokens, probe)
         grown = [
             *convo,
@@ -75,7 +75,7 @@ def _rows(
         repeat = 3 if tokens >= 128000 else 7
 
         def naive(messages: list[Any] = grown) -> None:
-            count_prompt(ChatCounter(token_len("o200k_base")), messages)  # no cache: every token
+            count_prompt(ChatCounter(text_tokens("o200k_base")), messages)  # no cache: every token
 
         def plan(
             models: Any, model: str, messages: list[Any], settings: Any = settings, who: Any = who

@@ -7,7 +7,7 @@ from typing import Any
 
 from bench.conversations import agent_conversation
 from proxy.config.environment import prepare_environment
-from proxy.windows.tokenizers import token_len
+from proxy.windows.tokenizers import text_tokens
 from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import ChatCounter, count_prompt
@@ -32,7 +32,7 @@ def quality_rows(cases: int) -> tuple[list[str], list[list[str]]]:
     prepare_environment()
     from litellm.utils import trim_messages
 
-    counter = ChatCounter(token_len("o200k_base"))
+    counter = ChatCounter(text_tokens("o200k_base"))
     rng = random.Random(11)
     names = ("contextwarden (default)", "contextwarden (cache_cut_share 0)", "litellm")
     totals = {name: {"use": 0.0, "over": 0, "orphans": 0, "lost": 0, "n": 0} for name in names}

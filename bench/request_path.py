@@ -9,6 +9,9 @@ mocked with respx); after a warm-up request, one more request of each kind is tr
   a call back up the import graph (a callback, or a layer reaching into the one above it).
 
 Start-up, the warm-up and the test client are not counted; only the request itself.
+
+It first prints the import circles among the project's modules (imports at any depth of their
+code, lazy ones too): there should be none.
 """
 
 from __future__ import annotations
@@ -80,6 +83,28 @@ def above(graph: dict[str, set[str]]) -> dict[str, set[str]]:
                 todo.extend(importers[m])
         closure[mod] = seen
     return closure
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle found by a depth-first walk, as the modules around it."""
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: done
+    found: list[list[str]] = []
+
+    def walk(mod: str, path: list[str]) -> None:
+        state[mod] = 1
+        path.append(mod)
+        for dep in sorted(graph.get(mod, set()) - {mod}):
+            if state.get(dep) == 1:
+                found.append(path[path.index(dep) :] + [dep])
+            elif dep not in state:
+                walk(dep, path)
+        path.pop()
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            walk(mod, [])
+    return found
 
 
 @dataclass
@@ -247,7 +272,12 @@ def climbs(trace: Trace, importers: dict[str, set[str]]) -> Iterator[tuple[str, 
 def main() -> None:
     verbose = "-v" in sys.argv[1:]
     prepare_environment()
-    importers = above(import_graph())
+    graph = import_graph()
+    found = circles(graph)
+    print(f"import circles: {len(found)}")
+    for circle in found:
+        print("    " + " -> ".join(circle))
+    importers = above(graph)
     for name, trace in asyncio.run(trace_all()):
         up = list(climbs(trace, importers))
         print(f"{name}: {len(trace.files)} files, {len(up)} climbs")

@@ -17,6 +17,12 @@ from typing import Any
 
 Message = dict[str, Any]
 
+# A wire format's view message carries its wire items under SOURCE: the engine carries the key
+# and never reads it. HIDDEN is the priced stand-in for what those items hold that the message
+# does not show (see HiddenCounter in strategies/tokens.py).
+SOURCE = "_src"
+HIDDEN = "_hidden"
+
 LEADING_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})  # what answers a call
 

@@ -17,7 +17,7 @@ import orjson
 
 from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
-from strategies.messages import Message
+from strategies.messages import HIDDEN, SOURCE, Message
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -259,3 +259,84 @@ class MemoCounter:
 
     def tools(self, tools: object, functions: object) -> int:
         return self._inner.tools(tools, functions)
+
+
+class HiddenCounter:
+    """Prices a message as the model's counter prices its visible fields plus, as one more
+    text field, what only its source items (under ``SOURCE``) hold, as ``hidden`` tells it.
+    That field weighs ``hidden_weight`` times its tokens, and each message ``message_weight``
+    more, when the calibration found the upstream counts them otherwise."""
+
+    def __init__(
+        self,
+        inner: Counter,
+        hidden: Callable[[Message], str] | None,
+        hidden_weight: float = 1.0,
+        message_weight: float = 0.0,
+    ) -> None:
+        self._inner = inner
+        self._hidden = hidden
+        self._weight = hidden_weight
+        self._extra = round(message_weight)
+        self.priming = inner.priming
+
+    def message(self, message: Message) -> int:
+        if SOURCE not in message or self._hidden is None:
+            return self._inner.message(message) + self._extra
+        shown = {k: v for k, v in message.items() if k != SOURCE}
+        hidden = self._hidden(message)
+        if self._weight != 1.0:
+            tokens = self._inner.message(shown) + round(self._weight * self._tokens(hidden))
+            return tokens + self._extra
+        if hidden:
+            shown[HIDDEN] = hidden
+        return self._inner.message(shown) + self._extra
+
+    def hidden_of(self, message: Message) -> int:
+        """The tokens of what ``message`` hides (unweighted)."""
+        if SOURCE not in message or self._hidden is None:
+            return 0
+        return self._tokens(self._hidden(message))
+
+    def tools(self, tools: object, functions: object) -> int:
+        return self._inner.tools(tools, functions)
+
+    def _tokens(self, hidden: str) -> int:
+        # As a field beside the shown ones: the inner counter's own caches serve it.
+        if not hidden:
+            return 0
+        return self._inner.message({HIDDEN: hidden}) - self._inner.message({})
+
+
+# tiktoken's regex engine panics (a Rust panic, a BaseException that no handler catches) on a
+# whitespace run of about a million characters; a text that long is counted in pieces.
+PIECE = 65536
+
+
+def safe_encode(encode: Callable[[str], list[int]]) -> Callable[[str], list[int]]:
+    """An ``encode_ordinary`` that survives tiktoken's panic: a text too long for its regex
+    engine is encoded in ``PIECE``-character pieces, one after the other."""
+
+    def ids(text: str) -> list[int]:
+        if len(text) <= PIECE:
+            return encode(text)
+        try:
+            return encode(text)
+        except BaseException as exc:  # pyo3's PanicException is a BaseException
+            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
+                raise
+            return [t for i in range(0, len(text), PIECE) for t in encode(text[i : i + PIECE])]
+
+    return ids
+
+
+def token_len(encode: Callable[[str], list[int]]) -> Callable[[str], int]:
+    """The token length of a text under ``encode`` (a tiktoken ``encode_ordinary``)."""
+    safe = safe_encode(encode)
+
+    def count(text: str) -> int:
+        ids = safe(text)
+        # Encoded in pieces: one token of margin a cut (a cut may split one in two).
+        return len(ids) + (len(text) - 1) // PIECE if len(text) > PIECE else len(ids)
+
+    return count

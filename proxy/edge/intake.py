@@ -25,11 +25,11 @@ from proxy.config.settings import Settings
 from proxy.edge.auth import Principal, caller_credential
 from proxy.edge.errors import BadRequest, Forbidden, PayloadTooLarge
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
-from proxy.formats.base import SOURCE, View, WireFormat
+from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec, ResolvedPolicy
-from strategies.messages import Message
+from strategies.messages import SOURCE, Message
 from strategies.tokens import Counter
 
 UNSET = View([])

@@ -4,7 +4,8 @@
                          JSON reading every format shares
     chat.py              chat completions: the engine's own shape, and its checks
     responses.py         OpenAI Responses (``/v1/responses``); responses_items.py: its items
-    anthropic.py         Anthropic Messages (``/v1/messages``)
+    anthropic.py         Anthropic Messages (``/v1/messages``); anthropic_checks.py: its
+                         request checks; anthropic_cache.py: its cache breakpoints on a trim
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
 

@@ -25,7 +25,6 @@ from proxy.edge.errors import BadRequest
 from proxy.formats.anthropic_cache import attach, cap_breakpoints, marks_of
 from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import (
-    SOURCE,
     View,
     check_request_basics,
     lowered,
@@ -34,7 +33,7 @@ from proxy.formats.base import (
     usage_int,
 )
 from strategies.budget import requested_output
-from strategies.messages import Message
+from strategies.messages import SOURCE, Message
 
 SYSTEM = "system"  # SOURCE of the view message standing for ``system``
 SHOWN_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image"})

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.formats.base import SOURCE
-from strategies.messages import Message
+from strategies.messages import SOURCE, Message
 
 MAX_BREAKPOINTS = 4
 

@@ -35,11 +35,9 @@ from typing import Any, Protocol
 import orjson
 
 from proxy.edge.errors import BadRequest
-from strategies.messages import Message
-from strategies.tokens import Counter
+from strategies.messages import SOURCE, Message
+from strategies.tokens import Counter, HiddenCounter
 
-SOURCE = "_src"  # a view message's wire items (never forwarded, never priced by the engine)
-HIDDEN = "_hidden"  # the priced stand-in for what the items hold that the message does not show
 MAX_DEPTH = 254  # what orjson can write back
 ROOT_WATCHED = (
     "model",
@@ -78,61 +76,14 @@ class View:
         the calibration found the upstream counts them: proxy/windows/calibration.py)."""
         if self.hidden is None and not message_weight:
             return inner
-        return ViewCounter(inner, self.hidden, hidden_weight, message_weight)
+        return HiddenCounter(inner, self.hidden, hidden_weight, message_weight)
 
     def hidden_tokens(self, inner: Counter, messages: list[Message]) -> int:
         """What ``messages`` hide, in ``inner``'s tokens (unweighted)."""
         if self.hidden is None:
             return 0
-        counter = ViewCounter(inner, self.hidden)
+        counter = HiddenCounter(inner, self.hidden)
         return sum(counter.hidden_of(m) for m in messages)
-
-
-class ViewCounter:
-    """Prices a view message as the model's counter prices its visible fields plus, as one
-    more text field, what only its source items hold; that field weighs ``hidden_weight``
-    times its tokens, and each message ``message_weight`` more, when the calibration found the
-    upstream counts them otherwise."""
-
-    def __init__(
-        self,
-        inner: Counter,
-        hidden: Callable[[Message], str] | None,
-        hidden_weight: float = 1.0,
-        message_weight: float = 0.0,
-    ) -> None:
-        self._inner = inner
-        self._hidden = hidden
-        self._weight = hidden_weight
-        self._extra = round(message_weight)
-        self.priming = inner.priming
-
-    def message(self, message: Message) -> int:
-        if SOURCE not in message or self._hidden is None:
-            return self._inner.message(message) + self._extra
-        shown = {k: v for k, v in message.items() if k != SOURCE}
-        hidden = self._hidden(message)
-        if self._weight != 1.0:
-            tokens = self._inner.message(shown) + round(self._weight * self._tokens(hidden))
-            return tokens + self._extra
-        if hidden:
-            shown[HIDDEN] = hidden
-        return self._inner.message(shown) + self._extra
-
-    def hidden_of(self, message: Message) -> int:
-        """The tokens of what ``message`` hides (unweighted)."""
-        if SOURCE not in message or self._hidden is None:
-            return 0
-        return self._tokens(self._hidden(message))
-
-    def tools(self, tools: object, functions: object) -> int:
-        return self._inner.tools(tools, functions)
-
-    def _tokens(self, hidden: str) -> int:
-        # As a field beside the shown ones: the inner counter's own caches serve it.
-        if not hidden:
-            return 0
-        return self._inner.message({HIDDEN: hidden}) - self._inner.message({})
 
 
 class WireFormat(Protocol):

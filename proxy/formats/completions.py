@@ -32,7 +32,7 @@ from proxy.request.plan import Plan
 from proxy.upstreams.forwarding import Reply, join_url, respond
 from proxy.windows.calibration import Sample
 from proxy.windows.models import ModelSpec
-from proxy.windows.tokenizers import get_encoding, safe_encode
+from proxy.windows.tokenizers import encoder, get_encoding
 from strategies.budget import Budget
 from strategies.errors import DoesNotFit
 from strategies.prompt_cut import MARKER, PromptCut, cut_text, cut_tokens
@@ -59,7 +59,7 @@ def codec_for(spec: ModelSpec) -> Codec:
     enc = get_encoding(encoding)
     ratio = spec.pricing.tokens_per_byte if name == "estimate" else 1.0
     return Codec(
-        safe_encode(encoding),
+        encoder(encoding),
         lambda ids: enc.decode_bytes(ids).decode("utf-8", "ignore"),
         ratio,
         name != "estimate",

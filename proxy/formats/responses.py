@@ -22,7 +22,6 @@ import orjson
 
 from proxy.edge.errors import BadRequest
 from proxy.formats.base import (
-    SOURCE,
     View,
     check_request_basics,
     lowered,
@@ -42,7 +41,7 @@ from proxy.formats.responses_items import (
     kind_of,
 )
 from strategies.budget import requested_output
-from strategies.messages import LEADING_ROLES, Message
+from strategies.messages import LEADING_ROLES, SOURCE, Message
 
 INSTRUCTIONS = "instructions"  # SOURCE of the view message standing for ``instructions``
 STRING_INPUT = "input"  # SOURCE of the view message standing for a string ``input``

@@ -23,8 +23,7 @@ from typing import Any, Literal
 import orjson
 
 from proxy.edge.errors import BadRequest
-from proxy.formats.base import SOURCE
-from strategies.messages import Message
+from strategies.messages import SOURCE, Message
 
 Kind = Literal["message", "call", "output", "assistant", "opaque"]
 

@@ -35,8 +35,7 @@ from typing import Literal, Protocol
 
 import orjson
 
-from proxy.formats.base import SOURCE
-from strategies.messages import Message, last_user_index
+from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
 TTL_SECONDS = 3600.0  # the longest provider cache (Anthropic's 1-hour writes, OpenAI's hour)

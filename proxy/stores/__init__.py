@@ -4,6 +4,12 @@
 A store that cannot be opened does not stop the proxy: a corrupt SQLite file is moved aside and
 recreated; an unwritable ``data_dir`` starts the proxy with checkpoints disabled, loudly (a
 warning, and ``contextwarden_checkpoints_disabled`` in /metrics).
+
+    protocol.py  the Store protocol: checkpoints, learned windows, calibration, prefixes, locks
+    sqlite.py    the embedded store: one SQLite file under ``data_dir``
+    redis.py     the shared store, for several replicas
+    guarded.py   any store, each call bounded in time and a fault remembered
+    codec.py     checkpoints to and from JSON, one format for every backend
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ cl100k count times ``estimate_ratio``), every answer carries the upstream's exac
 prompt (``usage``; see proxy/request/usage.py), and every overflow error that states its
 figures does too. Each is a :class:`Sample`: the upstream's count beside the proxy's, split into
 what the view shows and what it only carries (thinking and its signatures, ids, opaque items; see
-proxy/formats/base.py ``ViewCounter``).
+strategies/tokens.py ``HiddenCounter``).
 
 One ratio cannot describe both a plain request and a thinking-heavy one: an upstream does not
 count a signature the way the proxy's tokenizer does, and a request's fixed cost (a tool-use

@@ -11,7 +11,7 @@ import tiktoken
 from proxy.config.environment import prepare_environment
 from strategies.encodings import encoding_for_model, image_costs_for_model
 from strategies.images import ImageCosts
-from strategies.tokens import ChatCounter, Counter, ScaledCounter
+from strategies.tokens import ChatCounter, Counter, ScaledCounter, safe_encode, token_len
 
 ESTIMATE_BASE = "cl100k_base"
 _INEXACT = frozenset({"estimate", "bytes"})
@@ -52,9 +52,9 @@ class Tokenizers:
             # A byte-level BPE token is at least one byte: the strictest safe bound.
             return ChatCounter(lambda text: len(text.encode()), images)
         if name == "estimate":
-            base = ChatCounter(token_len(ESTIMATE_BASE), images)
+            base = ChatCounter(text_tokens(ESTIMATE_BASE), images)
             return ScaledCounter(base, self._estimate_ratio)
-        return ChatCounter(token_len(name), images)
+        return ChatCounter(text_tokens(name), images)
 
 
 def get_encoding(name: str) -> tiktoken.Encoding:
@@ -63,35 +63,11 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
-# tiktoken's regex engine panics (a Rust panic, a BaseException that no handler catches) on a
-# whitespace run of about a million characters; a text that long is counted in pieces.
-PIECE = 65536
+def encoder(encoding_name: str) -> Callable[[str], list[int]]:
+    """The bundled encoding's ``encode_ordinary``, safe on any text length."""
+    return safe_encode(get_encoding(encoding_name).encode_ordinary)
 
 
-def safe_encode(encoding_name: str) -> Callable[[str], list[int]]:
-    """``encode_ordinary`` that survives tiktoken's panic: a text too long for its regex engine
-    is encoded in ``PIECE``-character pieces, one after the other."""
-    encode = get_encoding(encoding_name).encode_ordinary
-
-    def ids(text: str) -> list[int]:
-        if len(text) <= PIECE:
-            return encode(text)
-        try:
-            return encode(text)
-        except BaseException as exc:  # pyo3's PanicException is a BaseException
-            if isinstance(exc, KeyboardInterrupt | SystemExit | GeneratorExit):
-                raise
-            return [t for i in range(0, len(text), PIECE) for t in encode(text[i : i + PIECE])]
-
-    return ids
-
-
-def token_len(encoding_name: str) -> Callable[[str], int]:
-    encode = safe_encode(encoding_name)
-
-    def count(text: str) -> int:
-        ids = encode(text)
-        # Encoded in pieces: one token of margin a cut (a cut may split one in two).
-        return len(ids) + (len(text) - 1) // PIECE if len(text) > PIECE else len(ids)
-
-    return count
+def text_tokens(encoding_name: str) -> Callable[[str], int]:
+    """The token length of a text under the bundled encoding."""
+    return token_len(get_encoding(encoding_name).encode_ordinary)
