@@ -95,7 +95,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         path.append(mod)
         for dep in sorted(graph.get(mod, set()) - {mod}):
             if state.get(dep) == 1:
-                found.append(path[path.index(dep) :] + [dep])
+                found.append([*path[path.index(dep) :], dep])
             elif dep not in state:
                 walk(dep, path)
         path.pop()
@@ -199,12 +199,27 @@ def messages_body(turns: int, tag: str) -> dict[str, Any]:
     return {"model": "claude-small", "max_tokens": 100, "messages": chat["messages"][1:]}
 
 
+COMPLETIONS_ANSWER = {
+    "id": "cmpl_1",
+    "object": "text_completion",
+    "choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+}
+
+
+def completions_body(turns: int, tag: str) -> dict[str, Any]:
+    chat = chat_body(turns, tag)
+    prompt = "\n".join(str(m["content"]) for m in chat["messages"])
+    return {"model": "small", "max_tokens": 16, "prompt": prompt}
+
+
 def cases(tag: str) -> list[Case]:
     return [
         Case("chat, fits", "/v1/chat/completions", chat_body(1, tag), CHAT_ANSWER),
         Case("chat, trimmed", "/v1/chat/completions", chat_body(40, tag), CHAT_ANSWER),
         Case("responses, trimmed", "/v1/responses", responses_body(40, tag), RESPONSES_ANSWER),
         Case("messages, trimmed", "/v1/messages", messages_body(40, tag), MESSAGES_ANSWER),
+        Case("completions, cut", "/v1/completions", completions_body(40, tag), COMPLETIONS_ANSWER),
     ]
 
 

@@ -13,6 +13,7 @@ since decoding at a cut and encoding again can merge tokens differently.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from strategies.errors import BudgetExceeded
@@ -20,6 +21,43 @@ from strategies.messages import Message
 from strategies.tokens import Counter
 
 PromptCut = Literal["middle_out", "keep_tail", "reject"]
+
+
+@dataclass(frozen=True, slots=True)
+class Codec:
+    """A model's tokenizer as a cut needs it: encode, decode, and how many of our tokens one
+    of the model's is worth (above 1 for an estimate)."""
+
+    encode: Callable[[str], list[int]]
+    decode: Callable[[list[int]], str]
+    ratio: float
+    ids_are_the_models: bool  # token-id prompts can carry our marker
+
+    @staticmethod
+    def of(
+        encode: Callable[[str], list[int]],
+        decode_bytes: Callable[[list[int]], bytes],
+        ratio: float = 1.0,
+        ids_are_the_models: bool = True,
+    ) -> Codec:
+        """A codec over a byte-level BPE (a tiktoken encoding's ``encode_ordinary`` and
+        ``decode_bytes``); a cut may split a character, whose pieces are dropped."""
+
+        def decode(ids: list[int]) -> str:
+            return decode_bytes(ids).decode("utf-8", "ignore")
+
+        return Codec(encode, decode, ratio, ids_are_the_models)
+
+
+def _utf8(ids: list[int]) -> bytes:
+    return bytes(ids)
+
+
+def _bytes(text: str) -> list[int]:
+    return list(text.encode())
+
+
+BYTES = Codec.of(_bytes, _utf8, 1.0, False)  # one token a byte: the strictest safe bound
 MARKER = "\n\n[... middle of the prompt removed to fit the context window ...]\n\n"
 
 

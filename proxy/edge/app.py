@@ -34,7 +34,7 @@ from proxy.edge.runtime import Runtime, new_transport
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
-from proxy.formats.completions import handle_completions
+from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
 from proxy.request.exchange import handle
 from proxy.upstreams.forwarding import Transport
@@ -112,7 +112,7 @@ async def messages(request: Request) -> Response:
 
 
 async def completions(request: Request) -> Response:
-    return await handle_completions(request, _runtime(request))
+    return await handle(request, _runtime(request), COMPLETIONS)
 
 
 async def models(request: Request) -> Response:

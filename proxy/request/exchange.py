@@ -1,7 +1,8 @@
-"""One fitted request, in any wire format (chat, Responses, Anthropic Messages), in layers:
+"""One fitted request, in any wire format (chat, Responses, Anthropic Messages, legacy
+completions), in layers:
 
     handle                    read the body, let the format parse and view it, resolve the
-                              model, plan the first try
+                              model, plan the first try (fitting.py: by kind of body)
      └─ send_with_overflow_retry   (proxy/overflow) on an upstream overflow: shrink, re-fit, retry
          └─ send_once              pick the transport (HTTP to the format's path, or litellm)
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,15 +28,13 @@ from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
-from proxy.request.budget import budget_for, output_floor
 from proxy.request.conversations import Seen, conversation_key
+from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, join_url, respond
-from proxy.windows.calibration import Sample
 from strategies.cost import PromptCosts, prompt_costs
-from strategies.tokens import count_prompt
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
@@ -58,9 +58,10 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             async def build(other: bytes) -> WireRequest:
                 return await rt.admission.run(other, build_request, other, *args)
 
-            req, plan = await plan_with_fallbacks(req, body, build, rt.planner.plan_first)
+            req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
+            fitting = fitting_for(rt, req)
         reply, plan, retries = await send_with_overflow_retry(
-            plan, retrying(request, rt, req, who, clock), rt.settings.trimming
+            plan, retrying(request, rt, req, who, clock, fitting), rt.settings.trimming
         )
     except ProxyError as exc:  # refused by the proxy itself: counted and logged too
         elapsed = time.perf_counter() - started
@@ -76,6 +77,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             elapsed - clock.seconds,
             clock.seconds,
             False,
+            path=fmt.path,
             format=fmt.name,
         )
         rt.metrics.record(outcome)
@@ -85,14 +87,16 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         made = answered_id(reply.body or reply.peeked)
         if made is not None:
             await rt.owners.claim(team, made)
-    seen = await see_prefix(rt, req, plan)
+    seen = await see_prefix(rt, req, plan) if fitting.conversation else None
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
-        reply.stream = tapped(reply.stream, req.fmt, lambda n: learn_usage(rt, req, plan, n))
+        reply.stream = tapped(
+            reply.stream, req.fmt, lambda n: learn_usage(rt, req, fitting, plan, n)
+        )
     # A fallback answered: the model that did (``model`` is the one the client asked for).
     answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered])
-    await observe_usage(rt, req, reply, plan)
+    await observe_usage(rt, req, fitting, reply, plan)
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -106,6 +110,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         upstream=clock.seconds,
         stream=bool(req.payload.get("stream")),
         policy=req.policy.name,
+        path=fmt.path,
         format=fmt.name,
         prefix=seen.state if seen else None,
         cached_tokens=seen.cached_tokens if seen else 0,
@@ -139,20 +144,24 @@ def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | N
     return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
 
 
-async def observe_usage(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+async def observe_usage(
+    rt: Runtime, req: WireRequest, fitting: Fitting, reply: Reply, plan: Plan
+) -> None:
     """What an answer read whole (or a stream's first events) says: the upstream's prompt count
     against ours, and a Messages answer that stopped at the model's context window (counted,
     and left alone). A stream's final usage comes later, through ``tapped``."""
     theirs = prompt_usage(reply, req.fmt)
     model = rt.metrics.model_label(req.spec.name)
     if theirs is not None:
-        await learn_usage(rt, req, plan, theirs)
+        await learn_usage(rt, req, fitting, plan, theirs)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, model).inc()
 
 
-async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) -> None:
+async def learn_usage(
+    rt: Runtime, req: WireRequest, fitting: Fitting, plan: Plan, theirs: int
+) -> None:
     """The upstream's count of the prompt the plan forwarded (an answer's usage): the drift
     metric, and for a model the proxy only estimates, a calibration sample, whatever the
     prompt's size (proxy/windows/calibration.py fits the fixed per-request cost apart)."""
@@ -160,21 +169,9 @@ async def learn_usage(rt: Runtime, req: WireRequest, plan: Plan, theirs: int) ->
     if not count or theirs <= 0:
         return
     rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
-    if plan.counted == "estimate":
-        await rt.calibrate(req.team, req.spec.name, sample_of(req, plan, theirs))
-
-
-def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
-    """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
-    request's counter weighed it: proxy/windows/calibration.py), with how much of it the view hides
-    and how many messages it held."""
-    assert plan.tokens_after is not None
-    forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
-    hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
-    weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)
-    extra = round(req.message_weight) * len(forwarded)
-    ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
-    return Sample(theirs, ours, min(hidden, ours), len(forwarded))
+    sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
+    if sample is not None:
+        await rt.calibrate(req.team, req.spec.name, sample)
 
 
 @dataclass(slots=True)
@@ -185,9 +182,14 @@ class UpstreamClock:
 
 
 def retrying(
-    request: Request, rt: Runtime, req: WireRequest, who: Principal, clock: UpstreamClock
+    request: Request,
+    rt: Runtime,
+    req: WireRequest,
+    who: Principal,
+    clock: UpstreamClock,
+    fitting: Fitting,
 ) -> Retrying:
-    """The overflow loop's collaborators for one chat request."""
+    """The overflow loop's collaborators for one request."""
 
     async def send(plan: Plan) -> Reply:
         sent = time.perf_counter()
@@ -197,16 +199,16 @@ def retrying(
             clock.seconds += time.perf_counter() - sent
 
     async def learn(lesson: Lesson, plan: Plan) -> None:
-        sample = sample_of(req, plan, lesson.theirs) if lesson.theirs else None
+        sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
         await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,
-        refit=lambda budget: rt.planner.plan_fitted(req, budget),
-        budget_for=lambda window: budget_for(req, window, rt.settings.trimming),
+        refit=fitting.refit,
+        budget_for=fitting.budget_for,
         learn=learn,
-        recount=lambda: count_prompt(req.counter(), req.view.messages),
-        lowers_output=output_floor(req, req.fmt.requested_output(req.payload)) is not None,
+        recount=fitting.recount,
+        lowers_output=fitting.lowers_output,
     )
 
 

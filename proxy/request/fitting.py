@@ -1,0 +1,135 @@
+"""How a request is made to fit, by kind of body: the first plan, and what the overflow retry
+needs to fit it again (a budget for a window, a re-fit, an exact recount, a calibration sample).
+
+    ConversationFitting  chat, Responses, Messages: the planner and the engine over the view
+    PromptFitting        legacy completions: prompts cut at token boundaries (formats/completions)
+
+The request path (exchange.py) takes either, so every format shares its edge, fallbacks,
+retry, headers and metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from proxy.edge.errors import BadRequest
+from proxy.edge.intake import WireRequest
+from proxy.edge.runtime import Runtime
+from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
+from proxy.request.budget import budget_for, checked, output_floor
+from proxy.request.plan import Plan
+from proxy.windows.calibration import Sample
+from strategies.budget import Budget
+from strategies.tokens import count_prompt
+
+
+class Fitting(Protocol):
+    conversation: bool  # a conversation whose prefix the proxy tracks
+    lowers_output: bool  # the retry may lower the request's reply limit
+
+    async def first(self) -> Plan: ...
+
+    async def refit(self, budget: Budget) -> Plan: ...
+
+    def budget_for(self, window: int) -> Budget: ...
+
+    def recount(self) -> int: ...
+
+    def sample(self, theirs: int, plan: Plan) -> Sample | None:
+        """The upstream's count of what ``plan`` forwarded beside the proxy's, as a
+        calibration sample, or None when the two do not compare."""
+        ...
+
+
+def fitting_for(rt: Runtime, req: WireRequest) -> Fitting:
+    if req.fmt is COMPLETIONS:
+        return PromptFitting(req, rt.settings.trimming.safety_margin_tokens)
+    return ConversationFitting(rt, req)
+
+
+async def first_plan(rt: Runtime, req: WireRequest) -> Plan:
+    """``req``'s first plan, by its kind of body (for a fallback model's request too)."""
+    return await fitting_for(rt, req).first()
+
+
+class ConversationFitting:
+    conversation = True
+
+    def __init__(self, rt: Runtime, req: WireRequest) -> None:
+        self.rt, self.req = rt, req
+        self.lowers_output = output_floor(req, req.fmt.requested_output(req.payload)) is not None
+
+    async def first(self) -> Plan:
+        return await self.rt.planner.plan_first(self.req)
+
+    async def refit(self, budget: Budget) -> Plan:
+        return await self.rt.planner.plan_fitted(self.req, budget)
+
+    def budget_for(self, window: int) -> Budget:
+        return budget_for(self.req, window, self.rt.settings.trimming)
+
+    def recount(self) -> int:
+        return count_prompt(self.req.counter(), self.req.view.messages)
+
+    def sample(self, theirs: int, plan: Plan) -> Sample | None:
+        return sample_of(self.req, plan, theirs)
+
+
+def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
+    """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
+    request's counter weighed it: proxy/windows/calibration.py), with how much of it the view
+    hides and how many messages it held."""
+    assert plan.tokens_after is not None
+    forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
+    hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
+    weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)
+    extra = round(req.message_weight) * len(forwarded)
+    ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
+    return Sample(theirs, ours, min(hidden, ours), len(forwarded))
+
+
+class PromptFitting:
+    conversation = False
+    lowers_output = False
+
+    def __init__(self, req: WireRequest, margin: int) -> None:
+        if req.session_memory:
+            raise BadRequest(
+                "session memory is a chat conversation's summary; /v1/completions has none",
+                param="contextwarden.session_memory",
+            )
+        upstream = req.spec.route.upstream
+        if upstream.provider != "openai" or upstream.base_url is None:
+            raise BadRequest("/v1/completions is only served by an OpenAI-compatible upstream")
+        self.req, self.margin = req, margin
+        self.prompts = Prompts(
+            req.body, req.payload, codec_for(req.spec), req.policy.config.completions
+        )
+
+    async def first(self) -> Plan:
+        if not self.req.trim:
+            return Plan(self.req.body, None, actions=["trimming-disabled"], counted="none")
+        if not self.req.window:
+            return Plan(self.req.body, None, actions=["unknown-window"], counted="none")
+        return self.plan(self.budget_for(self.req.window))
+
+    async def refit(self, budget: Budget) -> Plan:
+        return self.plan(budget)
+
+    def plan(self, budget: Budget) -> Plan:
+        cut = self.prompts.cut(budget)
+        return Plan(cut.body, budget, cut.before, cut.after, cut.actions, cut.counted)
+
+    def budget_for(self, window: int) -> Budget:
+        """Each prompt's budget: the window less the completion it asks for (16 when absent,
+        as the API does) and the margin."""
+        asked = COMPLETIONS.requested_output(self.req.payload)
+        return checked(Budget(window, asked or DEFAULT_MAX_TOKENS, 0, self.margin))
+
+    def recount(self) -> int:
+        return self.prompts.cut(self.budget_for(10**9)).after
+
+    def sample(self, theirs: int, plan: Plan) -> Sample | None:
+        """One prompt's count (a batch's usage sums prompts each planned on its own)."""
+        sent = plan.tokens_after
+        return Sample(theirs, sent) if sent and not self.prompts.batch else None
