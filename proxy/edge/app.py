@@ -75,6 +75,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/metrics", metrics, methods=["GET"]),
         Route("/admin/stats", admin_stats, methods=["GET"]),
         Route("/admin/learned-windows", admin_windows, methods=["GET"]),
+        Route("/admin/windows/{team}/{model:path}", admin_window, methods=["GET"]),
         Route("/admin/learned-windows", admin_confirm_window, methods=["POST"]),
         Route(
             "/admin/learned-windows/{team}/{model:path}", admin_forget_window, methods=["DELETE"]
@@ -159,6 +160,18 @@ async def admin_windows(request: Request) -> Response:
             "calibration": rt.models.calibration.items(),
         }
     )
+
+
+async def admin_window(request: Request) -> Response:
+    """A model's window for a team: in the proxy's count, in the upstream's units, and why."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    team, model = request.path_params["team"], request.path_params["model"]
+    if team not in rt.settings.teams:
+        raise NotFound(f"unknown team {team!r}")
+    spec = rt.models.resolve(model)
+    window = rt.models.window_for(spec, team, rt.settings.teams[team].max_context_tokens)
+    return JSONResponse({"team": team, "model": spec.name, **window.report()})
 
 
 async def admin_confirm_window(request: Request) -> Response:

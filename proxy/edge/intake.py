@@ -114,9 +114,7 @@ def build_request(
         )
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
-    window = models.window(spec, who.team)
-    if window is not None and team.max_context_tokens:
-        window = min(window, team.max_context_tokens)
+    window = models.window(spec, who.team, team.max_context_tokens)
     req = WireRequest(
         body,
         payload,

@@ -53,6 +53,24 @@ class ModelSpec:
     pricing: Pricing
     policy: ResolvedPolicy  # the model's own, or the default policy
     prices: Prices | None = None  # dollars per prompt token: litellm's table, config over it
+    window_source: str = ""  # where ``window`` comes from, in words
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A model's window for one team: in the proxy's own count (what the budget is made of),
+    in the upstream's units, and why, step by step. None when nothing states it."""
+
+    tokens: int | None
+    upstream_tokens: int | None
+    why: tuple[str, ...]
+
+    def report(self) -> dict[str, object]:
+        return {
+            "window": self.tokens,
+            "upstream_window": self.upstream_tokens,
+            "why": list(self.why),
+        }
 
 
 class LearnedWindows:
@@ -155,18 +173,40 @@ class Models:
                 self._cache[name] = spec
         return spec
 
-    def window(self, spec: ModelSpec, team: str) -> int | None:
-        """The configured (or table) window, lowered by what overflow errors taught us (both in
-        the upstream's units), in the proxy's own tokens: converted by the calibration when the
-        model is only estimated."""
+    def window(self, spec: ModelSpec, team: str, cap: int | None = None) -> int | None:
+        """The window the budget is made of, in the proxy's own tokens (see ``window_for``)."""
+        return self.window_for(spec, team, cap).tokens
+
+    def window_for(self, spec: ModelSpec, team: str, cap: int | None = None) -> Window:
+        """The one answer to "what is this model's window for this team, in whose units, and
+        why": the configured (or family, or table) window, lowered by what overflow errors
+        taught (both in the upstream's units), converted into the proxy's count by the
+        calibration, and capped by the team's ``max_context_tokens`` (in the proxy's count)."""
+        why: list[str] = []
+        if spec.window:
+            why.append(f"{spec.window}: {spec.window_source}")
         learned = self.learned.get(team, spec.name)
+        if learned:
+            told = self.learned.evidence().get(team, {}).get(spec.name, "")
+            why.append(f"{learned}: learned from the upstream's overflow error ({told})")
         known = [w for w in (spec.window, learned) if w]
         if not known:
-            return None
-        window = min(known)  # the upstream's units, both
+            why.append("unknown: not configured, not in litellm's table, nothing learned")
+            return Window(None, None, tuple(why))
+        upstream = min(known)  # the upstream's units, both
         # An estimated model is calibrated from usage and overflows; an exact one only when an
         # upstream's overflow showed it counts more (another tokenizer behind the same name).
-        return self.calibration.window(team, spec.name, window)
+        window = self.calibration.window(team, spec.name, upstream)
+        if window != upstream:
+            ratio = self.calibration.ratio(team, spec.name) or 1.0
+            why.append(
+                f"{window} in the proxy's count: the calibration finds the upstream counts "
+                f"{ratio:.3f} tokens per one of the proxy's"
+            )
+        if cap and cap < window:
+            why.append(f"{cap}: the team's max_context_tokens")
+            window = cap
+        return Window(window, upstream, tuple(why))
 
     def _build(self, name: str) -> ModelSpec:
         found = self.families.find(name)
@@ -174,6 +214,10 @@ class Models:
         upstream = (entry.upstream if entry else None) or self._settings.default_upstream
         table = self._table.lookup(self._table_name(name, upstream))
         window = (entry.context_window if entry else None) or (table.window if table else None)
+        if entry is not None and entry.context_window:
+            source = f"configured under models: {found[0] if found else name!r}"
+        else:
+            source = f"litellm's model table ({self._table_name(name, upstream)})" if table else ""
         max_output = (entry.max_output_tokens if entry else None) or (
             table.max_output if table else None
         )
@@ -184,9 +228,8 @@ class Models:
             prices = entry.prices.over(prices)
         via = self._settings.upstreams[upstream]
         route = Route(upstream, via, self._settings.api_key(upstream), via.served_apis)
-        return ModelSpec(
-            name, route, window, max_output, pricing, self._policies[policy_name], prices
-        )
+        policy = self._policies[policy_name]
+        return ModelSpec(name, route, window, max_output, pricing, policy, prices, source)
 
     def policy(self, name: str) -> ResolvedPolicy:
         return self._policies[name]

@@ -141,3 +141,33 @@ def test_learned_windows_table() -> None:
     assert learned.get("a", "m") == 500
     assert not learned.learn("a", "m", 9000)  # windows only go down
     assert learned.get("a", "m") == 500
+
+
+@respx.mock
+async def test_the_window_answer_says_whose_units_and_why_per_team(env: None) -> None:
+    """``GET /admin/windows/{team}/{model}``: one answer from the window's one home. Team a
+    learned 2048 from an overflow, team b did not; an unknown model says it is unknown."""
+    respx.post(f"{BASE}/chat/completions").mock(
+        side_effect=[overflow(2048, 2600), httpx.Response(200, json=OK)]
+    )
+    async with running(config()) as c:
+        a = {"authorization": f"Bearer {TEAM_A}"}
+        admin = {"authorization": f"Bearer {ADMIN}"}
+        await c.post("/v1/chat/completions", json=body(280), headers=a)
+        as_team = await c.get("/admin/windows/a/m", headers=a)
+        learned = (await c.get("/admin/windows/a/m", headers=admin)).json()
+        configured = (await c.get("/admin/windows/b/m", headers=admin)).json()
+        unknown = (await c.get("/admin/windows/b/no-such-model", headers=admin)).json()
+        no_team = await c.get("/admin/windows/z/m", headers=admin)
+    assert as_team.status_code == 401 and no_team.status_code == 404
+    assert configured == {
+        "team": "b",
+        "model": "m",
+        "window": 8000,
+        "upstream_window": 8000,
+        "why": ["8000: configured under models: 'm'"],
+    }
+    assert learned["upstream_window"] == 2048 and learned["window"] <= 2048
+    assert learned["why"][0] == "8000: configured under models: 'm'"
+    assert learned["why"][1].startswith("2048: learned from the upstream's overflow error")
+    assert unknown["window"] is None and unknown["why"][-1].startswith("unknown")
