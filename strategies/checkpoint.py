@@ -1,4 +1,5 @@
-"""Summary checkpoints: which stored summary covers how much of a conversation.
+"""Summary checkpoints: which stored summary covers how much of a conversation, and where the
+next one cuts. Pure cut rules: whether to summarize is the proxy's (proxy/summaries/decision.py).
 
 A proxy sees each conversation resent whole on every call. A checkpoint is keyed by a hash chain
 over the conversation's messages: ``chain[k]`` hashes the leading system messages and the first
@@ -19,7 +20,7 @@ import orjson
 from strategies.messages import Message, leading_count
 from strategies.rules import running_task
 from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
-from strategies.tokens import Counter, count_prompt
+from strategies.tokens import Counter
 
 
 def prefix_chain(messages: Sequence[Message]) -> list[str]:
@@ -79,40 +80,6 @@ def apply_summary(
     lead = leading_count(messages)
     pinned = [m for m in messages[lead : lead + covers] if id(m) in keep] if keep else []
     return [*messages[:lead], summary.message(), *pinned, *messages[lead + covers :]]
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    """What a conversation over its budget gets from its stored checkpoints (no I/O here).
-
-    ``best`` is the checkpoint that matches this conversation, if any. When its view fits the
-    budget, ``view`` is that view (reuse it, no LLM call) and ``refresh`` says whether the view
-    is past the soft limit, so a newer checkpoint should be made ahead of time. Otherwise a new
-    checkpoint is due, updating ``best``."""
-
-    best: Checkpoint | None
-    view: list[Message] | None = None
-    refresh: bool = False
-
-
-def choose(
-    candidates: Sequence[Checkpoint],
-    chain: Sequence[str],
-    messages: Sequence[Message],
-    budget: int,
-    soft: int,
-    counter: Counter,
-    role: str = "user",
-    keep: frozenset[int] = frozenset(),
-) -> Choice:
-    best = best_checkpoint(candidates, chain)
-    if best is None:
-        return Choice(None)
-    view = apply_summary(messages, best.covers, best.text(role), keep)
-    tokens = count_prompt(counter, view)
-    if tokens > budget:
-        return Choice(best)
-    return Choice(best, view, tokens > soft)
 
 
 def next_cut(

@@ -29,6 +29,7 @@ from proxy.edge.intake import WireRequest
 from proxy.request.budget import budget_for, settled
 from proxy.request.conversations import Fingerprint, PrefixTracker, conversation_key, extends
 from proxy.summaries import Compactor, Context
+from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.summaries.llm import target_for
 from strategies.budget import Budget, byte_bound
 from strategies.cost import cut_share
@@ -115,7 +116,8 @@ class Planner:
         tokens = await asyncio.to_thread(count_prompt, memo, messages)
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
             return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
-        if tokens > soft and self.compactor is not None and not dry_run:
+        step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)
+        if step == "prepare" and self.compactor is not None and not dry_run:
             await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
         counted = "exact" if pricing.exact else "estimate"
         output = settled(req, budget, tokens)
@@ -160,7 +162,8 @@ class Planner:
         original = req.view.messages
         before = tokens if tokens is not None else count_prompt(counter, original)
         messages, checkpoint, actions, pending = original, None, [], 0
-        if before > budget.messages and self._summarizes(req) and self.compactor is not None:
+        step = on_request(before, budget.messages, req.policy.config, req.session_memory)
+        if step == "compact" and self.compactor is not None:
             ctx = self._context(req, budget)
             compacted = await self.compactor.compact(
                 original, budget.messages, ctx, req.session_memory, dry_run
@@ -257,13 +260,13 @@ class Planner:
             error.kept = exc.tokens + taken  # what the part that must be kept takes
             raise error from None
 
-    def _summarizes(self, req: WireRequest) -> bool:
-        return req.policy.config.summarize or bool(req.session_memory)
-
     def _soft_limit(self, req: WireRequest, budget: Budget) -> int:
-        if not self._summarizes(req) or self.compactor is None:
+        """Past this count a request is counted (not sent on its byte bound): a summary may be
+        due (proxy/summaries/decision.py)."""
+        config = req.policy.config
+        if self.compactor is None or not summarizes(config, req.session_memory):
             return budget.messages
-        return int(budget.messages * req.policy.config.summarizer.soft_threshold)
+        return soft_limit(budget.messages, config)
 
     def _context(self, req: WireRequest, budget: Budget) -> Context:
         window = req.policy.config.summarizer.context_window or budget.window

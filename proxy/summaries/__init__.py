@@ -1,5 +1,7 @@
 """Summary checkpoints, one module per concern:
 
+    decision.py    whether to summarize: every rule that decides it (compact now, prepare in
+                   the background, reuse, refresh, make, or truncate a first-seen conversation)
     compactor.py   find, reuse, create, update, pre-compute (the orchestration)
     job.py         one checkpoint's making: the Job that travels, the chained calls
     flight.py      one summary per conversation at a time, in-process and across replicas
@@ -7,8 +9,8 @@
     breaker.py     skip a summarizer that keeps failing
     allowance.py   the calls and time one request, and one team, may spend
 
-The decisions themselves (reuse or create, where to cut, how big a piece) are pure and live in
-``strategies.checkpoint`` and ``strategies.summary``.
+Where a summary cuts and how big a piece is are the engine's pure rules
+(``strategies.checkpoint``, ``strategies.summary``); whether one is made is decision.py's.
 """
 
 from proxy.summaries.compactor import Compacted, Compactor

@@ -23,6 +23,14 @@ from dataclasses import dataclass
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.breaker import Breakers
+from proxy.summaries.decision import (
+    Choice,
+    choose,
+    first_sight_truncates,
+    on_compact,
+    soft_limit,
+    worth_preparing,
+)
 from proxy.summaries.flight import Flights
 from proxy.summaries.job import (
     BreakerOpen,
@@ -33,14 +41,7 @@ from proxy.summaries.job import (
     planned_cut,
 )
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
-from strategies.checkpoint import (
-    Checkpoint,
-    Choice,
-    apply_summary,
-    choose,
-    next_cut,
-    prefix_chain,
-)
+from strategies.checkpoint import Checkpoint, apply_summary, next_cut, prefix_chain
 from strategies.messages import Message, leading_count
 from strategies.summary import SummaryText, summary_max_tokens
 from strategies.tokens import count_messages, count_prompt
@@ -126,14 +127,15 @@ class Compactor:
             return self._session_memory(messages, budget, ctx, session_memory)
         choice = await self._choose(messages, chain, budget, ctx)
         job = Job(messages, chain, choice.best, budget, ctx)
-        if choice.view is not None and choice.best is not None:
+        action = on_compact(choice, lambda: self._seen_before(job, not dry_run), ctx.policy)
+        if action in ("reuse", "reuse-and-refresh"):
+            assert choice.view is not None and choice.best is not None
             if not dry_run:
                 self.stats.reused += 1
-                if choice.refresh:
+                if action == "reuse-and-refresh":
                     self._spawn(job)  # update it ahead of time
             return Compacted(choice.view, "reused", choice.best.id)
-        unseen = choice.best is None and not self._seen_before(job, remember=not dry_run)
-        if unseen and not ctx.policy.summarizer.summarize_unseen:
+        if action == "truncate":
             return None  # maybe a one-off: if it comes back, it is summarized then
         if dry_run:
             return self._estimate(job)
@@ -154,14 +156,12 @@ class Compactor:
         job = Job(messages, chain, None, budget, ctx)
         if self._flights.running(job.key):
             return
-        if not self._seen_before(job) and not ctx.policy.summarizer.summarize_unseen:
+        if first_sight_truncates(self._seen_before(job), ctx.policy):
             return  # prepared from its next request on, if there is one
         choice = await self._choose(messages, chain, budget, ctx)
-        if choice.view is not None and not choice.refresh:
-            return
-        if choice.best is None and count_prompt(ctx.counter, messages) <= _soft(budget, ctx):
-            return
-        self._spawn(Job(messages, chain, choice.best, budget, ctx))
+        soft = soft_limit(budget, ctx.policy)
+        if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
+            self._spawn(Job(messages, chain, choice.best, budget, ctx))
 
     async def drain(self) -> None:
         """Wait for background summaries (shutdown and tests)."""
@@ -178,7 +178,14 @@ class Compactor:
             candidates = []
         role = ctx.policy.summary_role
         return choose(
-            candidates, chain, messages, budget, _soft(budget, ctx), ctx.counter, role, ctx.pinned
+            candidates,
+            chain,
+            messages,
+            budget,
+            soft_limit(budget, ctx.policy),
+            ctx.counter,
+            role,
+            ctx.pinned,
         )
 
     def _spawn(self, job: Job) -> None:
@@ -270,10 +277,6 @@ class Compactor:
     def _store_fault(self, exc: Exception) -> None:
         self.stats.store_errors += 1
         log.debug("checkpoint store unavailable: %s", exc)
-
-
-def _soft(budget: int, ctx: Context) -> int:
-    return int(budget * ctx.policy.summarizer.soft_threshold)
 
 
 def _ttl(ctx: Context) -> float:

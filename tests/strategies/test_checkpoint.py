@@ -50,24 +50,6 @@ def test_a_summary_is_a_framed_user_message_by_default() -> None:
     assert "gives no instructions of its own" in view[1]["content"]
 
 
-def test_choose_reuses_a_fitting_view_and_asks_for_a_refresh_past_the_soft_limit() -> None:
-    from strategies.checkpoint import choose
-    from strategies.tokens import FixedCounter
-
-    msgs = conv(12)
-    chain = prefix_chain(msgs)
-    counter = FixedCounter(10)  # 10 a message: the view of a checkpoint covering 8 is 6 x 10
-    fits = choose([ck(8, chain)], chain, msgs, budget=70, soft=65, counter=counter)
-    assert fits.best is not None and fits.view is not None and not fits.refresh
-    assert fits.view[1]["content"].startswith(SUMMARY_HEADER)
-    late = choose([ck(8, chain)], chain, msgs, budget=60, soft=40, counter=counter)
-    assert late.view is not None and late.refresh  # reuse now, update ahead of time
-    over = choose([ck(2, chain)], chain, msgs, budget=60, soft=50, counter=counter)
-    assert over.best is not None and over.view is None  # create, updating ck2
-    none = choose([], chain, msgs, budget=60, soft=50, counter=counter)
-    assert none.best is None and none.view is None
-
-
 def test_next_cut_starts_after_what_is_covered_and_keeps_the_recent_turns() -> None:
     from strategies.checkpoint import next_cut
     from strategies.tokens import FixedCounter
