@@ -1,7 +1,8 @@
-"""The README's examples hold: every fenced YAML block is a valid configuration (a fragment
-over the blocks before it, as a reader assembles them), every ``contextwarden`` command in a
-shell block parses with the real CLI, and every Python block runs against a proxy in front of
-the demo upstream. The README's own policy example failed check-config."""
+"""The documentation's examples hold, in the README and every page under docs/ (read in the
+order the README's Reference lists them): every fenced YAML block is a valid configuration (a
+fragment over the blocks before it, as a reader assembles them), every ``contextwarden``
+command in a shell block parses with the real CLI, and every Python block runs against a proxy
+in front of the demo upstream. The README's own policy example once failed check-config."""
 
 from __future__ import annotations
 
@@ -16,12 +17,46 @@ import yaml
 from proxy.cli import build_parser
 from proxy.config.settings import load_settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LINK = re.compile(r"\]\((docs/[\w-]+\.md)(?:#[\w-]+)?\)")
+
+
+def pages() -> list[Path]:
+    """The README, then the pages its Reference section names, in that order."""
+    reference = README.read_text().split("## Reference", 1)[1].split("\n## ", 1)[0]
+    named = dict.fromkeys(LINK.findall(reference))
+    return [README, *(ROOT / name for name in named)]
 
 
 def blocks(language: str) -> list[str]:
-    return [body for lang, body in FENCE.findall(README.read_text()) if lang == language]
+    return [
+        body
+        for page in pages()
+        for lang, body in FENCE.findall(page.read_text())
+        if lang == language
+    ]
+
+
+def test_every_page_is_linked_from_the_readme_and_every_link_lands() -> None:
+    linked = {p.name for p in pages()[1:]}
+    assert linked == {p.name for p in (ROOT / "docs").glob("*.md")}
+    anchors = {
+        page.name: {
+            re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", page.read_text(), re.MULTILINE)
+        }
+        for page in pages()
+    }
+    for page in pages():
+        for target, anchor in re.findall(r"\]\(([\w./-]*?)(?:#([\w-]+))?\)", page.read_text()):
+            if target.startswith(("http", "mailto")):
+                continue
+            name = Path(target).name if target else page.name
+            if name.endswith(".md"):
+                assert name in anchors, f"{page.name}: a link to {target} that does not exist"
+                assert not anchor or anchor in anchors[name], f"{page.name}: #{anchor} in {name}"
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
