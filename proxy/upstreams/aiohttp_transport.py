@@ -15,9 +15,8 @@ import aiohttp
 from yarl import URL
 
 from proxy.config.catalog import Upstream
-from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.edge.headers import response_headers
-from proxy.upstreams.forwarding import Reply, is_small, reply_of
+from proxy.upstreams.forwarding import Reply, is_small, reply_of, timed_out, unreachable
 
 LARGE = 1024 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
@@ -67,16 +66,13 @@ class AiohttpTransport:
                 allow_redirects=False,
             )
         except TimeoutError as exc:
-            raise UpstreamTimeout("the upstream did not answer in time") from exc
+            raise timed_out() from exc
         except aiohttp.ClientConnectorError as exc:
             # Its own text names the TLS context ("ssl:default") even for plain http://.
             reason = exc.os_error.strerror or type(exc.os_error).__name__
-            raise UpstreamUnavailable(
-                f"the upstream could not be reached: cannot connect to {exc.host}:{exc.port} "
-                f"({reason})"
-            ) from exc
+            raise unreachable(f"cannot connect to {exc.host}:{exc.port} ({reason})") from exc
         except aiohttp.ClientError as exc:
-            raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+            raise unreachable(str(exc)) from exc
 
         async def close() -> None:
             response.release()

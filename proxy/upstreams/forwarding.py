@@ -102,11 +102,9 @@ class HttpxTransport:
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(
-                f"the upstream did not answer in time ({type(exc).__name__})"
-            ) from exc
+            raise timed_out(type(exc).__name__) from exc
         except httpx.HTTPError as exc:
-            raise UpstreamUnavailable(f"the upstream could not be reached: {exc}") from exc
+            raise unreachable(str(exc)) from exc
         small = is_small(
             _length(response.headers.get("content-length")), response.headers.get("content-type")
         )
@@ -121,6 +119,18 @@ class HttpxTransport:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def timed_out(detail: str = "") -> UpstreamTimeout:
+    """An upstream that did not answer in time (504), in one wording for every transport."""
+    return UpstreamTimeout(
+        "the upstream did not answer in time" + (f" ({detail})" if detail else "")
+    )
+
+
+def unreachable(detail: str) -> UpstreamUnavailable:
+    """An upstream that could not be reached (502), in one wording for every transport."""
+    return UpstreamUnavailable(f"the upstream could not be reached: {detail}")
 
 
 async def reply_of(

@@ -15,9 +15,9 @@ import orjson
 
 from proxy.config.catalog import Upstream
 from proxy.config.environment import prepare_environment
-from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable, error_body
+from proxy.edge.errors import UpstreamUnavailable, error_body
 from proxy.overflow.detect import Overflow, is_context_overflow
-from proxy.upstreams.forwarding import Reply
+from proxy.upstreams.forwarding import Reply, timed_out, unreachable
 
 # The OpenAI chat-completion fields a client may set. litellm.acompletion also takes credentials
 # and routing (api_key, api_base, base_url, extra_headers, model_list, metadata for callbacks,
@@ -86,21 +86,19 @@ async def complete(
         body_out = error_body(message, "invalid_request_error", "context_length_exceeded")
         return Reply(400, list(JSON), body=body_out, overflow=found)
     except litellm.Timeout as exc:
-        raise UpstreamTimeout(
-            f"the upstream did not answer in time: {client_message(exc)}"
-        ) from exc
+        raise timed_out(client_message(exc)) from exc
     except litellm.APIConnectionError as exc:
         message = client_message(exc)
-        raise UpstreamUnavailable(f"the upstream could not be reached: {message}") from exc
+        raise unreachable(message) from exc
     except Exception as exc:  # litellm maps every provider error to a class with a status code
         status = getattr(exc, "status_code", None)
         message = client_message(exc)
         if _timed_out(exc):
-            raise UpstreamTimeout(f"the upstream did not answer in time: {message}") from exc
+            raise timed_out(message) from exc
         # A 500 from litellm is mostly its own failure to reach or call the provider (a refused
         # connection, missing credentials): from the client's side, the gateway's upstream failed.
         if _unreachable(exc) or not isinstance(status, int) or not 400 <= status <= 599:
-            raise UpstreamUnavailable(f"the upstream could not be reached: {message}") from exc
+            raise unreachable(message) from exc
         if status == 500:
             raise UpstreamUnavailable(f"the upstream failed: {message}") from exc
         return Reply(status, list(JSON), body=error_body(message, "upstream_error", None))
