@@ -30,7 +30,9 @@ from proxy.formats.base import (
     lowered,
     parse_json,
     reject_duplicate_keys,
+    text_parts,
     usage_int,
+    with_texts,
 )
 from strategies.budget import requested_output
 from strategies.messages import SOURCE, Message
@@ -242,21 +244,13 @@ def _rewritten(m: Message, blocks: list[dict[str, Any]] | None) -> list[Any]:
         block = blocks[0]
         if isinstance(new, str) or not isinstance(block.get("content"), list):
             return [{**block, "content": new if isinstance(new, str) else _text(m)}]
-        return [{**block, "content": _with_texts(block["content"], new)}]
-    return _with_texts(blocks, new)
+        return [{**block, "content": with_texts(block["content"], text_parts(new), _text_block)}]
+    return with_texts(blocks, text_parts(new), _text_block)
 
 
-def _with_texts(blocks: list[Any], parts: Any) -> list[Any]:
-    """``blocks`` with the text of the view's text parts, in order (the view is one to one)."""
-    texts = iter(p for p in parts or [] if isinstance(p, dict) and p.get("type") == "text")
-    out = []
-    for block in blocks:
-        if isinstance(block, dict) and block.get("type") == "text":
-            part = next(texts, None)
-            if part is not None and part.get("text") != block.get("text"):
-                block = {**block, "text": part["text"]}
-        out.append(block)
-    return out
+def _text_block(block: dict[str, Any]) -> str | None:
+    """A text block is a text part in the view (``_content``)."""
+    return "text" if block.get("type") == "text" else None
 
 
 def _message(o: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -121,6 +121,35 @@ class WireFormat(Protocol):
         """The event that ends a stream the upstream broke off, in this format's shape, so the
         client's SDK raises."""
         ...
+
+
+def text_parts(parts: Any) -> Iterator[dict[str, Any]]:
+    """The text parts of a rewritten view message's content list, in order (none in a string:
+    a format writes a string back whole, where it can)."""
+    if not isinstance(parts, list):
+        return iter(())
+    return iter(p for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+def with_texts(
+    originals: list[Any],
+    texts: Iterator[dict[str, Any]],
+    key_of: Callable[[dict[str, Any]], str | None],
+) -> list[Any]:
+    """The one text write-back, for every format whose view shows a part of its wire items:
+    ``originals`` (parts, blocks) with the texts of the view's text parts, in order. Each
+    original the view showed as text (``key_of`` names its text field, mirroring the view's
+    rule) takes the next text; one whose text did not change, and every other original, goes
+    back as the same object. ``texts`` may be shared by several items (one assistant turn)."""
+    out = []
+    for old in originals:
+        key = key_of(old) if isinstance(old, dict) else None
+        if key is not None:
+            new = next(texts, None)
+            if new is not None and new.get("text") != old.get(key):
+                old = {**old, key: new.get("text")}
+        out.append(old)
+    return out
 
 
 def usage_int(usage: dict[str, Any], *keys: str) -> int | None:

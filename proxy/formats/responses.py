@@ -15,7 +15,6 @@ by its JSON text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -27,7 +26,9 @@ from proxy.formats.base import (
     lowered,
     parse_json,
     reject_duplicate_keys,
+    text_parts,
     usage_int,
+    with_texts,
 )
 from proxy.formats.responses_items import (
     ROLES,
@@ -250,11 +251,11 @@ def _rewritten(m: Message, src: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return src
         if isinstance(new, str):
             return [{**item, "output": new}]
-        return [{**item, "output": _raise_parts(item["output"], new)}]
+        return [{**item, "output": _raise_content(item["output"], new)}]
     if m.get("role") != "assistant":
         item = src[0]
         return [{**item, "content": _raise_content(item["content"], new)}]
-    texts = iter(new if isinstance(new, list) else [])
+    texts = text_parts(new)
     out = []
     for item in src:
         if kind_of(item) != "message":
@@ -263,39 +264,26 @@ def _rewritten(m: Message, src: list[dict[str, Any]]) -> list[dict[str, Any]]:
             part = next(texts, None)
             out.append({**item, "content": part["text"]} if part else item)
         else:
-            out.append({**item, "content": [_next_text(p, texts) for p in item["content"]]})
+            out.append({**item, "content": with_texts(item["content"], texts, _said)})
     return out
 
 
-def _next_text(part: dict[str, Any], texts: Iterator[dict[str, Any]]) -> dict[str, Any]:
-    """``part`` with the next rewritten text, when it is a text part."""
+def _said(part: dict[str, Any]) -> str | None:
+    """The field of an assistant's part the view shows as text (``_text_parts``), or None."""
     key = TEXT_PARTS.get(part.get("type", ""))
-    if key is None:
-        return part
-    new = next(texts, None)
-    if new is None or new.get("text") == part.get(key):
-        return part
-    return {**part, key: new.get("text")}
+    return key if key is not None and isinstance(part.get(key), str) else None
+
+
+def _shown(part: dict[str, Any]) -> str | None:
+    """The field of a part the view shows as a text part's text (``_part``), or None."""
+    key = _said(part)
+    return key if key is not None or part.get("type") != "text" else "text"  # as it came
 
 
 def _raise_content(original: Any, new: Any) -> Any:
-    if isinstance(original, str) or isinstance(new, str):
+    if isinstance(original, str) or not isinstance(original, list) or not isinstance(new, list):
         return new
-    return _raise_parts(original, new)
-
-
-def _raise_parts(original: Any, new: Any) -> Any:
-    """Original parts with the text of their rewritten view parts (the view is one to one)."""
-    if not isinstance(original, list) or not isinstance(new, list):
-        return new
-    out = []
-    for old, part in zip(original, new, strict=False):
-        key = TEXT_PARTS.get(old.get("type", ""))
-        if key is not None and part.get("type") == "text" and part.get("text") != old.get(key):
-            out.append({**old, key: part["text"]})
-        else:
-            out.append(old)
-    return out
+    return with_texts(original, text_parts(new), _shown)
 
 
 SUMMARY_ROLES = frozenset({"user", "developer", "system"})
