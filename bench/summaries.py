@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 import tempfile
+import time
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -96,7 +98,7 @@ def _run(conversations: list[list[list[dict[str, Any]]]]) -> dict[str, float]:
                 growth += COUNTER.prompt({"messages": conversation[-1]}) - (
                     COUNTER.prompt({"messages": conversation[0]}) if len(conversation) > 1 else 0
                 )
-            calls = len(app.state.summaries)
+            calls = settled(lambda: len(app.state.summaries))
     return {
         "calls": calls,
         "growth": growth,
@@ -104,6 +106,20 @@ def _run(conversations: list[list[list[dict[str, Any]]]]) -> dict[str, float]:
         "requests": requests,
         "dropped": dropped,
     }
+
+
+def settled(count: Callable[[], int], quiet: float = 1.0, limit: float = 15.0) -> int:
+    """``count`` once it has not moved for ``quiet`` seconds: a summary the last requests
+    started in the background is counted whether or not it had finished when they returned
+    (before, the same run gave 0 or 1 by the race)."""
+    deadline = time.monotonic() + limit
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        time.sleep(0.1)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
 
 
 def summary_rows(quick: bool) -> tuple[list[str], list[list[str]]]:
