@@ -124,9 +124,11 @@ class LearnedWindows:
         """What taught each window (windows restored from the store say so)."""
         out: dict[str, dict[str, str]] = {}
         for team, model in self._windows:
-            told = self._evidence.get((team, model), "restored from the store")
-            out.setdefault(team, {})[model] = told
+            out.setdefault(team, {})[model] = self.evidence_of(team, model)
         return out
+
+    def evidence_of(self, team: str, model: str) -> str:
+        return self._evidence.get((team, model), "restored from the store")
 
     def items(self) -> dict[str, dict[str, int]]:
         return _nested(self._windows)
@@ -174,39 +176,48 @@ class Models:
         return spec
 
     def window(self, spec: ModelSpec, team: str, cap: int | None = None) -> int | None:
-        """The window the budget is made of, in the proxy's own tokens (see ``window_for``)."""
-        return self.window_for(spec, team, cap).tokens
+        """The window the budget is made of, in the proxy's own tokens: ``window_for``'s steps
+        without their words (this runs on every request)."""
+        return self._steps(spec, team, cap)[3]
 
     def window_for(self, spec: ModelSpec, team: str, cap: int | None = None) -> Window:
         """The one answer to "what is this model's window for this team, in whose units, and
         why": the configured (or family, or table) window, lowered by what overflow errors
         taught (both in the upstream's units), converted into the proxy's count by the
         calibration, and capped by the team's ``max_context_tokens`` (in the proxy's count)."""
+        learned, upstream, converted, final = self._steps(spec, team, cap)
         why: list[str] = []
         if spec.window:
             why.append(f"{spec.window}: {spec.window_source}")
-        learned = self.learned.get(team, spec.name)
         if learned:
-            told = self.learned.evidence().get(team, {}).get(spec.name, "")
+            told = self.learned.evidence_of(team, spec.name)
             why.append(f"{learned}: learned from the upstream's overflow error ({told})")
-        known = [w for w in (spec.window, learned) if w]
-        if not known:
+        if upstream is None or converted is None:
             why.append("unknown: not configured, not in litellm's table, nothing learned")
             return Window(None, None, tuple(why))
+        if converted != upstream:
+            ratio = self.calibration.ratio(team, spec.name) or 1.0
+            why.append(
+                f"{converted} in the proxy's count: the calibration finds the upstream counts "
+                f"{ratio:.3f} tokens per one of the proxy's"
+            )
+        if final != converted:
+            why.append(f"{final}: the team's max_context_tokens")
+        return Window(final, upstream, tuple(why))
+
+    def _steps(
+        self, spec: ModelSpec, team: str, cap: int | None
+    ) -> tuple[int | None, int | None, int | None, int | None]:
+        """(learned, the window in the upstream's units, converted to the proxy's, capped)."""
+        learned = self.learned.get(team, spec.name)
+        known = [w for w in (spec.window, learned) if w]
+        if not known:
+            return learned, None, None, None
         upstream = min(known)  # the upstream's units, both
         # An estimated model is calibrated from usage and overflows; an exact one only when an
         # upstream's overflow showed it counts more (another tokenizer behind the same name).
-        window = self.calibration.window(team, spec.name, upstream)
-        if window != upstream:
-            ratio = self.calibration.ratio(team, spec.name) or 1.0
-            why.append(
-                f"{window} in the proxy's count: the calibration finds the upstream counts "
-                f"{ratio:.3f} tokens per one of the proxy's"
-            )
-        if cap and cap < window:
-            why.append(f"{cap}: the team's max_context_tokens")
-            window = cap
-        return Window(window, upstream, tuple(why))
+        converted = self.calibration.window(team, spec.name, upstream)
+        return learned, upstream, converted, cap if cap and cap < converted else converted
 
     def _build(self, name: str) -> ModelSpec:
         found = self.families.find(name)
