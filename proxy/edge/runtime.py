@@ -15,6 +15,7 @@ from proxy.edge.ownership import Owners
 from proxy.observe.metrics import Metrics
 from proxy.overflow.retry import Lesson
 from proxy.request.conversations import PinMemory, PrefixTracker
+from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
 from proxy.stores import GuardedStore, open_store
 from proxy.summaries import Compactor
@@ -60,7 +61,7 @@ class Runtime:
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
         prefixes = PrefixTracker(store)
-        planner = Planner(settings, compactor, prefixes)
+        planner = Planner(settings, compactor, prefixes, CutMemory(store))
         try:
             secret = await store.scope_secret()
         except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
@@ -83,6 +84,8 @@ class Runtime:
         self.admission.close()
         await self.compactor.drain()
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
+        if self.planner.cuts is not None:
+            await self.planner.cuts.drain()
         await self.store.close()
         await self.transport.aclose()
 

@@ -27,7 +27,14 @@ from proxy.config.settings import Settings
 from proxy.edge.errors import ContextTooLarge
 from proxy.edge.intake import WireRequest
 from proxy.request.budget import budget_for, settled
-from proxy.request.conversations import Fingerprint, PrefixTracker, conversation_key, extends
+from proxy.request.conversations import (
+    Fingerprint,
+    PrefixTracker,
+    conversation_key,
+    extends,
+    message_digest,
+)
+from proxy.request.cuts import CutMemory
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.summaries.llm import target_for
@@ -36,7 +43,9 @@ from strategies.cost import cut_share
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index
+from strategies.repair import repair_tool_calls
 from strategies.rules import pinned_ids
+from strategies.sticky import record, replay
 from strategies.tokens import MemoCounter, count_prompt
 
 
@@ -77,10 +86,12 @@ class Planner:
         settings: Settings,
         compactor: Compactor | None,
         prefixes: PrefixTracker | None = None,
+        cuts: CutMemory | None = None,
     ) -> None:
         self.settings = settings
         self.compactor = compactor
         self.prefixes = prefixes
+        self.cuts = cuts
 
     async def plan_first(
         self, req: WireRequest, exact: bool = False, dry_run: bool = False
@@ -157,10 +168,52 @@ class Planner:
         dry_run: bool = False,
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages."""
-        spec = req.spec
         counter = memo or MemoCounter(req.counter())
         original = req.view.messages
         before = tokens if tokens is not None else count_prompt(counter, original)
+        sticky = None if dry_run else self._sticky_key(req)
+        if sticky is not None:
+            replayed = await self._replay(req, sticky, budget, before, counter)
+            if replayed is not None:
+                return replayed
+        last = None if dry_run else await self._last_prompt(req)
+        deep = 0 if sticky is None else self._headroom(req, budget, before, last)
+        if deep:
+            # Cut deep enough that the next requests only append (they replay this cut); when
+            # what must be kept does not fit that deep, the cut is made to the budget itself.
+            try:
+                deeper = replace(budget, margin=budget.margin + deep)
+                return await self._cut(req, deeper, budget, before, counter, last, sticky, dry_run)
+            except ContextTooLarge:
+                pass
+        return await self._cut(req, budget, budget, before, counter, last, sticky, dry_run)
+
+    def _headroom(
+        self, req: WireRequest, budget: Budget, before: int, last: Fingerprint | None
+    ) -> int:
+        """The room a fresh cut leaves for the conversation to grow in while its next requests
+        replay it: ``STICKY_REQUESTS`` times its growth per request (this prompt against the
+        previous one the client sent), at least the policy's cache grid share of the budget,
+        at most ``DEEPEST`` of it."""
+        share = req.policy.engine.cache_cut_share
+        if last is not None and 0 < last.sent < before:
+            share = max(share, STICKY_REQUESTS * (before - last.sent) / budget.messages)
+        return int(budget.messages * min(share, DEEPEST))
+
+    async def _cut(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        full: Budget,
+        before: int,
+        counter: MemoCounter,
+        last: Fingerprint | None,
+        sticky: str | None,
+        dry_run: bool,
+    ) -> Plan:
+        """Summary checkpoint, then the engine's fit, to ``budget`` (``full`` is the request's
+        own budget: what is reported, and what the output limit is settled against)."""
+        original = req.view.messages
         messages, checkpoint, actions, pending = original, None, [], 0
         step = on_request(before, budget.messages, req.policy.config, req.session_memory)
         if step == "compact" and self.compactor is not None:
@@ -175,16 +228,31 @@ class Planner:
                 pending = compacted.pending_tokens
         # A dry run leaves room for the summary its placeholder stands for.
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
-        last = None if dry_run else await self._last_prompt(req)
+        share = 0.0 if budget is not full else None  # a deep cut needs no grid on top
         try:
-            result = await self._fit(messages, fit_budget, req, counter, last)
+            result = await self._fit(messages, fit_budget, req, counter, last, share)
         except ContextTooLarge as exc:
-            exc.before, exc.budget = before, budget.messages
-            exc.counted = "exact" if spec.pricing.exact else "estimate"
+            exc.before, exc.budget = before, full.messages
+            exc.counted = "exact" if req.spec.pricing.exact else "estimate"
             raise
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
-        counted = "exact" if spec.pricing.exact else "estimate"
+        if sticky is not None and self.cuts is not None and actions:
+            cut = record(original, result.messages, actions, full.messages, message_digest)
+            self.cuts.remember(sticky, replace(cut, checkpoint=checkpoint))
+        return self._written(req, full, before, result, actions, checkpoint)
+
+    def _written(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        before: int,
+        result: Fit,
+        actions: list[str],
+        checkpoint: str | None,
+    ) -> Plan:
+        """The plan that forwards ``result``: the original bytes when nothing changed."""
+        counted = "exact" if req.spec.pricing.exact else "estimate"
         output = settled(req, budget, result.tokens_after)
         payload = req.payload
         if output is not None:
@@ -200,6 +268,43 @@ class Planner:
         return Plan(
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
+
+    def _sticky_key(self, req: WireRequest) -> str | None:
+        """The conversation whose last cut this request replays, when the policy cuts
+        cache-friendly (strategies/sticky.py)."""
+        if self.cuts is None or req.policy.engine.cache_cut_share <= 0:
+            return None
+        return req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+
+    async def _replay(
+        self, req: WireRequest, key: str, budget: Budget, before: int, counter: MemoCounter
+    ) -> Plan | None:
+        """The conversation's last cut replayed with the new messages appended, when that fits
+        (and the budget has not grown since the cut); None: cut afresh. Past the soft limit,
+        the next summary is prepared in the background, for when the replay stops fitting."""
+        assert self.cuts is not None
+        recipe = await self.cuts.recall(key)
+        if recipe is None or budget.messages > recipe.budget:
+            return None
+        messages = replay(recipe, req.view.messages, message_digest)
+        if messages is None:
+            return None
+        if req.policy.engine.repair_tool_calls:
+            messages = repair_tool_calls(messages)[0]
+        tokens = await asyncio.to_thread(count_prompt, counter, messages)
+        if tokens > budget.messages:
+            return None
+        config = req.policy.config
+        past_soft = tokens > soft_limit(budget.messages, config)
+        if past_soft and self.compactor is not None and summarizes(config, req.session_memory):
+            await self.compactor.precompact(
+                req.view.messages, budget.messages, self._context(req, budget)
+            )
+        actions = [*recipe.actions, "sticky"]
+        checkpoint = recipe.checkpoint
+        reused = checkpoint.replace("created", "reused", 1) if checkpoint else None
+        result = Fit(messages, before, tokens, budget.messages, list(actions))
+        return self._written(req, budget, before, result, actions, reused)
 
     def _stateful(self, req: WireRequest) -> Plan:
         """The server holds history the proxy cannot see, so it cannot count or trim it: the
@@ -227,11 +332,13 @@ class Planner:
         req: WireRequest,
         counter: MemoCounter,
         last: Fingerprint | None = None,
+        share: float | None = None,
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
         prices = req.spec.prices
-        share = cut_share(prices, growth(messages, counter), budget.messages) if prices else None
+        if share is None and prices:
+            share = cut_share(prices, growth(messages, counter), budget.messages)
         try:
             return await asyncio.to_thread(
                 fit,
@@ -286,6 +393,11 @@ class Planner:
             req.view.continuing,
         )
 
+
+# Sticky cuts: a fresh cut leaves room for this many requests' growth (at most DEEPEST of the
+# budget), so that about nine in ten trimmed requests replay it and keep their cached prefix.
+STICKY_REQUESTS = 10
+DEEPEST = 0.5
 
 # What a user calls the blocks that must be kept whole, for the errors they read.
 BLOCK_WORDS = {

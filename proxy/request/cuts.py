@@ -1,0 +1,66 @@
+"""Each conversation's last cut, remembered so that its next request replays it (sticky cuts,
+strategies/sticky.py) instead of cutting afresh.
+
+A recipe is kept in memory (the most recent ``MAX_IN_MEMORY`` conversations) and, with the
+prefix fingerprints' TTL, in the checkpoint store beside the conversation's checkpoints and
+fingerprint, so replicas sharing a store (and a restarted proxy) replay each other's cuts.
+Without a recipe (a store fault, an expired one, another conversation) the request is cut
+afresh, as before sticky cuts: a missing recipe only costs the cached prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+from proxy.request.conversations import TTL_SECONDS, BlobStore
+from strategies.sticky import Recipe, decode, encode
+
+MAX_IN_MEMORY = 4096
+MAX_RECIPE_BYTES = 4 << 20  # a recipe larger than this is not kept (it would be a huge prompt)
+STORE_PREFIX = "cut\t"
+
+
+class CutMemory:
+    def __init__(self, store: BlobStore | None = None) -> None:
+        self._recent: OrderedDict[str, bytes] = OrderedDict()
+        self._store = store
+        self._writes: set[asyncio.Task[None]] = set()
+
+    async def recall(self, conversation: str) -> Recipe | None:
+        raw = self._recent.get(conversation)
+        if raw is None and self._store is not None:
+            try:
+                raw = await self._store.get_blob(STORE_PREFIX + conversation)
+            except Exception:  # the store is down: cut afresh this time
+                return None
+        return decode(raw) if raw else None
+
+    def remember(self, conversation: str, recipe: Recipe) -> None:
+        try:
+            raw = encode(recipe)
+        except TypeError:  # a message that cannot be stored: cut afresh next time
+            self._recent.pop(conversation, None)
+            return
+        if len(raw) > MAX_RECIPE_BYTES:
+            self._recent.pop(conversation, None)
+            return
+        self._recent[conversation] = raw
+        self._recent.move_to_end(conversation)
+        if len(self._recent) > MAX_IN_MEMORY:
+            self._recent.popitem(last=False)
+        if self._store is not None:
+            task = asyncio.ensure_future(self._write(self._store, conversation, raw))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    async def _write(self, store: BlobStore, conversation: str, raw: bytes) -> None:
+        try:
+            await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS)
+        except Exception:  # kept in memory all the same
+            return
+
+    async def drain(self) -> None:
+        """Wait for the background writes (at shutdown, before the store closes)."""
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
