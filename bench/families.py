@@ -74,10 +74,10 @@ def chat(rng: random.Random) -> Conversation:
     i = 0
     while not _grown(msgs):
         topic = rng.choice(list(TOPICS))
-        question = _words(rng, rng.randint(20, 220), topic)
+        question = _words(rng, rng.randint(10, 120), topic)
         msgs.append({"role": "user", "content": f"Q{i}: {question}"})
         out.append(list(msgs))
-        answer = _words(rng, rng.randint(60, 450), topic)
+        answer = _words(rng, rng.randint(40, 250), topic)
         msgs.append({"role": "assistant", "content": f"A{i}: {answer}"})
         i += 1
     return out
@@ -95,7 +95,7 @@ def agent(rng: random.Random) -> Conversation:
     step = 0
     while not _grown(msgs):
         calls: list[dict[str, Any]] = []
-        for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        for _ in range(rng.choice((1, 1, 1, 1, 2))):
             name = rng.choice(TOOLS)
             args = f'{{"path": "src/mod{step}_{len(calls)}.py"}}'
             calls.append(
@@ -108,7 +108,7 @@ def agent(rng: random.Random) -> Conversation:
         thought = _words(rng, rng.randint(0, 40)) or None
         msgs.append({"role": "assistant", "content": thought, "tool_calls": calls})
         for call in calls:
-            result = _words(rng, rng.randint(40, 700), "database")
+            result = _words(rng, rng.randint(30, 300), "database")
             msgs.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         if rng.random() < 0.12:  # the user chimes in now and then
             msgs.append({"role": "assistant", "content": _words(rng, rng.randint(20, 80))})
@@ -122,7 +122,7 @@ def rag(rng: random.Random) -> Conversation:
     topics = list(TOPICS)
     rng.shuffle(topics)
     docs = [
-        {"role": "system", "content": f"<doc id={t}> {_words(rng, rng.randint(260, 520), t)}"}
+        {"role": "system", "content": f"<doc id={t}> {_words(rng, rng.randint(120, 300), t)}"}
         for t in topics[:6]
     ]
     msgs: list[dict[str, Any]] = [
@@ -133,10 +133,10 @@ def rag(rng: random.Random) -> Conversation:
     i = 0
     while not _grown(msgs):
         topic = rng.choice(topics[:6])
-        question = f"Q{i} about {topic}: {_words(rng, rng.randint(15, 90), topic)}"
+        question = f"Q{i} about {topic}: {_words(rng, rng.randint(10, 60), topic)}"
         msgs.append({"role": "user", "content": question})
         out.append(list(msgs))
-        msgs.append({"role": "assistant", "content": _words(rng, rng.randint(80, 300), topic)})
+        msgs.append({"role": "assistant", "content": _words(rng, rng.randint(60, 220), topic)})
         i += 1
     return out
 
@@ -146,14 +146,14 @@ def multimodal(rng: random.Random) -> Conversation:
     out: Conversation = []
     i = 0
     while not _grown(msgs):
-        text = f"Image set {i}: {_words(rng, 40)}"
+        text = f"Image set {i}: {_words(rng, rng.randint(10, 40))}"
         parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        for k in range(rng.randint(1, 3)):
+        for k in range(rng.randint(1, 2)):
             url = f"https://images.example.com/{i}/{k}.png"
             parts.append({"type": "image_url", "image_url": {"url": url, "detail": "low"}})
         msgs.append({"role": "user", "content": parts})
         out.append(list(msgs))
-        msgs.append({"role": "assistant", "content": _words(rng, rng.randint(80, 350))})
+        msgs.append({"role": "assistant", "content": _words(rng, rng.randint(40, 180))})
         i += 1
     return out
 
@@ -163,10 +163,10 @@ def cjk(rng: random.Random) -> Conversation:
     out: Conversation = []
     i = 0
     while not _grown(msgs):
-        question = "".join(rng.choice(CJK) for _ in range(rng.randint(20, 160)))
+        question = "".join(rng.choice(CJK) for _ in range(rng.randint(15, 100)))
         msgs.append({"role": "user", "content": f"问题{i}:{question}"})
         out.append(list(msgs))
-        answer = "".join(rng.choice(CJK) for _ in range(rng.randint(80, 450)))
+        answer = "".join(rng.choice(CJK) for _ in range(rng.randint(60, 300)))
         msgs.append({"role": "assistant", "content": answer})
         i += 1
     return out
