@@ -16,6 +16,7 @@ before the next cut (strategies/cost.py: cut_share).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -129,7 +130,7 @@ class Planner:
             return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
         step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)
         if step == "prepare" and self.compactor is not None and not dry_run:
-            await self.compactor.precompact(messages, budget.messages, self._context(req, budget))
+            await self._prepare(req, budget, tokens)
         counted = "exact" if pricing.exact else "estimate"
         output = settled(req, budget, tokens)
         if output is None:
@@ -177,28 +178,39 @@ class Planner:
             if replayed is not None:
                 return replayed
         last = None if dry_run else await self._last_prompt(req)
-        deep = 0 if sticky is None else self._headroom(req, budget, before, last)
-        if deep:
+        deeper = None if sticky is None else self._deeper(req, budget, before, last)
+        if deeper is not None:
             # Cut deep enough that the next requests only append (they replay this cut); when
             # what must be kept does not fit that deep, the cut is made to the budget itself.
             try:
-                deeper = replace(budget, margin=budget.margin + deep)
                 return await self._cut(req, deeper, budget, before, counter, last, sticky, dry_run)
             except ContextTooLarge:
                 pass
         return await self._cut(req, budget, budget, before, counter, last, sticky, dry_run)
 
-    def _headroom(
+    def _deeper(
         self, req: WireRequest, budget: Budget, before: int, last: Fingerprint | None
-    ) -> int:
-        """The room a fresh cut leaves for the conversation to grow in while its next requests
-        replay it: ``STICKY_REQUESTS`` times its growth per request (this prompt against the
-        previous one the client sent), at least the policy's cache grid share of the budget,
-        at most ``DEEPEST`` of it."""
-        share = req.policy.engine.cache_cut_share
-        if last is not None and 0 < last.sent < before:
-            share = max(share, STICKY_REQUESTS * (before - last.sent) / budget.messages)
-        return int(budget.messages * min(share, DEEPEST))
+    ) -> Budget | None:
+        """The budget a fresh cut of a growing conversation aims at, leaving room for it to grow
+        in while its next requests replay the cut: ``STICKY_REQUESTS`` times its growth per
+        request (this prompt against the previous one the client sent), at least the policy's
+        cache grid share of the budget, at most ``DEEPEST`` of it. None for a conversation
+        not seen growing (it may be a one-off: it is cut to the budget, on the grid)."""
+        if last is None or not 0 < last.sent < before:
+            return None
+        growth = STICKY_REQUESTS * (before - last.sent) / budget.messages
+        share = min(max(req.policy.engine.cache_cut_share, growth), DEEPEST)
+        return replace(budget, margin=budget.margin + int(budget.messages * share))
+
+    async def _prepare(self, req: WireRequest, budget: Budget, tokens: int) -> None:
+        """Past the soft limit: start the next summary in the background, cut for the deep cut
+        it will serve (so that cut finds it ready)."""
+        assert self.compactor is not None
+        last = await self._last_prompt(req) if self._sticky_key(req) else None
+        deeper = self._deeper(req, budget, tokens, last) or budget
+        await self.compactor.precompact(
+            req.view.messages, budget.messages, self._context(req, budget), deeper.messages
+        )
 
     async def _cut(
         self,
@@ -218,8 +230,9 @@ class Planner:
         step = on_request(before, budget.messages, req.policy.config, req.session_memory)
         if step == "compact" and self.compactor is not None:
             ctx = self._context(req, budget)
+            deep = budget.messages if budget is not full else None
             compacted = await self.compactor.compact(
-                original, budget.messages, ctx, req.session_memory, dry_run
+                original, full.messages, ctx, req.session_memory, dry_run, deep
             )
             if compacted is not None:
                 messages, actions = compacted.messages, ["summarize"]
@@ -230,7 +243,10 @@ class Planner:
         fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
         share = 0.0 if budget is not full else None  # a deep cut needs no grid on top
         try:
-            result = await self._fit(messages, fit_budget, req, counter, last, share)
+            # The summary is kept whatever else goes: it stands for everything before it.
+            sent = {id(m) for m in original}
+            summary = frozenset(id(m) for m in messages if id(m) not in sent)
+            result = await self._fit(messages, fit_budget, req, counter, last, share, summary)
         except ContextTooLarge as exc:
             exc.before, exc.budget = before, full.messages
             exc.counted = "exact" if req.spec.pricing.exact else "estimate"
@@ -274,7 +290,11 @@ class Planner:
         cache-friendly (strategies/sticky.py)."""
         if self.cuts is None or req.policy.engine.cache_cut_share <= 0:
             return None
-        return req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        if req.session_memory:  # the client's own summary: a new one is a new cut
+            memory = hashlib.blake2b(req.session_memory.encode(), digest_size=8).hexdigest()
+            key = f"{key}:{memory}"
+        return key
 
     async def _replay(
         self, req: WireRequest, key: str, budget: Budget, before: int, counter: MemoCounter
@@ -297,9 +317,7 @@ class Planner:
         config = req.policy.config
         past_soft = tokens > soft_limit(budget.messages, config)
         if past_soft and self.compactor is not None and summarizes(config, req.session_memory):
-            await self.compactor.precompact(
-                req.view.messages, budget.messages, self._context(req, budget)
-            )
+            await self._prepare(req, budget, before)
         actions = [*recipe.actions, "sticky"]
         checkpoint = recipe.checkpoint
         reused = checkpoint.replace("created", "reused", 1) if checkpoint else None
@@ -333,6 +351,7 @@ class Planner:
         counter: MemoCounter,
         last: Fingerprint | None = None,
         share: float | None = None,
+        kept: frozenset[int] = frozenset(),
     ) -> Fit:
         """The engine's fit in a worker thread: tokenizing a long conversation is CPU work that
         would stall every other request on the event loop (tiktoken drops the GIL)."""
@@ -347,7 +366,7 @@ class Planner:
                 counter,
                 req.policy.engine,
                 atomic_current=req.view.atomic_current,
-                pinned=req.pinned,
+                pinned=req.pinned | kept,
                 continuing=req.view.continuing,
                 cut_share=share,
                 keeps_prefix=None if last is None else partial(extends, last),
@@ -397,7 +416,7 @@ class Planner:
 # Sticky cuts: a fresh cut leaves room for this many requests' growth (at most DEEPEST of the
 # budget), so that about nine in ten trimmed requests replay it and keep their cached prefix.
 STICKY_REQUESTS = 10
-DEEPEST = 0.5
+DEEPEST = 0.6
 
 # What a user calls the blocks that must be kept whole, for the errors they read.
 BLOCK_WORDS = {

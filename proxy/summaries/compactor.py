@@ -114,8 +114,13 @@ class Compactor:
         ctx: Context,
         session_memory: str | None = None,
         dry_run: bool = False,
+        cut_budget: int | None = None,
     ) -> Compacted | None:
         """A view of ``messages`` with old history replaced by a summary, or None (truncate).
+
+        ``cut_budget``: a deep cut's budget (smaller than ``budget``), which a new summary's cut
+        is made for; a stored summary whose view fits ``budget`` is reused all the same (the
+        caller fits its view deeper), so the one prepared ahead is not made again.
 
         ``dry_run`` (the preview) reads the store but never calls the summarizer nor writes:
         a reusable checkpoint is reported as reused, anything else as what would be
@@ -126,7 +131,7 @@ class Compactor:
         if session_memory:
             return self._session_memory(messages, budget, ctx, session_memory)
         choice = await self._choose(messages, chain, budget, ctx)
-        job = Job(messages, chain, choice.best, budget, ctx)
+        job = Job(messages, chain, choice.best, cut_budget or budget, ctx)
         action = on_compact(choice, lambda: self._seen_before(job, not dry_run), ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
             assert choice.view is not None and choice.best is not None
@@ -148,12 +153,16 @@ class Compactor:
         view = apply_summary(messages, kept.covers, kept.text(ctx.policy.summary_role), ctx.pinned)
         return Compacted(view, "created" if made else "reused", kept.id)
 
-    async def precompact(self, messages: list[Message], budget: int, ctx: Context) -> None:
-        """Start summarizing in the background when the view would be over the soft threshold."""
+    async def precompact(
+        self, messages: list[Message], budget: int, ctx: Context, cut_budget: int | None = None
+    ) -> None:
+        """Start summarizing in the background when the view would be over the soft threshold.
+        ``cut_budget``: the budget the summary's cut is made for (a deep cut's, smaller than
+        ``budget``, whose soft threshold says when)."""
         chain = prefix_chain(messages)
         if len(chain) < 2:
             return
-        job = Job(messages, chain, None, budget, ctx)
+        job = Job(messages, chain, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
         if first_sight_truncates(self._seen_before(job), ctx.policy):
@@ -161,7 +170,7 @@ class Compactor:
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
-            self._spawn(Job(messages, chain, choice.best, budget, ctx))
+            self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx))
 
     async def drain(self) -> None:
         """Wait for background summaries (shutdown and tests)."""

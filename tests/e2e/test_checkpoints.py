@@ -178,9 +178,11 @@ def test_failing_summarizer_trips_the_breaker_and_requests_still_succeed(
 ) -> None:
     stack = make_stack(summarize=True)
     stack.upstream_app.state.fail_summaries = True
-    msgs = over_budget_conversation(16)
     calls = []
-    for _ in range(5):
+    for k in range(5):
+        # Five conversations: a resent one would replay its cut (sticky) and ask for nothing.
+        msgs = over_budget_conversation(16)
+        msgs[1] = {"role": "user", "content": f"Conversation {k}."}
         raw = stack.client.chat.completions.with_raw_response.create(
             model=MODEL, messages=msgs, max_tokens=64
         )
