@@ -9,11 +9,12 @@ conversations, each through the real proxy (summaries on) in front of the strict
     cjk          Chinese and Japanese turns (about one token a character)
 
 Every conversation grows to three times a 4096-token window, in about 50 requests (the
-red-team harness's 992 requests over 20 conversations: some 240 tokens of growth a request). For each family: how many
-consecutive trimmed pairs kept the previous forwarded prompt as their prefix (by comparing the
-bodies the upstream received), the proxy's own ``x-contextwarden-prefix`` verdict, requests
-answered, forwarded prompts over the window (counted by the upstream), summarizer calls and the
-summarizer's prompt tokens per 1,000 tokens the conversations grew.
+red-team harness's 992 requests over 20 conversations: some 240 tokens of growth a request).
+For each family: how many consecutive trimmed pairs kept the previous forwarded prompt as
+their prefix (by comparing the bodies the upstream received), the proxy's own
+``x-contextwarden-prefix`` verdict, requests answered, forwarded prompts over the window
+(counted by the upstream), summarizer calls and the summarizer's prompt tokens per 1,000
+tokens the conversations grew.
 """
 
 from __future__ import annotations

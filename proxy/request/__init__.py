@@ -7,4 +7,5 @@ plan.py           what to forward: the original bytes when they fit, a compacted
 budget.py         the one budget rule: how many tokens a request's messages may use
 usage.py          what the upstream says it counted, read from its answer
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
+cuts.py           a conversation's last cut, remembered so later requests replay it (sticky)
 """

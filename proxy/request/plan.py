@@ -300,12 +300,14 @@ class Planner:
         self, req: WireRequest, key: str, budget: Budget, before: int, counter: MemoCounter
     ) -> Plan | None:
         """The conversation's last cut replayed with the new messages appended, when that fits
-        (and the budget has not grown since the cut); None: cut afresh. Past the soft limit,
+        (and the budget has not grown by a cache grid step since the cut: a calibrated window
+        moves a little from request to request); None: cut afresh. Past the soft limit,
         the next summary is prepared in the background, for when the replay stops fitting."""
         assert self.cuts is not None
         recipe = await self.cuts.recall(key)
-        if recipe is None or budget.messages > recipe.budget:
-            return None
+        grid = req.policy.engine.cache_cut_share
+        if recipe is None or budget.messages > recipe.budget * (1 + grid):
+            return None  # a budget a grid step larger keeps more: worth a new cut
         messages = replay(recipe, req.view.messages, message_digest)
         if messages is None:
             return None

@@ -22,8 +22,15 @@ def test_a_conversation_seen_once_is_truncated_and_summarized_when_it_returns(
     assert "truncate_oldest" in first.headers["x-contextwarden-actions"]  # type: ignore[attr-defined]
     assert "x-contextwarden-checkpoint" not in first.headers  # type: ignore[attr-defined]
     assert stack.upstream_app.state.summaries == []
-    again = ask(stack, 17)  # the same conversation, one turn on
+    # The same conversation comes back: its requests replay the first cut (sticky) while
+    # that fits, and the first one that outgrows it is cut afresh, summarized this time.
+    for turns in range(17, 40):
+        again = ask(stack, turns)
+        if "x-contextwarden-checkpoint" in again.headers:  # type: ignore[attr-defined]
+            break
+        assert "sticky" in again.headers["x-contextwarden-actions"]  # type: ignore[attr-defined]
     assert again.headers["x-contextwarden-checkpoint"].startswith("created")  # type: ignore[attr-defined]
+    assert turns > 17
     assert len(stack.upstream_app.state.summaries) >= 1
 
 
