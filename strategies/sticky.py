@@ -87,15 +87,20 @@ def decode(raw: bytes) -> Recipe | None:
         data = orjson.loads(raw)
         parts = tuple(data["p"])
         count = data["n"]
-        valid = isinstance(count, int) and all(
-            (isinstance(p, int) and 0 <= p < count) or isinstance(p, dict) for p in parts
+        valid = _whole(count) and all(
+            (_whole(p) and 0 <= p < count) or isinstance(p, dict) for p in parts
         )
         actions = tuple(str(a) for a in data["a"])
         checkpoint, budget = data.get("c"), data["b"]
-        if not valid or not isinstance(budget, int):
+        if not valid or not _whole(budget):
             return None
         if not (checkpoint is None or isinstance(checkpoint, str)):
             return None
         return Recipe(count, bytes.fromhex(data["d"]), parts, actions, budget, checkpoint)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
+
+
+def _whole(value: object) -> bool:
+    """An int, and not a bool (JSON's true is not a count)."""
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,64 @@
+"""A conversation's last cut (proxy/request/cuts.py): kept in memory and in the store, shared
+by replicas, and when the store fails, simply not replayed (the request is cut afresh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy.config.settings import load_settings
+from proxy.request import cuts
+from proxy.request.cuts import STORE_PREFIX, CutMemory
+from proxy.stores import open_store
+from strategies.sticky import Recipe
+
+RECIPE = Recipe(
+    3, b"\x01" * 16, (0, {"role": "user", "content": "[summary]"}, 2), ("summarize",), 900
+)
+
+
+class BrokenStore:
+    async def get_blob(self, key: str) -> bytes | None:
+        raise OSError("disk gone")
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        raise OSError("disk gone")
+
+
+async def test_replicas_sharing_a_store_replay_each_others_cuts(tmp_path: Path) -> None:
+    settings = load_settings(None, data_dir=str(tmp_path))
+    one, two = open_store(settings), open_store(settings)
+    try:
+        first = CutMemory(one)
+        first.remember("conv", RECIPE)
+        await first.drain()
+        assert await two.get_blob(STORE_PREFIX + "conv") is not None
+        assert await CutMemory(two).recall("conv") == RECIPE  # another replica, or a restart
+        assert await CutMemory(two).recall("other") is None
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_failing_store_degrades_to_cutting_afresh() -> None:
+    memory = CutMemory(BrokenStore())
+    assert await memory.recall("conv") is None  # no error reaches the request
+    memory.remember("conv", RECIPE)  # the write fails in the background
+    await memory.drain()
+    assert await memory.recall("conv") == RECIPE  # memory still has it
+
+
+async def test_memory_is_bounded_and_a_huge_or_unstorable_cut_is_forgotten(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cuts, "MAX_IN_MEMORY", 2)
+    memory = CutMemory()
+    for name in ("a", "b", "c"):
+        memory.remember(name, RECIPE)
+    assert await memory.recall("a") is None and await memory.recall("c") == RECIPE
+    huge = Recipe(1, b"\x00" * 16, ({"role": "user", "content": "x" * (5 << 20)},), (), 1)
+    memory.remember("c", huge)
+    assert await memory.recall("c") is None  # the old cut is not replayed either
+    memory.remember("b", Recipe(1, b"\x00" * 16, ({"role": "user", "content": {1, 2}},), (), 1))
+    assert await memory.recall("b") is None
