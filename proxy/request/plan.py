@@ -418,7 +418,7 @@ class Planner:
 # Sticky cuts: a fresh cut leaves room for this many requests' growth (at most DEEPEST of the
 # budget), so that about nine in ten trimmed requests replay it and keep their cached prefix.
 STICKY_REQUESTS = 10
-DEEPEST = 0.6
+DEEPEST = 0.55
 
 # What a user calls the blocks that must be kept whole, for the errors they read.
 BLOCK_WORDS = {

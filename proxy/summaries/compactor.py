@@ -131,7 +131,7 @@ class Compactor:
         if session_memory:
             return self._session_memory(messages, budget, ctx, session_memory)
         choice = await self._choose(messages, chain, budget, ctx)
-        job = Job(messages, chain, choice.best, cut_budget or budget, ctx)
+        job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
         action = on_compact(choice, lambda: self._seen_before(job, not dry_run), ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
             assert choice.view is not None and choice.best is not None
@@ -170,7 +170,7 @@ class Compactor:
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
-            self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx))
+            self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
 
     async def drain(self) -> None:
         """Wait for background summaries (shutdown and tests)."""
@@ -264,7 +264,7 @@ class Compactor:
         detail = f"{count} messages (about {tokens} tokens)"
         note = f"[preview: the summary of {detail} would be written here]"
         placeholder = SummaryText(note, role=ctx.policy.summary_role)
-        expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.budget)
+        expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
         covers = cut.index - leading_count(messages)
         view = apply_summary(messages, covers, placeholder, ctx.pinned)

@@ -81,8 +81,15 @@ class Job:
     messages: list[Message]
     chain: list[str]
     previous: Checkpoint | None  # the checkpoint a new one updates
-    budget: int
+    budget: int  # the budget the summary's cut is made for
     ctx: Context
+    # The request's own budget, when the cut is made deeper than it (a sticky cut): the
+    # summary is as long as the request's budget allows, whatever the cut's depth.
+    request_budget: int | None = None
+
+    @property
+    def summary_budget(self) -> int:
+        return self.request_budget or self.budget
 
     @property
     def key(self) -> str:
@@ -167,7 +174,7 @@ async def _summarize(
     """Summarize ``[start, cut)``, retrying in smaller pieces when the summarizer's own
     tokenizer counts more than ours and its window overflows."""
     ctx = job.ctx
-    max_tokens = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.budget)
+    max_tokens = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
     # The prompt around the conversation, with the largest previous summary it can carry.
     overhead = count_prompt(
         ctx.counter, summary_request([], "x " * max_tokens, ctx.policy.prompts())

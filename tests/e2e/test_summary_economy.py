@@ -29,7 +29,9 @@ def test_a_conversation_seen_once_is_truncated_and_summarized_when_it_returns(
         if "x-contextwarden-checkpoint" in again.headers:  # type: ignore[attr-defined]
             break
         assert "sticky" in again.headers["x-contextwarden-actions"]  # type: ignore[attr-defined]
-    assert again.headers["x-contextwarden-checkpoint"].startswith("created")  # type: ignore[attr-defined]
+    # Created on the spot, or prepared in the background while the replays ran: timing.
+    checkpoint = again.headers["x-contextwarden-checkpoint"]  # type: ignore[attr-defined]
+    assert checkpoint.startswith(("created", "reused"))
     assert turns > 17
     assert len(stack.upstream_app.state.summaries) >= 1
 
