@@ -44,6 +44,10 @@ class TeamStats:
     unfitted: int = 0
     prefix_kept: int = 0
     prefix_broken: int = 0
+    # Of the trimmed requests (fewer tokens forwarded than sent) of a conversation seen before:
+    # kept / (kept + broken) is the share that kept the provider's cached prefix.
+    trimmed_prefix_kept: int = 0
+    trimmed_prefix_broken: int = 0
     cached_tokens_estimated: int = 0
     # Estimated prompt dollars (strategies/cost.py), for models with prices.
     cost_as_sent: float = 0.0
@@ -146,6 +150,12 @@ class Metrics:
             "prefix (kept, broken, new)",
             ("team", "model", "state"),
         )
+        self.trimmed_prefixes = self._counter(
+            "contextwarden_trimmed_prefix",
+            "Trimmed requests of a conversation seen before, by whether they kept its previous "
+            "prompt as their prefix (kept, broken): kept over the sum is the cache-hit share",
+            ("team", "model", "state"),
+        )
         self.cached_tokens = self._counter(
             "contextwarden_cached_prompt_tokens_estimated",
             "Prompt tokens the provider can serve from its cache: the previous prompt of each "
@@ -216,6 +226,10 @@ class Metrics:
             self.prefixes.labels(o.team, model, o.prefix).inc()
             stats.prefix_kept += o.prefix == "kept"
             stats.prefix_broken += o.prefix == "broken"
+            if o.prefix != "new" and _trimmed(o):
+                self.trimmed_prefixes.labels(o.team, model, o.prefix).inc()
+                stats.trimmed_prefix_kept += o.prefix == "kept"
+                stats.trimmed_prefix_broken += o.prefix == "broken"
             if o.cached_tokens:
                 self.cached_tokens.labels(o.team, model).inc(o.cached_tokens)
                 stats.cached_tokens_estimated += o.cached_tokens
@@ -240,11 +254,28 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def team_stats(self) -> dict[str, dict[str, float]]:
-        return {
-            team: {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(s).items()}
-            for team, s in self.teams.items()
-        }
+    def team_stats(self) -> dict[str, dict[str, float | None]]:
+        """Each team's counters, and the share of its trimmed requests that kept their
+        prefix (None before any)."""
+        out: dict[str, dict[str, float | None]] = {}
+        for team, s in self.teams.items():
+            stats: dict[str, float | None] = {
+                k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(s).items()
+            }
+            trimmed = s.trimmed_prefix_kept + s.trimmed_prefix_broken
+            share = s.trimmed_prefix_kept / trimmed if trimmed else None
+            stats["trimmed_prefix_kept_share"] = None if share is None else round(share, 4)
+            out[team] = stats
+        return out
+
+
+def _trimmed(o: Outcome) -> bool:
+    """Fewer prompt tokens forwarded than the client sent."""
+    return (
+        o.tokens_before is not None
+        and o.tokens_after is not None
+        and (o.tokens_after < o.tokens_before)
+    )
 
 
 def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:

@@ -40,7 +40,7 @@ def send(stack: Stack, messages: list[dict[str, Any]], max_tokens: int = 256) ->
     assert reply.status_code == 200, reply.text
     assert len(stack.received) == received + 1
     forwarded = stack.received[-1]["messages"]
-    assert stack.upstream_count(stack.received[-1]) + max_tokens <= WINDOW
+    assert stack.upstream_count(stack.received[-1]) + max_tokens <= stack.window
     return Sent(
         reply.headers["x-contextwarden-actions"], reply.headers["x-contextwarden-prefix"], forwarded
     )
@@ -101,8 +101,10 @@ def test_cleared_tool_outputs_stay_cleared_with_the_same_bytes(make_stack: Stack
 def test_rag_documents_once_dropped_stay_dropped_while_the_cut_is_replayed(
     make_stack: StackFactory,
 ) -> None:
+    # Six documents of about 1,700 tokens in all, in a window where they do not all fit
+    # beside the conversation.
     stack = make_stack(
-        window=WINDOW,
+        window=2560,
         summarize=True,
         policies={"default": {}, "rag": RAG_POLICY},
         default_policy="rag",
@@ -160,3 +162,23 @@ def test_a_policy_without_the_cache_grid_cuts_each_request_afresh(
     sent = drive(stack, chat(random.Random(5))[:40])
     assert any(s.actions != "none" for s in sent)
     assert not any(re.search(r"\bsticky\b", s.actions) for s in sent)
+
+
+def test_the_dashboard_and_metrics_show_the_share_of_trimmed_requests_that_kept_their_prefix(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CW_ADMIN", "admin-key")
+    stack = make_stack(window=WINDOW, admin_key_env="CW_ADMIN")
+    sent = drive(stack, chat(random.Random(5)))
+    # What the upstream received says which trimmed requests kept the previous prompt.
+    kept = sum(b.actions != "none" and keeps(a, b) for a, b in pairwise(sent))
+    broken = sum(b.actions != "none" and not keeps(a, b) for a, b in pairwise(sent))
+    assert kept > 8 * broken > 0
+    stats = httpx.get(
+        f"{stack.proxy_url}/admin/stats", headers={"authorization": "Bearer admin-key"}
+    ).json()["teams"]["default"]
+    assert (stats["trimmed_prefix_kept"], stats["trimmed_prefix_broken"]) == (kept, broken)
+    assert stats["trimmed_prefix_kept_share"] == round(kept / (kept + broken), 4)
+    text = httpx.get(f"{stack.proxy_url}/metrics").text
+    line = 'contextwarden_trimmed_prefix_total{model="demo-model",state="%s",team="default"} %.1f'
+    assert line % ("kept", kept) in text and line % ("broken", broken) in text
