@@ -194,12 +194,15 @@ class Planner:
         """The budget a fresh cut of a growing conversation aims at, leaving room for it to grow
         in while its next requests replay the cut: ``STICKY_REQUESTS`` times its growth per
         request (this prompt against the previous one the client sent), at least the policy's
-        cache grid share of the budget, at most ``DEEPEST`` of it. None for a conversation
-        not seen growing (it may be a one-off: it is cut to the budget, on the grid)."""
+        cache grid share of the budget, at most ``DEEPEST`` of it (``DEEPEST_STEPS`` in a
+        running task, whose cuts drop whole steps and never summarize). None for a
+        conversation not seen growing (it may be a one-off: it is cut to the budget, on the
+        grid)."""
         if last is None or not 0 < last.sent < before:
             return None
         growth = STICKY_REQUESTS * (before - last.sent) / budget.messages
-        share = min(max(req.policy.engine.cache_cut_share, growth), DEEPEST)
+        deepest = DEEPEST_STEPS if req.view.atomic_current else DEEPEST
+        share = min(max(req.policy.engine.cache_cut_share, growth), deepest)
         return replace(budget, margin=budget.margin + int(budget.messages * share))
 
     async def _prepare(self, req: WireRequest, budget: Budget, tokens: int) -> None:
@@ -417,8 +420,11 @@ class Planner:
 
 # Sticky cuts: a fresh cut leaves room for this many requests' growth (at most DEEPEST of the
 # budget), so that about nine in ten trimmed requests replay it and keep their cached prefix.
+# A deeper cut that summarizes summarizes more: past 55% the summarizer's tokens grew faster
+# than the cuts thinned out (bench/families.py). A running task's cuts only drop old steps.
 STICKY_REQUESTS = 10
 DEEPEST = 0.55
+DEEPEST_STEPS = 0.6
 
 # What a user calls the blocks that must be kept whole, for the errors they read.
 BLOCK_WORDS = {
