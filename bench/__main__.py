@@ -31,6 +31,7 @@ import yaml
 from bench.client import Connection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
+from bench.families import family_rows
 from bench.hostile import hostile_rows
 from bench.load import load_rows
 from bench.quality import quality_rows
@@ -503,6 +504,9 @@ def main() -> int:
     body += "\n\n" + (HERE / "summaries_before.md").read_text().strip()
     body += "\n\n## Cache economy against trim_messages and untrimmed (summaries on)\n\n"
     body += table(*economy_rows(args.quick))
+    body += "\n\n## Sticky cuts: prefix kept by family, beside the summarizer (summaries on)\n\n"
+    body += table(*family_rows(args.quick))
+    body += "\n\n" + (HERE / "families_before.md").read_text().strip()
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
     when = time.strftime("%Y-%m-%d")

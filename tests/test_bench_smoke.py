@@ -28,12 +28,14 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Decision time",
         "Trimming quality",
         "Summarizer calls",
+        "Sticky cuts: prefix kept by family",
     ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out
     assert "latency p50, chat, 118k-token resend" in out
     assert "| contextwarden (default)" in out and "| litellm" in out
     assert "0 wrong, 0 errors" in out
+    assert "| agent tool loops" in out and "| all families" in out
 
 
 def test_request_path_traces_each_kind_of_request() -> None:
