@@ -1,0 +1,124 @@
+"""The request path's shortcuts (#27) answer exactly what the long way answers.
+
+- A compact body, written exactly as orjson writes its payload, skips the duplicate-key scan:
+  it cannot hold a duplicate. A compact body *with* a duplicate is not what orjson writes, so
+  it still meets the scan.
+- A message's digest is looked up by its bytes once made: the same digest as made afresh.
+- The embedded store commits without an fsync each (WAL, synchronous NORMAL).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.edge.errors import BadRequest
+from proxy.formats.base import parse_json, reject_duplicate_keys
+from proxy.request import conversations
+from proxy.request.conversations import message_digest
+from proxy.stores.sqlite import SqliteStore
+
+KEYS = ("model", "messages", "role", "content", "tool_call_id", "name", "stream", "other")
+text = st.text(max_size=20)
+scalar = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), text)
+message = st.dictionaries(st.sampled_from(KEYS), scalar, min_size=1, max_size=5)
+payload = st.fixed_dictionaries(
+    {"model": text, "messages": st.lists(message, min_size=1, max_size=6)},
+    optional={"stream": st.booleans(), "tools": st.lists(st.dictionaries(text, scalar))},
+)
+
+
+def compact(pairs: list[tuple[str, Any]]) -> bytes:
+    """A JSON object with the given pairs, duplicates kept, written compactly."""
+    return b"{" + b",".join(orjson.dumps(k) + b":" + orjson.dumps(v) for k, v in pairs) + b"}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload)
+def test_a_body_written_as_orjson_writes_it_passes(value: dict[str, Any]) -> None:
+    body = orjson.dumps(value)
+    assert parse_json(body) == value
+    reject_duplicate_keys(body, orjson.loads(body))
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload, st.integers(0, 5), st.sampled_from(("model", "role", "content")), scalar)
+def test_a_compact_body_with_a_duplicate_watched_key_is_refused(
+    value: dict[str, Any], where: int, key: str, extra: Any
+) -> None:
+    """The duplicate goes into the root (``model``) or into one message, written as compactly
+    as orjson writes: the shortcut must not let it through."""
+    messages = value["messages"]
+    if key == "model":
+        body = compact([*value.items(), ("model", extra)])
+    else:
+        i = where % len(messages)
+        target = messages[i]
+        pairs = [*target.items(), (key, extra)]
+        if key not in target:
+            pairs.append((key, extra))  # the key twice even where the message lacked it
+        written = [orjson.dumps(m) for m in messages]
+        written[i] = compact(pairs)
+        rest = [(k, v) for k, v in value.items() if k != "messages"]
+        body = compact(rest)[:-1] + (b"," if rest else b"") + b'"messages":['
+        body += b",".join(written) + b"]}"
+    with pytest.raises(BadRequest, match="appears twice"):
+        reject_duplicate_keys(body, orjson.loads(body))
+
+
+def test_a_body_too_deep_to_write_back_is_refused_by_length_not_count() -> None:
+    deep = b"[" * 300 + b"]" * 300
+    body = b'{"model": "m", "messages": ' + deep + b"}"
+    with pytest.raises(BadRequest, match="nested more than"):
+        parse_json(body)
+    # Short bodies cannot be that deep and are not written back at all.
+    assert parse_json(b'{"a": [[1]]}') == {"a": [[1]]}
+
+
+def test_a_remembered_digest_is_the_one_made_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = [
+        {"role": "user", "content": "hello"},
+        {"role": "user", "content": [{"type": "text", "text": "hello", "cache_control": {}}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "x", "cache_control": {}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "out " * 400},
+    ]
+    monkeypatch.setattr(conversations, "_DIGESTS", {})
+    first = [message_digest(m) for m in messages]
+    again = [message_digest(m) for m in messages]  # from the memo
+    monkeypatch.setattr(conversations, "_DIGESTS", {})
+    fresh = [message_digest(m) for m in messages]
+    assert first == again == fresh
+    assert first[0] == first[1]  # one text block with a breakpoint is the string
+    assert len(set(first)) == 3
+
+
+def test_the_digest_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conversations, "_DIGESTS", {})
+    monkeypatch.setattr(conversations, "_held", [0])
+    monkeypatch.setattr(conversations, "DIGEST_MEMO_BYTES", 10_000)
+    for k in range(200):
+        message_digest({"role": "user", "content": f"{k} " + "x" * 200})
+    assert conversations._held[0] <= 10_000
+    assert sum(map(len, conversations._DIGESTS)) == conversations._held[0]
+    assert 0 < len(conversations._DIGESTS) < 200
+
+
+async def test_the_store_commits_without_an_fsync_each(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "cw.db", 3600, 100)
+    try:
+        await store.put_blob("k", b"v", 60)
+        assert await store.get_blob("k") == b"v"
+        level = await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0])
+        assert level == 1  # NORMAL
+        mode = await store._run(lambda db: db.execute("PRAGMA journal_mode").fetchone()[0])
+        assert mode == "wal"
+    finally:
+        await store.close()
+    with sqlite3.connect(tmp_path / "cw.db") as db:  # committed: another connection reads it
+        assert db.execute("SELECT value FROM blobs WHERE key='k'").fetchone()[0] == b"v"
