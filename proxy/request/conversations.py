@@ -202,9 +202,30 @@ def message_digest(message: Message) -> bytes:
         if text is not None:
             shown = {**shown, "content": text}
     raw = orjson.dumps(shown)
-    if b'"cache_control"' in raw:
-        raw = orjson.dumps(unmarked(shown))
-    return hashlib.blake2b(raw, digest_size=16).digest()
+    known = _DIGESTS.get(raw)
+    if known is not None:
+        return known
+    marked = orjson.dumps(unmarked(shown)) if b'"cache_control"' in raw else raw
+    digest = hashlib.blake2b(marked, digest_size=16).digest()
+    _remember(raw, digest)
+    return digest
+
+
+# Every request digests each of its messages, and an agent resends the same ones every step:
+# a digest already made is looked up by the message's bytes (a dict lookup costs a third of
+# the hash). Emptied when it holds DIGEST_MEMO_BYTES of messages; dict operations are atomic
+# under the GIL, so worker threads may share it.
+DIGEST_MEMO_BYTES = 64 * 1024 * 1024
+_DIGESTS: dict[bytes, bytes] = {}
+_held = [0]
+
+
+def _remember(raw: bytes, digest: bytes) -> None:
+    if _held[0] + len(raw) > DIGEST_MEMO_BYTES:
+        _DIGESTS.clear()
+        _held[0] = 0
+    _DIGESTS[raw] = digest
+    _held[0] += len(raw)
 
 
 def _one_text(block: object) -> str | None:
