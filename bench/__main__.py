@@ -28,6 +28,7 @@ import httpx
 import orjson
 import yaml
 
+from bench import agent_sized
 from bench.client import Connection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
@@ -50,10 +51,11 @@ class Sizes:
     load_clients: int
     load_seconds: float
     hostile_seconds: float
+    agent_passes: int
 
 
-QUICK = Sizes(60, 200, (1000, 8000), 2, 4, 20, 2, 3)
-FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40, 200, 30, 30)
+QUICK = Sizes(60, 200, (1000, 8000), 2, 4, 20, 2, 3, 1)
+FULL = Sizes(2000, 6000, (1000, 8000, 32000, 128000, 512000), 50, 40, 200, 30, 30, 8)
 
 
 def free_port() -> int:
@@ -110,6 +112,7 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int, int]]:
             "bench-model": {"context_window": 128000, "tokenizer": "o200k_base"},
             "bench-llm": {"upstream": "llm", "context_window": 128000, "tokenizer": "o200k_base"},
             "bench-claude": {"context_window": 200000, "tokenizer": "estimate"},
+            agent_sized.MODEL: {"context_window": agent_sized.WINDOW, "tokenizer": "o200k_base"},
         },
         "data_dir": data_dir,
         "teams": {"hostile": {}},  # bench/hostile.py: the senders of maximum-size bodies
@@ -304,6 +307,54 @@ async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
                     f"+{p - f:.2f} ms",
                 ]
             )
+    total = max(sizes.concurrent // 2, 64)
+    elapsed = {}
+    for port in (up, floor, proxy):
+        elapsed[port] = (await run_load(port, "/v1/chat/completions", total, 16))[1]
+    d, f, p = (total / elapsed[port] for port in (up, floor, proxy))
+    rows.append(
+        [
+            "throughput, instant upstream, concurrency 16",
+            f"{d:.0f} req/s",
+            f"{f:.0f} req/s",
+            f"{p:.0f} req/s",
+            f"{f / d:.2f}x of direct",
+            f"{p / d:.2f}x of direct",
+            f"{p / f:.2f}x of floor",
+        ]
+    )
+    return rows
+
+
+async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list[str]]:
+    """p50 and p90 of direct, floor and proxy on agent-sized requests (bench/agent_sized.py),
+    request by request interleaved, in each format; and how many the proxy trimmed."""
+    conversations = agent_sized.passes(sizes.agent_passes)
+    rows = []
+    for fmt, path, write in agent_sized.FORMATS:
+        conns = {port: await Connection.open("127.0.0.1", port) for port in (up, floor, proxy)}
+        seen: dict[int, list[float]] = {port: [] for port in conns}
+        trimmed = total = 0
+        for conversation in conversations:
+            for messages in conversation:
+                body = write(messages)
+                for port, conn in conns.items():
+                    t = time.perf_counter()
+                    status, _ = await conn.post(path, body)
+                    seen[port].append(time.perf_counter() - t)
+                    if status != 200:
+                        raise RuntimeError(f"{fmt}: status {status} from port {port}")
+                actions = conns[proxy].last_headers.get("x-contextwarden-actions", "none")
+                trimmed += actions != "none"
+                total += 1
+        for conn in conns.values():
+            await conn.close()
+        label = f"{fmt}, agent-sized (5-10k tokens, 8k window, {trimmed}/{total} trimmed)"
+        for q, name in ((0.5, "p50"), (0.9, "p90")):
+            d, f, p = (pct(seen[port], q) * 1000 for port in (up, floor, proxy))
+            row = [f"{d:.2f} ms", f"{f:.2f} ms", f"{p:.2f} ms"]
+            row += [f"+{f - d:.2f} ms", f"+{p - d:.2f} ms", f"+{p - f:.2f} ms"]
+            rows.append([f"latency {name}, {label}", *row])
     return rows
 
 
@@ -464,7 +515,8 @@ async def main_async(sizes: Sizes) -> str:
                     "proxy adds",
                     "over floor",
                 ],
-                await floor_rows(up, floor, proxy, sizes),
+                await floor_rows(up, floor, proxy, sizes)
+                + await agent_rows(up, floor, proxy, sizes),
             )
         )
         rows = await latency_rows(up, proxy, sizes)

@@ -13,6 +13,7 @@ class Connection:
         self._reader = reader
         self._writer = writer
         self._host = host
+        self.last_headers: dict[str, str] = {}  # the last answer's, lower-cased names
 
     @classmethod
     async def open(cls, host: str, port: int) -> Connection:
@@ -38,6 +39,7 @@ class Connection:
         headers = {
             k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
         }
+        self.last_headers = headers
         if "content-length" in headers:
             size = int(headers["content-length"])
             data = await self._reader.readexactly(size)
