@@ -84,7 +84,7 @@ class Admission:
     async def check(self, body: bytes) -> None:
         """413 when the body holds more JSON objects and arrays than the limit."""
         cap = self._limits.max_json_nodes
-        if bracket_bound(body) <= cap:
+        if len(body) <= cap or bracket_bound(body) <= cap:  # a node takes a byte at least
             return
         nodes = await asyncio.get_running_loop().run_in_executor(self._workers(), json_nodes, body)
         if nodes > cap:
