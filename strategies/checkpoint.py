@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from strategies.memo import DigestMemo
 from strategies.messages import Message, leading_count
 from strategies.rules import running_task
 from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
@@ -37,9 +38,12 @@ def prefix_chain(messages: Sequence[Message]) -> list[str]:
 
 
 def _digest(message: Message) -> bytes:
-    return hashlib.blake2b(
-        orjson.dumps(message, option=orjson.OPT_SORT_KEYS), digest_size=16
-    ).digest()
+    return _DIGESTS.digest(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
+
+
+# A conversation's chain is made at every request near its limit, from messages its earlier
+# requests sent.
+_DIGESTS = DigestMemo()
 
 
 @dataclass(frozen=True, slots=True)

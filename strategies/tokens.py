@@ -8,7 +8,6 @@ reply) and errs on the side of more tokens where it does not (tool calls, unknow
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
@@ -17,6 +16,7 @@ import orjson
 
 from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
+from strategies.memo import DigestMemo
 from strategies.messages import HIDDEN, SOURCE, Message
 
 TOKENS_PER_MESSAGE = 3
@@ -236,7 +236,10 @@ def _digest(message: Message) -> Hashable | None:
         raw = orjson.dumps(message)
     except TypeError:
         return None
-    return raw if len(raw) <= SHORT_KEY else hashlib.blake2b(raw, digest_size=16).digest()
+    return raw if len(raw) <= SHORT_KEY else _DIGESTS.digest(raw)
+
+
+_DIGESTS = DigestMemo()  # the messages an agent resends every step, hashed once
 
 
 class MemoCounter:

@@ -35,6 +35,7 @@ from typing import Literal, Protocol
 
 import orjson
 
+from strategies.memo import DigestMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
@@ -207,25 +208,12 @@ def message_digest(message: Message) -> bytes:
         return known
     marked = orjson.dumps(unmarked(shown)) if b'"cache_control"' in raw else raw
     digest = hashlib.blake2b(marked, digest_size=16).digest()
-    _remember(raw, digest)
+    _DIGESTS.remember(raw, digest)
     return digest
 
 
-# Every request digests each of its messages, and an agent resends the same ones every step:
-# a digest already made is looked up by the message's bytes (a dict lookup costs a third of
-# the hash). Emptied when it holds DIGEST_MEMO_BYTES of messages; dict operations are atomic
-# under the GIL, so worker threads may share it.
-DIGEST_MEMO_BYTES = 64 * 1024 * 1024
-_DIGESTS: dict[bytes, bytes] = {}
-_held = [0]
-
-
-def _remember(raw: bytes, digest: bytes) -> None:
-    if _held[0] + len(raw) > DIGEST_MEMO_BYTES:
-        _DIGESTS.clear()
-        _held[0] = 0
-    _DIGESTS[raw] = digest
-    _held[0] += len(raw)
+# Every request digests each of its messages, and an agent resends the same ones every step.
+_DIGESTS = DigestMemo()
 
 
 def _one_text(block: object) -> str | None:

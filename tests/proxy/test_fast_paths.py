@@ -3,12 +3,14 @@
 - A compact body, written exactly as orjson writes its payload, skips the duplicate-key scan:
   it cannot hold a duplicate. A compact body *with* a duplicate is not what orjson writes, so
   it still meets the scan.
-- A message's digest is looked up by its bytes once made: the same digest as made afresh.
+- A message's digest is looked up by its bytes once made: the same digest as made afresh, in
+  a memo of bounded size.
 - The embedded store commits without an fsync each (WAL, synchronous NORMAL).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,9 @@ from proxy.formats.base import parse_json, reject_duplicate_keys
 from proxy.request import conversations
 from proxy.request.conversations import message_digest
 from proxy.stores.sqlite import SqliteStore
+from strategies import checkpoint
+from strategies.checkpoint import prefix_chain
+from strategies.memo import DigestMemo
 
 KEYS = ("model", "messages", "role", "content", "tool_call_id", "name", "stream", "other")
 text = st.text(max_size=20)
@@ -88,25 +93,36 @@ def test_a_remembered_digest_is_the_one_made_afresh(monkeypatch: pytest.MonkeyPa
         {"role": "assistant", "content": [{"type": "text", "text": "x", "cache_control": {}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "out " * 400},
     ]
-    monkeypatch.setattr(conversations, "_DIGESTS", {})
+    monkeypatch.setattr(conversations, "_DIGESTS", DigestMemo())
     first = [message_digest(m) for m in messages]
     again = [message_digest(m) for m in messages]  # from the memo
-    monkeypatch.setattr(conversations, "_DIGESTS", {})
-    fresh = [message_digest(m) for m in messages]
-    assert first == again == fresh
+    chain = prefix_chain(messages)
+    assert prefix_chain(messages) == chain
+    monkeypatch.setattr(conversations, "_DIGESTS", DigestMemo())
+    monkeypatch.setattr(checkpoint, "_DIGESTS", DigestMemo())
+    assert [message_digest(m) for m in messages] == first == again
+    assert prefix_chain(messages) == chain
     assert first[0] == first[1]  # one text block with a breakpoint is the string
     assert len(set(first)) == 3
 
 
-def test_the_digest_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conversations, "_DIGESTS", {})
-    monkeypatch.setattr(conversations, "_held", [0])
-    monkeypatch.setattr(conversations, "DIGEST_MEMO_BYTES", 10_000)
+@given(st.lists(st.binary(max_size=300), max_size=60), st.integers(200, 3000))
+def test_the_digest_memo_is_bounded_and_exact(values: list[bytes], limit: int) -> None:
+    memo = DigestMemo(limit)
+    for raw in values:
+        assert memo.digest(raw) == hashlib.blake2b(raw, digest_size=16).digest()
+        assert memo.held <= max(limit, len(raw))
+        assert memo.held == sum(map(len, memo._digests))  # each held once
+    assert len(memo) <= len(set(values))
+
+
+def test_the_message_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    memo = DigestMemo(10_000)
+    monkeypatch.setattr(conversations, "_DIGESTS", memo)
     for k in range(200):
         message_digest({"role": "user", "content": f"{k} " + "x" * 200})
-    assert conversations._held[0] <= 10_000
-    assert sum(map(len, conversations._DIGESTS)) == conversations._held[0]
-    assert 0 < len(conversations._DIGESTS) < 200
+    assert 0 < memo.held <= 10_000
+    assert 0 < len(memo) < 200
 
 
 async def test_the_store_commits_without_an_fsync_each(tmp_path: Path) -> None:
