@@ -260,6 +260,10 @@ class MemoCounter:
         self._memo[id(message)] = (message, value)  # holding the object keeps its id unique
         return value
 
+    def seed(self, message: Message, tokens: int) -> None:
+        """``message`` costs ``tokens``, as this counter's inner one priced an equal message."""
+        self._memo[id(message)] = (message, tokens)
+
     def tools(self, tools: object, functions: object) -> int:
         return self._inner.tools(tools, functions)
 

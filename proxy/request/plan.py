@@ -37,6 +37,7 @@ from proxy.request.conversations import (
     message_digest,
 )
 from proxy.request.cuts import CutMemory
+from proxy.request.recent import RecentCounts
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.summaries.llm import target_for
@@ -96,6 +97,7 @@ class Planner:
         self.compactor = compactor
         self.prefixes = prefixes
         self.cuts = cuts
+        self.recent = RecentCounts()
 
     async def plan_first(
         self, req: WireRequest, exact: bool = False, dry_run: bool = False
@@ -128,7 +130,10 @@ class Planner:
         if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
+        key, model = self._recent_key(req), req.spec.pricing.counter
+        self.recent.seed(key, model, messages, memo)
         tokens = await off_loop(req, count_prompt, memo, messages)
+        self.recent.keep(key, model, messages, memo, len(req.body))
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
             return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
         step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)
@@ -292,6 +297,12 @@ class Planner:
         return Plan(
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
+
+    def _recent_key(self, req: WireRequest) -> tuple[str, str, str, float, float]:
+        """Whose last counts a request may reuse (proxy/request/recent.py): its conversation's,
+        in its format, for its model as calibrated."""
+        conversation = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        return conversation, req.fmt.name, req.spec.name, req.hidden_weight, req.message_weight
 
     def _sticky_key(self, req: WireRequest) -> str | None:
         """The conversation whose last cut this request replays, when the policy cuts

@@ -6,6 +6,8 @@
 - A message's digest is looked up by its bytes once made: the same digest as made afresh, in
   a memo of bounded size.
 - The embedded store commits without an fsync each (WAL, synchronous NORMAL).
+- A conversation's next request reuses the counts of the messages its last one held in the
+  same places: the same counts as made afresh, and only the other messages are priced.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from proxy.edge.errors import BadRequest
 from proxy.formats.base import parse_json, reject_duplicate_keys
 from proxy.request import conversations
 from proxy.request.conversations import message_digest
+from proxy.request.recent import RecentCounts
 from proxy.stores.sqlite import SqliteStore
 from strategies import checkpoint
 from strategies.checkpoint import prefix_chain
 from strategies.memo import DigestMemo
+from strategies.tokens import MemoCounter, count_prompt
 
 KEYS = ("model", "messages", "role", "content", "tool_call_id", "name", "stream", "other")
 text = st.text(max_size=20)
@@ -138,3 +142,72 @@ async def test_the_store_commits_without_an_fsync_each(tmp_path: Path) -> None:
         await store.close()
     with sqlite3.connect(tmp_path / "cw.db") as db:  # committed: another connection reads it
         assert db.execute("SELECT value FROM blobs WHERE key='k'").fetchone()[0] == b"v"
+
+
+def _agent(steps: int, seed: int = 3) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    messages.append({"role": "user", "content": f"task {seed}"})
+    for k in range(steps):
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"out {k} " * k})
+    return messages
+
+
+class Tally:
+    """A counter that says how many messages it priced."""
+
+    priming = 3
+
+    def __init__(self) -> None:
+        self.priced = 0
+
+    def message(self, message: dict[str, Any]) -> int:
+        self.priced += 1
+        return 4 + len(orjson.dumps(message)) // 4
+
+    def tools(self, tools: object, functions: object) -> int:
+        return 0
+
+
+@given(st.integers(1, 12), st.integers(0, 4), st.integers(0, 30))
+def test_reused_counts_are_the_counts_made_afresh(steps: int, more: int, edit: int) -> None:
+    """The next request grows, or rewrites one message: every count equals a fresh one, and
+    only the messages not held by the last request in the same place are priced."""
+    recent, tally = RecentCounts(), Tally()
+    first = orjson.loads(orjson.dumps(_agent(steps)))
+    memo = MemoCounter(tally)
+    recent.seed("k", tally, first, memo)
+    total = count_prompt(memo, first)
+    recent.keep("k", tally, first, memo, 100)
+    assert tally.priced == len(first)
+    second = orjson.loads(orjson.dumps(_agent(steps + more)))  # new objects, equal values
+    changed = edit % len(second)
+    if edit >= len(second):
+        changed = len(second)  # nothing edited
+    else:
+        second[changed] = {**second[changed], "content": "edited"}
+    tally.priced = 0
+    memo = MemoCounter(tally)
+    same = recent.seed("k", tally, second, memo)
+    assert same == min(changed, len(first))
+    assert count_prompt(memo, second) == count_prompt(Tally(), second)
+    assert tally.priced == len(second) - same
+    assert total == count_prompt(Tally(), first)
+
+
+def test_counts_are_kept_per_key_and_counter_and_bounded() -> None:
+    recent, a, b = RecentCounts(max_bytes=1000), Tally(), Tally()
+    messages = _agent(3)
+    memo = MemoCounter(a)
+    count_prompt(memo, messages)
+    recent.keep("k", a, messages, memo, 400)
+    assert recent.seed("other", a, messages, MemoCounter(a)) == 0
+    assert recent.seed("k", b, messages, MemoCounter(b)) == 0  # another model's counter
+    assert recent.seed("k", a, messages, MemoCounter(a)) == len(messages)
+    for n in range(5):  # 5 x 400 bytes over a 1000-byte memory: the oldest go
+        recent.keep(f"k{n}", a, messages, memo, 400)
+    assert recent.seed("k", a, messages, MemoCounter(a)) == 0
+    assert recent.seed("k4", a, messages, MemoCounter(a)) == len(messages)
+    recent.keep("huge", a, messages, memo, 5000)  # larger than the memory: not kept
+    assert recent.seed("huge", a, messages, MemoCounter(a)) == 0
