@@ -217,13 +217,17 @@ class Planner:
         self, req: WireRequest, budget: Budget, tokens: int, counter: MemoCounter
     ) -> None:
         """Past the soft limit: start the next summary in the background, cut for the deep cut
-        it will serve (so that cut finds it ready)."""
+        it will serve (so that cut finds it ready). The deep cut's budget is taken now, from
+        the conversation's last prompt before this one replaces it; the rest runs off the
+        request's path (``soon``): deciding whether to prepare reads the store and prices the
+        conversation, half a millisecond of an agent-sized request that forwards the same
+        bytes either way."""
         assert self.compactor is not None
         last = await self._last_prompt(req) if self._sticky_key(req) else None
         deeper = self._deeper(req, budget, tokens, last) or budget
-        await self.compactor.precompact(
-            req.view.messages, budget.messages, self._context(req, budget, counter), deeper.messages
-        )
+        ctx = self._context(req, budget, counter)
+        work = self.compactor.precompact(req.view.messages, budget.messages, ctx, deeper.messages)
+        self.compactor.soon(work)
 
     async def _cut(
         self,

@@ -17,8 +17,9 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
@@ -83,7 +84,7 @@ class Compactor:
         self._on_latency = on_latency
         self.stats = Stats()
         self._flights = Flights(store, self._store_fault)
-        self._background: set[asyncio.Task[Checkpoint | None]] = set()
+        self._background: set[asyncio.Task[Any]] = set()  # summaries, and preparing them
         self._breakers = Breakers()
         self._quotas: dict[str, TeamQuota] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()  # conversations, most recent last
@@ -171,6 +172,20 @@ class Compactor:
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
             self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
+
+    def soon(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (preparing a summary: its request's answer does not wait for it) in
+        the background, where ``drain`` waits for it too."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:  # a later request prepares again
+                log.exception("preparing a summary failed")
+
+        task = asyncio.create_task(guarded())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def drain(self) -> None:
         """Wait for background summaries (shutdown and tests)."""
