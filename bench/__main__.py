@@ -327,14 +327,15 @@ async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
 
 
 async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list[str]]:
-    """p50 and p90 of direct, floor and proxy on agent-sized requests (bench/agent_sized.py),
-    request by request interleaved, in each format; and how many the proxy trimmed."""
+    """p50 and p90 of direct, floor and proxy on agent-sized requests (bench/agent_sized.py:
+    5-10k tokens, an 8k window), request by request interleaved, in each format; how many the
+    proxy trimmed, and the p50 of fitting and trimmed requests apart."""
     conversations = agent_sized.passes(sizes.agent_passes)
     rows = []
     for fmt, path, write in agent_sized.FORMATS:
         conns = {port: await Connection.open("127.0.0.1", port) for port in (up, floor, proxy)}
         seen: dict[int, list[float]] = {port: [] for port in conns}
-        trimmed = total = 0
+        trimmed: list[bool] = []
         for conversation in conversations:
             for messages in conversation:
                 body = write(messages)
@@ -345,16 +346,37 @@ async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
                     if status != 200:
                         raise RuntimeError(f"{fmt}: status {status} from port {port}")
                 actions = conns[proxy].last_headers.get("x-contextwarden-actions", "none")
-                trimmed += actions != "none"
-                total += 1
+                trimmed.append(actions != "none")
         for conn in conns.values():
             await conn.close()
-        label = f"{fmt}, agent-sized (5-10k tokens, 8k window, {trimmed}/{total} trimmed)"
-        for q, name in ((0.5, "p50"), (0.9, "p90")):
-            d, f, p = (pct(seen[port], q) * 1000 for port in (up, floor, proxy))
+        label = f"{fmt}, agent-sized ({sum(trimmed)}/{len(trimmed)} trimmed)"
+        # The formats count the same conversation differently (Responses and Messages also
+        # price the ids and blocks chat does not have), so they trim different requests:
+        # fitting and trimmed ones apart compare like with like.
+        fitting = [not t for t in trimmed]
+        for q, name, which, kind in (
+            (0.5, "p50", None, label),
+            (0.9, "p90", None, label),
+            (0.5, "p50", fitting, f"{fmt}, agent-sized, fitting only"),
+            (0.5, "p50", trimmed, f"{fmt}, agent-sized, trimmed only"),
+        ):
+            if which is not None and not any(which):
+                continue
+            d, f, p = (
+                pct(
+                    [
+                        x
+                        for x, keep in zip(seen[port], which or trimmed, strict=True)
+                        if which is None or keep
+                    ],
+                    q,
+                )
+                * 1000
+                for port in (up, floor, proxy)
+            )
             row = [f"{d:.2f} ms", f"{f:.2f} ms", f"{p:.2f} ms"]
             row += [f"+{f - d:.2f} ms", f"+{p - d:.2f} ms", f"+{p - f:.2f} ms"]
-            rows.append([f"latency {name}, {label}", *row])
+            rows.append([f"latency {name}, {kind}", *row])
     return rows
 
 
