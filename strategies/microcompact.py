@@ -49,9 +49,12 @@ class ToolResultMicrocompact:
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         calls = _calls_by_id(messages)
         kept_keys: set[str] = set()
-        clear: set[int] = set()
+        clear: dict[int, tuple[str, int, str]] = {}
+        fixed = self.placeholder.split("{", 1)[0]  # how every cleared result starts
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
+            if m.get("role") not in ANSWERS:  # most messages answer no call
+                continue
             call = _call_answered(messages, i, calls)
             if call is None or call[1] >= i or not self._eligible(call[0], m, counter):
                 continue
@@ -60,22 +63,16 @@ class ToolResultMicrocompact:
             key = f"{call[0]}\0{call[2]}"
             if key not in kept_keys and len(kept_keys) < self.keep_recent:
                 kept_keys.add(key)
-            elif not self._cleared(m):
-                clear.add(i)
+            elif not _starts(m, fixed):
+                clear[i] = call
         if self.batch > 1:  # whole batches, oldest first
             oldest = sorted(clear)
-            clear = set(oldest[: len(oldest) // self.batch * self.batch])
+            whole = set(oldest[: len(oldest) // self.batch * self.batch])
+            clear = {i: call for i, call in clear.items() if i in whole}
         out = list(messages)
-        for i in clear:
-            call = _call_answered(messages, i, calls)
-            assert call is not None
+        for i, call in clear.items():
             out[i] = {**messages[i], "content": self._text(call, messages[i], counter)}
         return out
-
-    def _cleared(self, message: Message) -> bool:
-        content = message.get("content")
-        fixed = self.placeholder.split("{", 1)[0]
-        return isinstance(content, str) and content.startswith(fixed)
 
     def _text(self, call: tuple[str, int, str], message: Message, counter: Counter) -> str:
         """The placeholder for ``message``, the result of ``call``: its fields filled in."""
@@ -96,6 +93,15 @@ class ToolResultMicrocompact:
         if tool in self.exclude_tools:
             return False
         return not self.min_result_tokens or counter.message(message) >= self.min_result_tokens
+
+
+ANSWERS = ("tool", "function")  # the roles of messages that answer a call
+
+
+def _starts(message: Message, fixed: str) -> bool:
+    """Whether ``message`` is a result cleared already (its content starts as placeholders do)."""
+    content = message.get("content")
+    return isinstance(content, str) and content.startswith(fixed)
 
 
 def _call_answered(
