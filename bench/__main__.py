@@ -571,6 +571,7 @@ def main() -> int:
     body = asyncio.run(main_async(sizes))
     body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
     body += table(*decision_rows(sizes.conversation_tokens))
+    body += "\n\n" + (HERE / "speed_before.md").read_text().strip()
     body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
     body += table(*quality_rows(sizes.quality_cases))
     body += "\n\n## Summarizer calls as conversations grow (demo upstream, summaries on)\n\n"
