@@ -71,6 +71,10 @@ class WireRequest:
         if self.view is UNSET:
             self.view = self.fmt.view(self.payload)
 
+    def conversation_key(self) -> str:
+        """Its conversation's key: set by build_request, else made from the view."""
+        return self.conversation or conversation_key(self.scope, self.team, self.view.messages)
+
     def counter(self) -> Counter:
         """The model's counter over this request's view, weighted as calibrated."""
         return self.view.counter(self.spec.pricing.counter, self.hidden_weight, self.message_weight)

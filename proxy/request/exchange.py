@@ -28,7 +28,7 @@ from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
-from proxy.request.conversations import Seen, conversation_key
+from proxy.request.conversations import Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
 from proxy.request.usage import answer, prompt_usage, tapped
@@ -128,7 +128,7 @@ async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
         return None
     sent, tokens = plan.prompts
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
-    key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+    key = req.conversation_key()
     near = plan.counted != "bound"  # the fast path's prompts are far from the limit
     return await rt.prefixes.see(key, forwarded, tokens, sent, near)
 

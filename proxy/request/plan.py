@@ -32,7 +32,6 @@ from proxy.request.budget import budget_for, settled
 from proxy.request.conversations import (
     Fingerprint,
     PrefixTracker,
-    conversation_key,
     extends,
     message_digest,
 )
@@ -305,7 +304,7 @@ class Planner:
     def _recent_key(self, req: WireRequest) -> tuple[str, str, str, float, float]:
         """Whose last counts a request may reuse (proxy/request/recent.py): its conversation's,
         in its format, for its model as calibrated."""
-        conversation = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        conversation = req.conversation_key()
         return conversation, req.fmt.name, req.spec.name, req.hidden_weight, req.message_weight
 
     def _sticky_key(self, req: WireRequest) -> str | None:
@@ -313,7 +312,7 @@ class Planner:
         cache-friendly (strategies/sticky.py)."""
         if self.cuts is None or req.policy.engine.cache_cut_share <= 0:
             return None
-        key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        key = req.conversation_key()
         if req.session_memory:  # the client's own summary: a new one is a new cut
             memory = hashlib.blake2b(req.session_memory.encode(), digest_size=8).hexdigest()
             key = f"{key}:{memory}"
@@ -365,7 +364,7 @@ class Planner:
         """The conversation's last forwarded prompt, for policies that cut cache-friendly."""
         if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
             return None
-        key = req.conversation or conversation_key(req.scope, req.team, req.view.messages)
+        key = req.conversation_key()
         return await self.prefixes.last(key)
 
     async def _fit(
