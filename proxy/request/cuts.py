@@ -34,6 +34,10 @@ class CutMemory:
                 raw = await self._store.get_blob(STORE_PREFIX + conversation)
             except Exception:  # the store is down: cut afresh this time
                 return None
+            recipe = decode(raw) if raw else None
+            if recipe is not None and raw is not None:  # its next requests replay from memory
+                self._hold(conversation, raw)
+            return recipe
         return decode(raw) if raw else None
 
     def remember(self, conversation: str, recipe: Recipe) -> None:
@@ -45,14 +49,17 @@ class CutMemory:
         if len(raw) > MAX_RECIPE_BYTES:
             self._recent.pop(conversation, None)
             return
-        self._recent[conversation] = raw
-        self._recent.move_to_end(conversation)
-        if len(self._recent) > MAX_IN_MEMORY:
-            self._recent.popitem(last=False)
+        self._hold(conversation, raw)
         if self._store is not None:
             task = asyncio.ensure_future(self._write(self._store, conversation, raw))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
+
+    def _hold(self, conversation: str, raw: bytes) -> None:
+        self._recent[conversation] = raw
+        self._recent.move_to_end(conversation)
+        if len(self._recent) > MAX_IN_MEMORY:
+            self._recent.popitem(last=False)
 
     async def _write(self, store: BlobStore, conversation: str, raw: bytes) -> None:
         try:

@@ -145,9 +145,11 @@ class Compactor:
             return None  # maybe a one-off: if it comes back, it is summarized then
         if dry_run:
             return self._estimate(job)
-        made = await self._flights.run(
-            job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
-        )
+        made = None
+        if planned_cut(job) is not None:  # else a summary would cover nothing new: no lock
+            made = await self._flights.run(
+                job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
+            )
         kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
         if kept is None:
             return None
@@ -160,14 +162,23 @@ class Compactor:
         """Start summarizing in the background when the view would be over the soft threshold.
         ``cut_budget``: the budget the summary's cut is made for (a deep cut's, smaller than
         ``budget``, whose soft threshold says when)."""
-        chain = prefix_chain(messages)
+        # The conversation's key needs the chain's first link only; the whole chain (a digest
+        # of every message) is made when a summary may be prepared.
+        chain = prefix_chain(messages[: leading_count(messages) + 1])
         if len(chain) < 2:
             return
         job = Job(messages, chain, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
-        if first_sight_truncates(self._seen_before(job), ctx.policy):
+        seen = self._seen_before(job)
+        if planned_cut(job) is None:
+            # Nothing a summary could cover, from the start or after any checkpoint (a later
+            # start only leaves less): a running task that is the whole conversation, an agent's
+            # normal case. No store read, no lock, no job that ends in NothingToSummarize.
+            return
+        if first_sight_truncates(seen, ctx.policy):
             return  # prepared from its next request on, if there is one
+        chain = prefix_chain(messages)
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):

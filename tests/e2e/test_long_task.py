@@ -55,7 +55,8 @@ class Loop:
             "data_dir": str(tmp_path / "data"),
             "models": MODELS,
         }
-        proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
+        self.app = create_app(load_settings(None, **config))
+        proxy = stack.enter_context(BackgroundServer(self.app))
         self.url = proxy.url
         self.sent: list[Any] = []  # each request's conversation, as the client sent it
         self.actions: list[str] = []
@@ -220,3 +221,5 @@ def test_a_hundred_step_task_runs_in_a_16k_window(loop: Loop, fmt: str) -> None:
     )
     assert kept / len(pairs) >= 0.9, (kept, len(pairs))
     assert not loop.script.summaries  # the summarizer never cuts into a running task
+    # Nor is a summary prepared for it: no store read, no lock, no job that finds nothing.
+    assert loop.app.state.runtime.compactor.stats.background == 0

@@ -11,7 +11,7 @@ from proxy.config.settings import load_settings
 from proxy.request import cuts
 from proxy.request.cuts import STORE_PREFIX, CutMemory
 from proxy.stores import open_store
-from strategies.sticky import Recipe
+from strategies.sticky import Recipe, encode
 
 RECIPE = Recipe(
     3, b"\x01" * 16, (0, {"role": "user", "content": "[summary]"}, 2), ("summarize",), 900
@@ -62,3 +62,27 @@ async def test_memory_is_bounded_and_a_huge_or_unstorable_cut_is_forgotten(
     assert await memory.recall("c") is None  # the old cut is not replayed either
     memory.remember("b", Recipe(1, b"\x00" * 16, ({"role": "user", "content": {1, 2}},), (), 1))
     assert await memory.recall("b") is None
+
+
+class CountingStore:
+    """A store that holds one recipe and counts its reads."""
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw, self.reads = raw, 0
+
+    async def get_blob(self, key: str) -> bytes | None:
+        self.reads += 1
+        return self.raw if key == STORE_PREFIX + "conv" else None
+
+    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        return None
+
+
+async def test_a_cut_read_from_the_store_is_replayed_from_memory_after() -> None:
+    store = CountingStore(encode(RECIPE))
+    memory = CutMemory(store)
+    for _ in range(3):  # a restarted replica: the store once, then memory
+        assert await memory.recall("conv") == RECIPE
+    assert store.reads == 1
+    assert await memory.recall("other") is None and await memory.recall("other") is None
+    assert store.reads == 3  # a miss is not remembered: the other replica may cut it later
