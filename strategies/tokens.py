@@ -50,6 +50,11 @@ def count_messages(counter: Counter, messages: Sequence[Message]) -> int:
     return sum(counter.message(m) for m in messages)
 
 
+def each_message(counter: Counter, messages: Sequence[Message]) -> list[int]:
+    """The tokens of each message, including its per-message overhead."""
+    return [counter.message(m) for m in messages]
+
+
 def count_prompt(counter: Counter, messages: Sequence[Message]) -> int:
     """Tokens the messages of a request occupy, priming included."""
     return count_messages(counter, messages) + counter.priming

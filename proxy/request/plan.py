@@ -48,7 +48,7 @@ from strategies.messages import last_user_index
 from strategies.repair import repair_tool_calls
 from strategies.rules import pinned_ids
 from strategies.sticky import record, replay
-from strategies.tokens import MemoCounter, count_prompt
+from strategies.tokens import MemoCounter, count_prompt, each_message
 
 T = TypeVar("T")
 
@@ -117,22 +117,27 @@ class Planner:
         messages = req.view.messages
         # Each wire item beyond the view's messages may add its own overhead to the count.
         items = max(0, req.view.items - len(messages)) * 8
-        bound = byte_bound(
-            len(req.body) + items,
-            messages,
-            pricing.tokens_per_byte,
-            pricing.worst_image,
-            counter.priming,
-        )
         soft = self._soft_limit(req, budget)
+        # The bound is the body's bytes scaled, plus overheads: a body over the soft limit on its
+        # bytes alone is counted, without a walk over its messages for the overheads.
+        bound = math.ceil((len(req.body) + items) * pricing.tokens_per_byte) + counter.priming
+        if bound <= soft:
+            bound = byte_bound(
+                len(req.body) + items,
+                messages,
+                pricing.tokens_per_byte,
+                pricing.worst_image,
+                counter.priming,
+            )
         fast = bound <= soft and settled(req, budget, bound) is None
         if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
         key, model = self._recent_key(req), req.spec.pricing.counter
         self.recent.seed(key, model, messages, memo)
-        tokens = await off_loop(req, count_prompt, memo, messages)
-        self.recent.keep(key, model, messages, memo, len(req.body))
+        counts = await off_loop(req, each_message, memo, messages)
+        tokens = sum(counts) + memo.priming
+        self.recent.keep(key, model, messages, counts, len(req.body))
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
             return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
         step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)

@@ -58,17 +58,16 @@ class RecentCounts:
         key: Hashable,
         counter: Counter,
         messages: Sequence[Message],
-        memo: MemoCounter,
+        counts: list[int],
         size: int,
     ) -> None:
-        """Remember the counts of ``messages`` (priced by ``memo`` already) for the next
-        request; a request larger than the whole memory is not kept."""
+        """Remember ``counts``, those of ``messages``, for the next request; a request larger
+        than the whole memory is not kept."""
         old = self._last.pop(key, None)
         if old is not None:
             self._held -= old.size
         if size > self._max:
             return
-        counts = [memo.message(m) for m in messages]
         self._last[key] = _Last(counter, list(messages), counts, size)
         self._held += size
         while self._held > self._max:

@@ -31,7 +31,7 @@ from proxy.stores.sqlite import SqliteStore
 from strategies import checkpoint
 from strategies.checkpoint import prefix_chain
 from strategies.memo import DigestMemo
-from strategies.tokens import MemoCounter, count_prompt
+from strategies.tokens import MemoCounter, count_prompt, each_message
 
 KEYS = ("model", "messages", "role", "content", "tool_call_id", "name", "stream", "other")
 text = st.text(max_size=20)
@@ -178,8 +178,9 @@ def test_reused_counts_are_the_counts_made_afresh(steps: int, more: int, edit: i
     first = orjson.loads(orjson.dumps(_agent(steps)))
     memo = MemoCounter(tally)
     recent.seed("k", tally, first, memo)
-    total = count_prompt(memo, first)
-    recent.keep("k", tally, first, memo, 100)
+    counts = each_message(memo, first)
+    total = sum(counts) + memo.priming
+    recent.keep("k", tally, first, counts, 100)
     assert tally.priced == len(first)
     second = orjson.loads(orjson.dumps(_agent(steps + more)))  # new objects, equal values
     changed = edit % len(second)
@@ -199,15 +200,14 @@ def test_reused_counts_are_the_counts_made_afresh(steps: int, more: int, edit: i
 def test_counts_are_kept_per_key_and_counter_and_bounded() -> None:
     recent, a, b = RecentCounts(max_bytes=1000), Tally(), Tally()
     messages = _agent(3)
-    memo = MemoCounter(a)
-    count_prompt(memo, messages)
-    recent.keep("k", a, messages, memo, 400)
+    counts = each_message(MemoCounter(a), messages)
+    recent.keep("k", a, messages, counts, 400)
     assert recent.seed("other", a, messages, MemoCounter(a)) == 0
     assert recent.seed("k", b, messages, MemoCounter(b)) == 0  # another model's counter
     assert recent.seed("k", a, messages, MemoCounter(a)) == len(messages)
     for n in range(5):  # 5 x 400 bytes over a 1000-byte memory: the oldest go
-        recent.keep(f"k{n}", a, messages, memo, 400)
+        recent.keep(f"k{n}", a, messages, counts, 400)
     assert recent.seed("k", a, messages, MemoCounter(a)) == 0
     assert recent.seed("k4", a, messages, MemoCounter(a)) == len(messages)
-    recent.keep("huge", a, messages, memo, 5000)  # larger than the memory: not kept
+    recent.keep("huge", a, messages, counts, 5000)  # larger than the memory: not kept
     assert recent.seed("huge", a, messages, MemoCounter(a)) == 0
