@@ -145,11 +145,9 @@ class Compactor:
             return None  # maybe a one-off: if it comes back, it is summarized then
         if dry_run:
             return self._estimate(job)
-        made = None
-        if planned_cut(job) is not None:  # else a summary would cover nothing new: no lock
-            made = await self._flights.run(
-                job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
-            )
+        made = await self._flights.run(
+            job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
+        )
         kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
         if kept is None:
             return None
