@@ -15,6 +15,9 @@ from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
 from proxy.edge.runtime import build_models
+from proxy.request.conversations import PrefixTracker
+from proxy.request.cuts import CutMemory
+from proxy.request.exchange import see_prefix
 from proxy.request.plan import Planner
 from proxy.windows.tokenizers import text_tokens
 from strategies.tokens import ChatCounter, count_prompt
@@ -60,8 +63,10 @@ def _rows(
         "ours warm (+1 message)",
         "warm vs naive",
         "warm, fits (no trim)",
+        "warm, sticky replay",
     ]
     rows = []
+    last_actions: list[str] = []  # the last plan's
     for tokens in sizes:
         settings = _settings(tokens)
         who = Principal("default", settings.teams["default"], False)
@@ -88,20 +93,31 @@ def _rows(
             body = orjson.dumps({"model": model, "messages": messages, "max_tokens": 1024})
             t = time.perf_counter()
             req = build_request(body, Headers(), settings, models, who)
-            loop.run_until_complete(planner.plan_first(req))
-            return time.perf_counter() - t
+            made = loop.run_until_complete(planner.plan_first(req))
+            elapsed = time.perf_counter() - t
+            last_actions[:] = made.actions
+            if planner.prefixes is not None:  # what the proxy notes once the answer is in
+                loop.run_until_complete(see_prefix(planner.prefixes, req, made))
+            return elapsed
 
-        colds, warms, fits = [], [], []
+        colds, warms, fits, replays = [], [], [], []
         for _ in range(repeat):
             # A new proxy for the cold count; the warm one has seen the conversation's last
-            # request (one planner serves every request, as in the proxy).
+            # request (one planner serves every request, as in the proxy). Without the
+            # conversation's last cut, the warm trimmed request is cut afresh; with it (the
+            # proxy's own planner, sticky cuts), the cut is replayed.
             models, planner = build_models(settings), Planner(settings, None)
             colds.append(plan(models, planner, "over", convo))
             warms.append(plan(models, planner, "over", grown))
             plan(models, planner, "fits", convo)
             fits.append(plan(models, planner, "fits", grown))
+            sticky = Planner(settings, None, PrefixTracker(), CutMemory())
+            plan(models, sticky, "over", convo)
+            replays.append(plan(models, sticky, "over", grown))
+            if "sticky" not in last_actions:
+                raise RuntimeError(f"the warm request was not replayed: {last_actions}")
         t_naive = _time(naive, repeat)
-        cold, warm, fit = (statistics.median(x) for x in (colds, warms, fits))
+        cold, warm, fit, replayed = (statistics.median(x) for x in (colds, warms, fits, replays))
         rows.append(
             [
                 f"{count_prompt(probe, convo) // 1000}k tokens, {len(convo)} messages",
@@ -110,6 +126,7 @@ def _rows(
                 f"{warm * 1000:.2f} ms",
                 f"{t_naive / warm:.0f}x faster",
                 f"{fit * 1000:.2f} ms",
+                f"{replayed * 1000:.2f} ms",
             ]
         )
     return header, rows

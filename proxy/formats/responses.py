@@ -35,6 +35,7 @@ from proxy.formats.responses_items import (
     SHOWN,
     TEXT_OUTPUTS,
     TEXT_PARTS,
+    Kind,
     answered_key,
     call_keys,
     check_input,
@@ -131,21 +132,25 @@ RESPONSES = ResponsesFormat()
 
 
 def _lower(items: list[dict[str, Any]]) -> list[Message]:
-    answered = {answered_key(i) for i in items if kind_of(i) == "output"}
-    visible = {k for i in items if kind_of(i) == "call" for k in call_keys(i)}
+    kinds = [kind_of(i) for i in items]  # each item's kind, found once
+    pairs = list(zip(items, kinds, strict=True))
+    answered = {answered_key(i) for i, kind in pairs if kind == "output"}
+    visible = {k for i, kind in pairs if kind == "call" for k in call_keys(i)}
     out: list[Message] = []
     run: list[dict[str, Any]] = []
+    run_kinds: list[Kind] = []
     reference: Message | None = None  # the last ``item_reference``, standing for stored items
 
     def close_run() -> None:
         if run:
-            out.append(_assistant(list(run), answered))
+            out.append(_assistant(list(run), run_kinds, answered))
             run.clear()
+            run_kinds.clear()
 
-    for item in items:
-        kind = kind_of(item)
+    for item, kind in pairs:
         if kind in ("call", "assistant") or (kind == "message" and item["role"] == "assistant"):
             run.append(item)
+            run_kinds.append(kind)
             continue
         close_run()
         if kind != "output" and item.get("type") != "item_reference":
@@ -178,13 +183,13 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
     return out
 
 
-def _assistant(run: list[dict[str, Any]], answered: set[str | None]) -> Message:
+def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str | None]) -> Message:
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
-    for item in run:
-        if kind_of(item) == "message":
+    for item, kind in zip(run, kinds, strict=True):
+        if kind == "message":
             parts += _text_parts(item["content"])
-        elif kind_of(item) == "call":
+        elif kind == "call":
             key = next((k for k in call_keys(item) if k in answered), None)
             if key is not None:
                 calls.append({"id": key, "type": "function", "function": _function(item)})

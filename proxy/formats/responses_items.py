@@ -117,6 +117,8 @@ def check_input(items: Any, stateful: bool) -> None:
         raise BadRequest("'input' must be a string or an array of input items", param="input")
     calls: dict[str, Any] = {}
     referenced = False  # an ``item_reference`` before: a stored call the proxy cannot see
+    answered: set[str] = set()
+    awaiting: list[tuple[int, dict[str, Any], list[str]]] = []  # calls that need an output
     for i, item in enumerate(items):
         where = f"input[{i}]"
         if not isinstance(item, dict):
@@ -126,16 +128,20 @@ def check_input(items: Any, stateful: bool) -> None:
             raise BadRequest(f"{where}.type must be a string", param=f"{where}.type")
         if kind == "message":
             _check_message(item, where)
-        elif kind_of(item) == "call":
+            continue
+        sort = kind_of(item)
+        if sort == "call":
             keys = call_keys(item)
             if not keys:
                 missing = "id" if kind == "mcp_approval_request" else "call_id"
                 raise BadRequest(f"{where} ({kind}) has no {missing}", param=f"{where}.{missing}")
             for key in keys:
                 calls[key] = kind
+            if kind in NEEDS_OUTPUT:
+                awaiting.append((i, item, keys))
         elif kind == "item_reference":
             referenced = True
-        elif kind_of(item) == "output":
+        elif sort == "output":
             answers = answered_key(item)
             if answers is None:
                 raise BadRequest(f"{where} ({kind}) names no call", param=f"{where}.call_id")
@@ -145,8 +151,16 @@ def check_input(items: Any, stateful: bool) -> None:
                     "comes before it",
                     param=f"{where}.call_id",
                 )
-    if not stateful:
-        _check_answered(items)
+            answered.add(answers)
+    if stateful:
+        return
+    for i, item, keys in awaiting:
+        if answered.isdisjoint(keys):
+            raise BadRequest(
+                f"input[{i}] ({item['type']} {item.get('call_id')!r}) has no output in the "
+                "input; send each call with its output",
+                param=f"input[{i}]",
+            )
 
 
 def _check_message(item: dict[str, Any], where: str) -> None:
@@ -165,17 +179,6 @@ def _check_message(item: dict[str, Any], where: str) -> None:
             raise BadRequest(
                 f"{where}.content[{k}] must be an object with a type",
                 param=f"{where}.content[{k}]",
-            )
-
-
-def _check_answered(items: list[dict[str, Any]]) -> None:
-    answered = {answered_key(i) for i in items if kind_of(i) == "output"}
-    for i, item in enumerate(items):
-        if item.get("type") in NEEDS_OUTPUT and not set(call_keys(item)) & answered:
-            raise BadRequest(
-                f"input[{i}] ({item['type']} {item.get('call_id')!r}) has no output in the "
-                "input; send each call with its output",
-                param=f"input[{i}]",
             )
 
 

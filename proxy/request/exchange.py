@@ -28,7 +28,7 @@ from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
-from proxy.request.conversations import Seen
+from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
 from proxy.request.usage import answer, prompt_usage, tapped
@@ -87,7 +87,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         made = answered_id(reply.body or reply.peeked)
         if made is not None:
             await rt.owners.claim(team, made)
-    seen = await see_prefix(rt, req, plan) if fitting.conversation else None
+    seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
         reply.stream = tapped(
@@ -120,7 +120,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     return response
 
 
-async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
+async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
     proxy/request/conversations.py); None when the proxy did not fit the request (unknown window,
     stateful)."""
@@ -130,7 +130,7 @@ async def see_prefix(rt: Runtime, req: WireRequest, plan: Plan) -> Seen | None:
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
     key = req.conversation_key()
     near = plan.counted != "bound"  # the fast path's prompts are far from the limit
-    return await rt.prefixes.see(key, forwarded, tokens, sent, near)
+    return await prefixes.see(key, forwarded, tokens, sent, near)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
