@@ -1,4 +1,5 @@
-"""A digest memo: a message's digest, once made, found again by the message's written bytes.
+"""Digest memos: a message's digest, once made, found again by the message's written bytes
+(``DigestMemo``), or by the message object itself (``ObjectMemo``).
 
 Each request of a conversation digests messages its earlier requests sent (prefix fingerprints,
 checkpoint chains, sticky replays): looking the bytes up costs about a third of hashing them.
@@ -9,6 +10,7 @@ operations are atomic under the GIL, so the worker threads that fit large reques
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 
 class DigestMemo:
@@ -44,3 +46,38 @@ class DigestMemo:
 
     def __len__(self) -> int:
         return len(self._digests)
+
+
+class ObjectMemo:
+    """A value per object, found again by the object's identity: the objects a request shares
+    with its conversation's last one (proxy/formats/recent.py) need no serializing to be
+    looked up. Each entry holds its object (so that its id is not reused while held) and
+    counts its ``size`` (the caller's measure, the object's written bytes) and ``ENTRY`` bytes
+    of its own against ``limit``; the memo is emptied when full. Only for objects nothing
+    changes once made, as messages are."""
+
+    ENTRY = 200  # an entry's own bytes, about: the dict slot, the tuple, the value
+
+    def __init__(self, limit: int = 64 * 1024 * 1024) -> None:
+        self.limit = limit
+        self._values: dict[int, tuple[Any, bytes]] = {}
+        self._held = 0
+
+    def get(self, obj: Any) -> bytes | None:
+        hit = self._values.get(id(obj))
+        return hit[1] if hit is not None and hit[0] is obj else None
+
+    def remember(self, obj: Any, value: bytes, size: int) -> None:
+        size += self.ENTRY
+        if self._held + size > self.limit:
+            self._values.clear()
+            self._held = 0
+        self._values[id(obj)] = (obj, value)
+        self._held += size
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._values)

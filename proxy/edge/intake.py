@@ -27,6 +27,7 @@ from proxy.edge.errors import BadRequest, Forbidden, PayloadTooLarge
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
+from proxy.formats.recent import RecentItems
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec, ResolvedPolicy
 from strategies.messages import SOURCE, Message
@@ -102,8 +103,12 @@ def build_request(
     who: Principal,
     fmt: WireFormat = CHAT,
     pins: PinMemory | None = None,
+    recent: RecentItems | None = None,
 ) -> WireRequest:
-    payload = fmt.parse(body)
+    """``recent``: the conversations' last requests, whose items this one reuses where it
+    sends them again (proxy/formats/recent.py)."""
+    reuse = recent.begin(fmt.name) if recent is not None else None
+    payload = fmt.parse(body, reuse)
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
     who.check_model(payload["model"])
     who.check_tool_models(payload)
@@ -126,6 +131,7 @@ def build_request(
         window,
         models.policy(name),
         fmt,
+        fmt.view(payload, reuse),
         team=who.team,
         scope=who.scope,
         # Passthrough: the summarizer spends the caller's own credential, from whichever
@@ -139,6 +145,8 @@ def build_request(
         message_weight=models.calibration.message_weight(who.team, spec.name),
         sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
     )
+    if reuse is not None:
+        reuse.commit(len(body))
     req.conversation = conversation_key(req.scope, req.team, req.view.messages)
     pinned = marked(req.view.messages, controls.pinned) | req.view.pinned
     if pins is not None:

@@ -8,6 +8,8 @@
                          request checks; anthropic_cache.py: its cache breakpoints on a trim
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
+    recent.py            each conversation's last request's items: the next request's equal
+                         leading items become those objects, checked and viewed once
 
 A new format is a new adapter module and its tests: the request path
 (proxy/request/exchange.py), the planner, the budget rule, the overflow retry and the headers

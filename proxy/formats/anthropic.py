@@ -34,6 +34,7 @@ from proxy.formats.base import (
     usage_int,
     with_texts,
 )
+from proxy.formats.recent import Reuse
 from strategies.budget import requested_output
 from strategies.messages import SOURCE, Message
 
@@ -47,14 +48,16 @@ class AnthropicFormat:
     path = "messages"
     messages_param = "messages"
 
-    def parse(self, body: bytes) -> dict[str, Any]:
+    def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         payload = parse_json(body)
         check_request_basics(payload, anthropic=True)
         value = payload.get("max_tokens")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
         check_system(payload.get("system"))
-        check_messages(payload.get("messages"))
+        messages = payload.get("messages")
+        known = reuse.match(messages) if reuse is not None and isinstance(messages, list) else 0
+        check_messages(messages, known)
         reject_duplicate_keys(body, payload)
         return payload
 
@@ -75,12 +78,12 @@ class AnthropicFormat:
                 out["thinking"] = {**thinking, "budget_tokens": max(1024, limit - 1)}
         return out
 
-    def view(self, payload: dict[str, Any]) -> View:
+    def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
         messages: list[Message] = []
         system = payload.get("system")
         if system:
             messages.append({"role": "system", "content": _content(system), SOURCE: SYSTEM})
-        wire = _lower(payload["messages"])
+        wire = _lower(payload["messages"], reuse)
         messages += wire
         count = len(payload["messages"]) + 1
         # A role other than user and assistant (Claude Code's mid-conversation ``system``
@@ -145,7 +148,7 @@ class AnthropicFormat:
 ANTHROPIC = AnthropicFormat()
 
 
-def _lower(messages: list[dict[str, Any]]) -> list[Message]:
+def _lower(messages: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Message]:
     answered = {
         b.get("tool_use_id")
         for m in messages
@@ -153,36 +156,55 @@ def _lower(messages: list[dict[str, Any]]) -> list[Message]:
         for b in m["content"]
         if b.get("type") == "tool_result"
     }
+    if reuse is not None:
+        reuse.viewing(messages)
     out: list[Message] = []
-    for m in messages:
-        content = m["content"]
-        if m["role"] not in ("user", "assistant"):  # an opaque instruction, as it came
-            blocks = content if isinstance(content, list) else None
-            view = _content(content) if blocks is not None else content
-            out.append({"role": "system", "content": view, SOURCE: {"m": m, "b": blocks}})
-            continue
-        if isinstance(content, str):
-            out.append({"role": m["role"], "content": content, SOURCE: {"m": m, "b": None}})
-            continue
-        if m["role"] == "assistant":
-            out.append(_assistant(m, answered))
-            continue
-        results = 0
-        while results < len(content) and content[results].get("type") == "tool_result":
-            block = content[results]
-            result: Message = {
-                "role": "tool",
-                "tool_call_id": block.get("tool_use_id"),
-                "content": _content(block.get("content", "")),
-            }
-            if block.get("is_error") is True:
-                result["is_error"] = True  # never cleared (strategies/microcompact.py)
-            result[SOURCE] = {"m": m, "b": [block]}
-            out.append(result)
-            results += 1
-        rest = content[results:]
-        if rest or not results:
-            out.append({"role": "user", "content": _content(rest), SOURCE: {"m": m, "b": rest}})
+    for i, m in enumerate(messages):
+        # A message's view depends on nothing else but which of its tool uses have results.
+        uses = _answered_uses(m, answered)
+        made = reuse.earlier(i, m) if reuse is not None else None
+        if made is None or made[0] != uses:
+            made = (uses, _lower_one(m, answered))
+        out += made[1]
+        if reuse is not None:
+            reuse.made(i, made)
+    return out
+
+
+def _answered_uses(m: dict[str, Any], answered: set[Any]) -> tuple[bool, ...]:
+    if m["role"] != "assistant" or not isinstance(m["content"], list):
+        return ()
+    return tuple(b.get("id") in answered for b in m["content"] if b.get("type") == "tool_use")
+
+
+def _lower_one(m: dict[str, Any], answered: set[Any]) -> list[Message]:
+    """The view messages of one wire message."""
+    content = m["content"]
+    if m["role"] not in ("user", "assistant"):  # an opaque instruction, as it came
+        blocks = content if isinstance(content, list) else None
+        view = _content(content) if blocks is not None else content
+        return [{"role": "system", "content": view, SOURCE: {"m": m, "b": blocks}}]
+    if isinstance(content, str):
+        return [{"role": m["role"], "content": content, SOURCE: {"m": m, "b": None}}]
+    if m["role"] == "assistant":
+        return [_assistant(m, answered)]
+    out: list[Message] = []
+    results = 0
+    while results < len(content) and content[results].get("type") == "tool_result":
+        block = content[results]
+        result: Message = {
+            "role": "tool",
+            "tool_call_id": block.get("tool_use_id"),
+            "content": _content(block.get("content", "")),
+        }
+        if block.get("is_error") is True:
+            result["is_error"] = True  # never cleared (strategies/microcompact.py)
+        result[SOURCE] = {"m": m, "b": [block]}
+        out.append(result)
+        results += 1
+    rest = content[results:]
+    if rest or not results:
+        out.append({"role": "user", "content": _content(rest), SOURCE: {"m": m, "b": rest}})
     return out
 
 

@@ -21,10 +21,14 @@ def check_system(system: Any) -> None:
         raise BadRequest("system: must be a string or an array of text blocks", param="system")
 
 
-def check_messages(messages: Any) -> None:
+def check_messages(messages: Any, known: int = 0) -> None:
+    """BadRequest naming the first thing wrong; the first ``known`` messages passed these
+    checks in an earlier request (proxy/formats/recent.py): only how calls pair is checked
+    again over them."""
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: must be a non-empty array", param="messages")
-    for i, m in enumerate(messages):
+    for i in range(known, len(messages)):
+        m = messages[i]
         where = f"messages.{i}"
         if not isinstance(m, dict):
             raise BadRequest(f"{where}: must be an object", param=where)

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import orjson
 
 from proxy.edge.errors import BadRequest
+from proxy.formats.recent import Reuse
 from strategies.messages import SOURCE, Message
 from strategies.tokens import Counter, HiddenCounter
 
@@ -92,9 +93,15 @@ class WireFormat(Protocol):
     path: str  # the upstream's path for it, under the base URL
     messages_param: str  # the body field an error about the conversation names
 
-    def parse(self, body: bytes) -> dict[str, Any]: ...
+    def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
+        """The payload, checked; with ``reuse``, the conversation's last request's items are
+        matched first, and not checked again (proxy/formats/recent.py)."""
+        ...
 
-    def view(self, payload: dict[str, Any]) -> View: ...
+    def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
+        """The engine's view of the conversation; with ``reuse`` (the one parse matched), what
+        the last request's view made of the same items is reused where it still holds."""
+        ...
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         """The request's own reply limit, the reply reserve when set."""

@@ -15,6 +15,7 @@ from proxy.formats.base import (
     reject_duplicate_keys,
     usage_int,
 )
+from proxy.formats.recent import Reuse
 from proxy.upstreams.forwarding import chat_stream_error
 from strategies.budget import CHAT_OUTPUT_KEYS, requested_output
 from strategies.messages import Message
@@ -28,11 +29,13 @@ class ChatFormat:
     path = "chat/completions"
     messages_param = "messages"
 
-    def parse(self, body: bytes) -> dict[str, Any]:
-        return parse_chat(body)
+    def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
+        return parse_chat(body, reuse)
 
-    def view(self, payload: dict[str, Any]) -> View:
+    def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
         messages: list[Message] = payload["messages"]
+        if reuse is not None:
+            reuse.viewing(messages)  # the messages are their own view: nothing more to keep
         return View(messages, items=len(messages))
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
@@ -57,8 +60,10 @@ class ChatFormat:
 CHAT = ChatFormat()
 
 
-def parse_chat(body: bytes) -> dict[str, Any]:
-    """The parsed body, or BadRequest naming the first thing wrong with it."""
+def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
+    """The parsed body, or BadRequest naming the first thing wrong with it. With ``reuse``, the
+    leading messages an earlier request of the conversation sent as they are (and so passed
+    these checks) are not checked again (proxy/formats/recent.py)."""
     payload = parse_json(body)
     model = payload.get("model")
     if not isinstance(model, str) or not model:
@@ -66,8 +71,9 @@ def parse_chat(body: bytes) -> dict[str, Any]:
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' is required and must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        _check_message(message, i)
+    known = reuse.match(messages) if reuse is not None else 0
+    for i in range(known, len(messages)):
+        _check_message(messages[i], i)
     for key in ("max_tokens", "max_completion_tokens"):
         check_positive_int(payload.get(key), key)
     if "stream" in payload and not isinstance(payload["stream"], bool | None):

@@ -23,6 +23,7 @@ import orjson
 from proxy.edge.errors import BadRequest, ContextTooLarge
 from proxy.formats.base import View, parse_json, usage_int
 from proxy.formats.chat import CHAT
+from proxy.formats.recent import Reuse
 from proxy.windows.models import ModelSpec
 from proxy.windows.tokenizers import encoder, get_encoding
 from strategies.budget import Budget
@@ -54,10 +55,10 @@ class CompletionsFormat:
     path = "completions"
     messages_param = "prompt"
 
-    def parse(self, body: bytes) -> dict[str, Any]:
+    def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         return _parse(body)
 
-    def view(self, payload: dict[str, Any]) -> View:
+    def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
         return View([])
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:

@@ -30,6 +30,7 @@ from proxy.formats.base import (
     usage_int,
     with_texts,
 )
+from proxy.formats.recent import Reuse
 from proxy.formats.responses_items import (
     ROLES,
     SHOWN,
@@ -55,12 +56,14 @@ class ResponsesFormat:
     path = "responses"
     messages_param = "input"
 
-    def parse(self, body: bytes) -> dict[str, Any]:
+    def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         payload = parse_json(body)
         check_request_basics(payload)
         if "input" not in payload:
             raise BadRequest("'input' is required", param="input")
-        check_input(payload["input"], self.stateful(payload))
+        items = payload["input"]
+        known = reuse.match(items) if reuse is not None and isinstance(items, list) else 0
+        check_input(items, self.stateful(payload), known)
         instructions = payload.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
             raise BadRequest("'instructions' must be a string", param="instructions")
@@ -81,7 +84,7 @@ class ResponsesFormat:
     def with_output(self, payload: dict[str, Any], limit: int) -> dict[str, Any]:
         return lowered(payload, ("max_output_tokens",), limit)
 
-    def view(self, payload: dict[str, Any]) -> View:
+    def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
         messages: list[Message] = []
         instructions = payload.get("instructions")
         if isinstance(instructions, str) and instructions:
@@ -90,7 +93,7 @@ class ResponsesFormat:
         if isinstance(items, str):
             messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
             return View(messages, atomic_current=True, items=1)
-        wire = _lower(items)
+        wire = _lower(items, reuse)
         messages += wire
         # A message item in a role the proxy does not know: kept verbatim in its place.
         own = frozenset(id(m) for m in wire if m["role"] not in ROLES and m["role"] != "tool")
@@ -131,33 +134,56 @@ class ResponsesFormat:
 RESPONSES = ResponsesFormat()
 
 
-def _lower(items: list[dict[str, Any]]) -> list[Message]:
+def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Message]:
     kinds = [kind_of(i) for i in items]  # each item's kind, found once
     pairs = list(zip(items, kinds, strict=True))
     answered = {answered_key(i) for i, kind in pairs if kind == "output"}
     visible = {k for i, kind in pairs if kind == "call" for k in call_keys(i)}
+    if reuse is not None:
+        reuse.viewing(items)
     out: list[Message] = []
     run: list[dict[str, Any]] = []
     run_kinds: list[Kind] = []
+    start = 0  # the index of the run's first item
     reference: Message | None = None  # the last ``item_reference``, standing for stored items
 
-    def close_run() -> None:
-        if run:
-            out.append(_assistant(list(run), run_kinds, answered))
-            run.clear()
-            run_kinds.clear()
+    def earlier(i: int, item: dict[str, Any]) -> Any:
+        return reuse.earlier(i, item) if reuse is not None else None
 
-    for item, kind in pairs:
+    def close_run() -> None:
+        if not run:
+            return
+        # A run's message depends on nothing else but which of its calls have outputs.
+        keys = tuple(
+            _answer(i, answered) for i, k in zip(run, run_kinds, strict=True) if k == "call"
+        )
+        made = earlier(start, run[0])
+        if made is None or made[0] != keys or not _same(made[1], run):
+            made = (keys, tuple(run), _assistant(list(run), run_kinds, answered))
+        out.append(made[2])
+        if reuse is not None:
+            reuse.made(start, made)
+        run.clear()
+        run_kinds.clear()
+
+    for i, (item, kind) in enumerate(pairs):
         if kind in ("call", "assistant") or (kind == "message" and item["role"] == "assistant"):
+            if not run:
+                start = i
             run.append(item)
             run_kinds.append(kind)
             continue
         close_run()
         if kind != "output" and item.get("type") != "item_reference":
             reference = None  # outputs answer the reference right before them, nothing later
-        if kind == "message":
-            out.append({"role": item["role"], "content": _content(item["content"]), SOURCE: [item]})
-        elif kind == "output":
+        if kind == "message" or kind == "output":
+            made = earlier(i, item)
+            if made is None:
+                made = _message(item) if kind == "message" else _tool(item)
+            out.append(made)
+            if reuse is not None:
+                reuse.made(i, made)
+        if kind == "output":
             key = answered_key(item)
             if key not in visible and reference is not None:
                 # Its call is a stored item the reference stands for (``store: true``): the
@@ -168,9 +194,7 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
                     "function": {"name": "", "arguments": ""},
                 }
                 reference.setdefault("tool_calls", []).append(stand_in)
-            out.append({"role": "tool", "tool_call_id": key, **_output(item)})
-            out[-1][SOURCE] = [item]
-        else:  # opaque: a unit of its own, priced whole
+        elif kind != "message":  # opaque: a unit of its own, priced whole
             # Before the first user or assistant message it is part of the application's
             # prefix (Codex's ``additional_tools`` item holds its default model's tools), and
             # the prefix is strict: a leading message, never dropped nor summarized.
@@ -183,6 +207,23 @@ def _lower(items: list[dict[str, Any]]) -> list[Message]:
     return out
 
 
+def _same(a: tuple[Any, ...], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _message(item: dict[str, Any]) -> Message:
+    return {"role": item["role"], "content": _content(item["content"]), SOURCE: [item]}
+
+
+def _tool(item: dict[str, Any]) -> Message:
+    return {"role": "tool", "tool_call_id": answered_key(item), **_output(item), SOURCE: [item]}
+
+
+def _answer(item: dict[str, Any], answered: set[str | None]) -> str | None:
+    """The id by which a call's output answers it, when one does."""
+    return next((k for k in call_keys(item) if k in answered), None)
+
+
 def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str | None]) -> Message:
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
@@ -190,7 +231,7 @@ def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str |
         if kind == "message":
             parts += _text_parts(item["content"])
         elif kind == "call":
-            key = next((k for k in call_keys(item) if k in answered), None)
+            key = _answer(item, answered)
             if key is not None:
                 calls.append({"id": key, "type": "function", "function": _function(item)})
     message: Message = {"role": "assistant", "content": parts or None}

@@ -107,10 +107,12 @@ def answered_key(item: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def check_input(items: Any, stateful: bool) -> None:
+def check_input(items: Any, stateful: bool, known: int = 0) -> None:
     """BadRequest naming the first thing wrong with ``input``: not a string or a list of
     objects, an item of no known shape, a call without its id, or (when the proxy sees the
-    whole conversation) a call and its output apart."""
+    whole conversation) a call and its output apart. The first ``known`` items passed these
+    checks in an earlier request (proxy/formats/recent.py): only how calls and outputs pair is
+    checked again over them."""
     if isinstance(items, str):
         return
     if not isinstance(items, list):
@@ -120,21 +122,27 @@ def check_input(items: Any, stateful: bool) -> None:
     answered: set[str] = set()
     awaiting: list[tuple[int, dict[str, Any], list[str]]] = []  # calls that need an output
     for i, item in enumerate(items):
-        where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise BadRequest(f"{where} must be an object", param=where)
-        kind = item.get("type", "message")
-        if not isinstance(kind, str):
-            raise BadRequest(f"{where}.type must be a string", param=f"{where}.type")
-        if kind == "message":
-            _check_message(item, where)
-            continue
+        if i < known:
+            kind = item.get("type", "message")
+            if kind == "message":
+                continue
+        else:
+            if not isinstance(item, dict):
+                raise BadRequest(f"input[{i}] must be an object", param=f"input[{i}]")
+            kind = item.get("type", "message")
+            if not isinstance(kind, str):
+                raise BadRequest(f"input[{i}].type must be a string", param=f"input[{i}].type")
+            if kind == "message":
+                _check_message(item, f"input[{i}]")
+                continue
         sort = kind_of(item)
         if sort == "call":
             keys = call_keys(item)
             if not keys:
                 missing = "id" if kind == "mcp_approval_request" else "call_id"
-                raise BadRequest(f"{where} ({kind}) has no {missing}", param=f"{where}.{missing}")
+                raise BadRequest(
+                    f"input[{i}] ({kind}) has no {missing}", param=f"input[{i}].{missing}"
+                )
             for key in keys:
                 calls[key] = kind
             if kind in NEEDS_OUTPUT:
@@ -144,12 +152,12 @@ def check_input(items: Any, stateful: bool) -> None:
         elif sort == "output":
             answers = answered_key(item)
             if answers is None:
-                raise BadRequest(f"{where} ({kind}) names no call", param=f"{where}.call_id")
+                raise BadRequest(f"input[{i}] ({kind}) names no call", param=f"input[{i}].call_id")
             if not stateful and not referenced and calls.get(answers) != OUTPUTS[kind]:
                 raise BadRequest(
-                    f"{where} ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that id "
+                    f"input[{i}] ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that id "
                     "comes before it",
-                    param=f"{where}.call_id",
+                    param=f"input[{i}].call_id",
                 )
             answered.add(answers)
     if stateful:

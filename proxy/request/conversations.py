@@ -35,7 +35,7 @@ from typing import Literal, Protocol
 
 import orjson
 
-from strategies.memo import DigestMemo
+from strategies.memo import DigestMemo, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
@@ -195,7 +195,12 @@ def message_digest(message: Message) -> bytes:
     (the same prompt, the same cached prefix). The wire items behind a view message are not
     digested: what they hold that the message does not show (ids, signatures, encrypted
     reasoning) never changes in a conversation's earlier messages. Per message of every
-    request, so the common case is one dump of the shown fields."""
+    request: a message object seen before (one the request shares with its conversation's last,
+    proxy/formats/recent.py) is found by its identity, else the common case is one dump of the
+    shown fields."""
+    same = _BY_OBJECT.get(message)
+    if same is not None:
+        return same
     shown = {k: v for k, v in message.items() if k != SOURCE} if SOURCE in message else message
     content = shown.get("content")
     if isinstance(content, list) and len(content) == 1:
@@ -203,17 +208,18 @@ def message_digest(message: Message) -> bytes:
         if text is not None:
             shown = {**shown, "content": text}
     raw = orjson.dumps(shown)
-    known = _DIGESTS.get(raw)
-    if known is not None:
-        return known
-    marked = orjson.dumps(unmarked(shown)) if b'"cache_control"' in raw else raw
-    digest = hashlib.blake2b(marked, digest_size=16).digest()
-    _DIGESTS.remember(raw, digest)
+    digest = _DIGESTS.get(raw)
+    if digest is None:
+        marked = orjson.dumps(unmarked(shown)) if b'"cache_control"' in raw else raw
+        digest = hashlib.blake2b(marked, digest_size=16).digest()
+        _DIGESTS.remember(raw, digest)
+    _BY_OBJECT.remember(message, digest, len(raw))
     return digest
 
 
 # Every request digests each of its messages, and an agent resends the same ones every step.
 _DIGESTS = DigestMemo()
+_BY_OBJECT = ObjectMemo()
 
 
 def _one_text(block: object) -> str | None:

@@ -48,7 +48,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/edge/admission.py).
         async with rt.admission.slot(team, body):
             await rt.admission.check(body)
-            args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins)
+            args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name
             if fmt.api == "responses" and rt.settings.auth == "keys":
