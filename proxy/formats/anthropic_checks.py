@@ -49,7 +49,9 @@ def check_messages(messages: Any, known: int = 0) -> None:
                 _check_block(block, m["role"], f"{where}.content.{k}")
             elif not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 raise BadRequest(f"{where}.content.{k}: must be an object with a type", param=where)
-    _check_pairs(messages)
+    # A pair within the known messages was checked with them (the last known one's next
+    # message may be new).
+    _check_pairs(messages, max(0, known - 1))
 
 
 def _check_block(block: Any, role: str, where: str) -> None:
@@ -79,10 +81,12 @@ def _check_block(block: Any, role: str, where: str) -> None:
         raise BadRequest(f"{where}.text: must be a string", param=f"{where}.text")
 
 
-def _check_pairs(messages: list[dict[str, Any]]) -> None:
+def _check_pairs(messages: list[dict[str, Any]], start: int = 0) -> None:
     """The API's rule: every ``tool_use`` is answered by a ``tool_result`` in the next message,
-    and those results come first in it; no result answers a call that was not just made."""
-    for i, m in enumerate(messages):
+    and those results come first in it; no result answers a call that was not just made.
+    From message ``start`` on."""
+    for i in range(start, len(messages)):
+        m = messages[i]
         content = m["content"] if isinstance(m["content"], list) else []
         uses = (
             [b["id"] for b in content if b["type"] == "tool_use"]

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
+T = TypeVar("T")
 MAX_BYTES = 64 * 1024 * 1024
 LEADING = 3  # the items a conversation's fingerprint is made of
 
@@ -40,6 +41,7 @@ class _Entry:
     raw: list[bytes]  # each one's JSON
     derived: list[Any]  # per item, what the view made of it (None: nothing to reuse)
     size: int
+    facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
 
 
 class RecentItems:
@@ -89,6 +91,7 @@ class Reuse:
     _parsed: list[Any] = field(default_factory=list)  # the items as matched
     _items: list[Any] | None = None
     _derived: list[Any] = field(default_factory=list)
+    _facts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
     def match(self, items: list[Any]) -> int:
         """Replace the leading items whose JSON is the last request's by its objects; how many
@@ -125,6 +128,25 @@ class Reuse:
         """What the view made of the ``i``-th item, for the next request."""
         self._derived[i] = value
 
+    def per_item(self, make: Callable[[Any], T]) -> Callable[[Any], T]:
+        """``make`` (what a format reads off one item, the same for equal items), remembered
+        per item object for this request and found again by the next one for the objects it
+        shares. A format uses one ``make``."""
+        mine = self._facts
+        earlier = self._earlier.facts if self._earlier is not None else {}
+
+        def of(item: Any) -> T:
+            hit = mine.get(id(item))
+            if hit is None or hit[0] is not item:
+                hit = earlier.get(id(item))
+                if hit is None or hit[0] is not item:
+                    hit = (item, make(item))
+                mine[id(item)] = hit
+            value: T = hit[1]
+            return value
+
+        return of
+
     def commit(self, size: int) -> None:
         """Keep this request's items (its body was ``size`` bytes) for the next one. Items the
         view saw replaced (markers taken out) are kept with no JSON, so nothing matches them."""
@@ -132,7 +154,8 @@ class Reuse:
         if items is None or self._key is None or len(items) != len(self._parsed):
             return
         raw = [r if a is b else b"" for r, a, b in zip(self._raw, items, self._parsed, strict=True)]
-        self.recent._keep(self._key, _Entry(list(items), raw, self._derived, 2 * size))
+        entry = _Entry(list(items), raw, self._derived, 2 * size, self._facts)
+        self.recent._keep(self._key, entry)
 
 
 def _fingerprint(value: Any, depth: int = 0) -> Hashable:

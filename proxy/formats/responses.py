@@ -40,6 +40,7 @@ from proxy.formats.responses_items import (
     answered_key,
     call_keys,
     check_input,
+    facts_of,
     hidden_text,
     kind_of,
 )
@@ -63,7 +64,8 @@ class ResponsesFormat:
             raise BadRequest("'input' is required", param="input")
         items = payload["input"]
         known = reuse.match(items) if reuse is not None and isinstance(items, list) else 0
-        check_input(items, self.stateful(payload), known)
+        facts = reuse.per_item(facts_of) if reuse is not None else facts_of
+        check_input(items, self.stateful(payload), known, facts)
         instructions = payload.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
             raise BadRequest("'instructions' must be a string", param="instructions")
@@ -135,10 +137,11 @@ RESPONSES = ResponsesFormat()
 
 
 def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Message]:
-    kinds = [kind_of(i) for i in items]  # each item's kind, found once
-    pairs = list(zip(items, kinds, strict=True))
-    answered = {answered_key(i) for i, kind in pairs if kind == "output"}
-    visible = {k for i, kind in pairs if kind == "call" for k in call_keys(i)}
+    facts = reuse.per_item(facts_of) if reuse is not None else facts_of
+    table = [facts(i) for i in items]  # each item's kind and ids, found once
+    pairs = [(item, f[0]) for item, f in zip(items, table, strict=True)]
+    answered = {f[2] for f in table if f[0] == "output"}
+    visible = {k for f in table for k in f[1]}
     if reuse is not None:
         reuse.viewing(items)
     out: list[Message] = []
@@ -155,7 +158,9 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
             return
         # A run's message depends on nothing else but which of its calls have outputs.
         keys = tuple(
-            _answer(i, answered) for i, k in zip(run, run_kinds, strict=True) if k == "call"
+            _answer(facts(i)[1], answered)
+            for i, k in zip(run, run_kinds, strict=True)
+            if k == "call"
         )
         made = earlier(start, run[0])
         if made is None or made[0] != keys or not _same(made[1], run):
@@ -184,7 +189,7 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
             if reuse is not None:
                 reuse.made(i, made)
         if kind == "output":
-            key = answered_key(item)
+            key = facts(item)[2]
             if key not in visible and reference is not None:
                 # Its call is a stored item the reference stands for (``store: true``): the
                 # reference carries the call, so the two stay together, kept or dropped.
@@ -219,9 +224,9 @@ def _tool(item: dict[str, Any]) -> Message:
     return {"role": "tool", "tool_call_id": answered_key(item), **_output(item), SOURCE: [item]}
 
 
-def _answer(item: dict[str, Any], answered: set[str | None]) -> str | None:
-    """The id by which a call's output answers it, when one does."""
-    return next((k for k in call_keys(item) if k in answered), None)
+def _answer(keys: list[str], answered: set[str | None]) -> str | None:
+    """The id by which a call's output answers it (one of its ``keys``), when one does."""
+    return next((k for k in keys if k in answered), None)
 
 
 def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str | None]) -> Message:
@@ -231,7 +236,7 @@ def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str |
         if kind == "message":
             parts += _text_parts(item["content"])
         elif kind == "call":
-            key = _answer(item, answered)
+            key = _answer(call_keys(item), answered)
             if key is not None:
                 calls.append({"id": key, "type": "function", "function": _function(item)})
     message: Message = {"role": "assistant", "content": parts or None}

@@ -74,6 +74,9 @@ ASSISTANT_SIDE = frozenset(
 ROLES = frozenset({"user", "assistant", "system", "developer"})
 
 
+Facts = tuple[Kind, list[str], str | None]
+
+
 def kind_of(item: dict[str, Any]) -> Kind:
     kind = item.get("type", "message")
     if kind == "message":
@@ -107,7 +110,17 @@ def answered_key(item: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def check_input(items: Any, stateful: bool, known: int = 0) -> None:
+def facts_of(item: dict[str, Any]) -> Facts:
+    """What the checks and the view read off an item: its kind, the ids an output may name
+    to answer it (a call's), and the call it answers (an output's)."""
+    kind = kind_of(item)
+    keys = call_keys(item) if kind == "call" else []
+    return kind, keys, answered_key(item) if kind == "output" else None
+
+
+def check_input(
+    items: Any, stateful: bool, known: int = 0, facts: Callable[[Any], Facts] = facts_of
+) -> None:
     """BadRequest naming the first thing wrong with ``input``: not a string or a list of
     objects, an item of no known shape, a call without its id, or (when the proxy sees the
     whole conversation) a call and its output apart. The first ``known`` items passed these
@@ -122,11 +135,7 @@ def check_input(items: Any, stateful: bool, known: int = 0) -> None:
     answered: set[str] = set()
     awaiting: list[tuple[int, dict[str, Any], list[str]]] = []  # calls that need an output
     for i, item in enumerate(items):
-        if i < known:
-            kind = item.get("type", "message")
-            if kind == "message":
-                continue
-        else:
+        if i >= known:
             if not isinstance(item, dict):
                 raise BadRequest(f"input[{i}] must be an object", param=f"input[{i}]")
             kind = item.get("type", "message")
@@ -135,9 +144,11 @@ def check_input(items: Any, stateful: bool, known: int = 0) -> None:
             if kind == "message":
                 _check_message(item, f"input[{i}]")
                 continue
-        sort = kind_of(item)
+        sort, keys, answers = facts(item)
+        if sort == "message":
+            continue
+        kind = item["type"]
         if sort == "call":
-            keys = call_keys(item)
             if not keys:
                 missing = "id" if kind == "mcp_approval_request" else "call_id"
                 raise BadRequest(
@@ -150,13 +161,12 @@ def check_input(items: Any, stateful: bool, known: int = 0) -> None:
         elif kind == "item_reference":
             referenced = True
         elif sort == "output":
-            answers = answered_key(item)
             if answers is None:
                 raise BadRequest(f"input[{i}] ({kind}) names no call", param=f"input[{i}].call_id")
             if not stateful and not referenced and calls.get(answers) != OUTPUTS[kind]:
                 raise BadRequest(
-                    f"input[{i}] ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that id "
-                    "comes before it",
+                    f"input[{i}] ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that "
+                    "id comes before it",
                     param=f"input[{i}].call_id",
                 )
             answered.add(answers)

@@ -128,108 +128,103 @@ def test_a_call_answered_later_is_viewed_again() -> None:
     assert outcome(RESPONSES, body, recent) == outcome(RESPONSES, body, None)
 
 
-# A pool of items for each format: conversations are drawn from it, so requests share items,
-# grow, lose some, and repeat them with another value.
-CALL_IDS = ("c1", "c2", "c3")
-RESPONSES_ITEMS = st.one_of(
-    st.builds(lambda t: {"role": "user", "content": t}, st.sampled_from(["a", "b", "1"])),
-    st.builds(
-        lambda t: {
-            "type": "message",
-            "role": "assistant",
-            "content": [{"type": "output_text", "text": t}],
-        },
-        st.sampled_from(["ok", "done"]),
-    ),
-    st.builds(
-        lambda c: {"type": "function_call", "call_id": c, "name": "read", "arguments": "{}"},
-        st.sampled_from(CALL_IDS),
-    ),
-    st.builds(
-        lambda c, o: {"type": "function_call_output", "call_id": c, "output": o},
-        st.sampled_from(CALL_IDS),
-        st.sampled_from(["x", 1, True]),
-    ),
-    st.just({"type": "reasoning", "id": "rs_1", "summary": []}),
-    st.just({"type": "item_reference", "id": "msg_1"}),
-    st.just({"role": "user", "content": 5}),  # invalid
-)
-ANTHROPIC_ITEMS = st.one_of(
-    st.builds(lambda t: {"role": "user", "content": t}, st.sampled_from(["a", "b"])),
-    st.builds(
-        lambda c, flag: {
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": "calling"},
-                {"type": "tool_use", "id": c, "name": "run", "input": {"flag": flag}},
-            ],
-        },
-        st.sampled_from(CALL_IDS),
-        st.sampled_from([1, True]),
-    ),
-    st.builds(
-        lambda c: {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": c, "content": "out"},
-                {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}},
-            ],
-        },
-        st.sampled_from(CALL_IDS),
-    ),
-    st.builds(lambda t: {"role": "assistant", "content": t}, st.sampled_from(["fine", "ok"])),
-    st.just({"role": "system", "content": "re-attached file"}),
-)
-CHAT_ITEMS = st.one_of(
-    st.builds(lambda t: {"role": "user", "content": t}, st.sampled_from(["a", "b", 1])),
-    st.builds(
-        lambda c: {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {"id": c, "type": "function", "function": {"name": "f", "arguments": "{}"}}
-            ],
-        },
-        st.sampled_from(CALL_IDS),
-    ),
-    st.builds(
-        lambda c: {"role": "tool", "tool_call_id": c, "content": "r"}, st.sampled_from(CALL_IDS)
-    ),
-)
+# Each format's turns (whole ones are valid; a request cut inside one, or with an item of one
+# put in another's place, often is not): conversations are drawn from them, so requests share
+# items, grow, lose some, and repeat them with another value.
+CALL_IDS = st.sampled_from(["c1", "c2", "c3"])
+VALUES = st.sampled_from(["x", 1, True])  # 1 and true: equal in Python, not in JSON
 
 
-def requests(items: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[Any]]]:
-    """A conversation's requests: each one the last one grown, cut back or with an item
-    replaced."""
+def _responses_turn(kind: int, call: str, value: Any) -> list[Any]:
+    fn = {"type": "function_call", "call_id": call, "name": "read", "arguments": "{}"}
+    out = {"type": "function_call_output", "call_id": call, "output": value}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "ok"}],
+    }
+    return [
+        [{"role": "user", "content": f"task {value}"}],
+        [fn, out],
+        [said, fn, out],
+        [{"type": "reasoning", "id": "rs_1", "summary": []}, fn, out],
+        [{"type": "item_reference", "id": "msg_1"}, out],
+        [{"role": "developer", "content": "rules"}],
+        [{"role": "user", "content": 5}],  # invalid
+        [said],  # a run the next turn's calls may continue
+        # A call that may go unanswered (its run names it once its answer comes), its answer.
+        [{"type": "mcp_approval_request", "id": call, "name": "rm", "arguments": "{}"}],
+        [{"type": "mcp_approval_response", "approval_request_id": call, "approve": True}],
+    ][kind]
 
-    def steps(base: list[Any], edits: list[tuple[int, int, Any]]) -> list[list[Any]]:
-        out, current = [], list(base)
-        for op, at, item in edits:
+
+def _anthropic_turn(kind: int, call: str, value: Any) -> list[Any]:
+    use = {"type": "tool_use", "id": call, "name": "run", "input": {"flag": value}}
+    result = {"type": "tool_result", "tool_use_id": call, "content": "out"}
+    more = {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}
+    return [
+        [{"role": "user", "content": f"task {value}"}],
+        [
+            {"role": "assistant", "content": [{"type": "text", "text": "calling"}, use]},
+            {"role": "user", "content": [result, more]},
+        ],
+        [{"role": "assistant", "content": "fine"}],
+        [{"role": "system", "content": "re-attached file"}],
+        [{"role": "user", "content": [more, result]}],  # invalid: results first
+    ][kind]
+
+
+def _chat_turn(kind: int, call: str, value: Any) -> list[Any]:
+    fn = {"name": "f", "arguments": "{}"}
+    calls = [{"id": call, "type": "function", "function": fn}]
+    return [
+        [{"role": "user", "content": f"task {value}"}],
+        [
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": call, "content": value},
+        ],
+        [{"role": "assistant", "content": "fine"}],
+    ][kind]
+
+
+def turns(make: Any, kinds: int) -> st.SearchStrategy[list[Any]]:
+    return st.builds(make, st.integers(0, kinds - 1), CALL_IDS, VALUES)
+
+
+def requests(turn: st.SearchStrategy[list[Any]]) -> st.SearchStrategy[list[list[Any]]]:
+    """A conversation's requests: each one the last one with a turn added (mostly), cut back
+    to any item, or with an item replaced by another turn's first."""
+
+    def steps(base: list[list[Any]], edits: list[tuple[int, int, list[Any]]]) -> list[list[Any]]:
+        current = [item for t in base for item in t]
+        out = [list(current)]
+        for op, at, new in edits:
             if op == 0 or not current:
-                current = [*current, item]
+                current = [*current, *new]
             elif op == 1:
-                current = current[: at % len(current)] or [item]
+                current = current[: at % len(current)] or new
             else:
-                current = [*current[: at % len(current)], item, *current[at % len(current) + 1 :]]
+                k = at % len(current)
+                current = [*current[:k], new[0], *current[k + 1 :]]
             out.append(list(current))
         return out
 
-    edit = st.tuples(st.sampled_from([0, 0, 0, 1, 2]), st.integers(0, 20), items)
-    return st.builds(steps, st.lists(items, min_size=1, max_size=6), st.lists(edit, max_size=10))
+    edit = st.tuples(st.sampled_from([0, 0, 0, 0, 1, 2]), st.integers(0, 40), turn)
+    return st.builds(steps, st.lists(turn, min_size=1, max_size=4), st.lists(edit, max_size=12))
 
 
 @pytest.mark.parametrize(
-    ("fmt", "write", "items"),
+    ("fmt", "write", "turn"),
     [
-        (CHAT, chat_body, CHAT_ITEMS),
-        (RESPONSES, responses_body, RESPONSES_ITEMS),
-        (ANTHROPIC, anthropic_body, ANTHROPIC_ITEMS),
+        (CHAT, chat_body, turns(_chat_turn, 3)),
+        (RESPONSES, responses_body, turns(_responses_turn, 10)),
+        (ANTHROPIC, anthropic_body, turns(_anthropic_turn, 5)),
     ],
     ids=["chat", "responses", "anthropic"],
 )
-def test_reuse_gives_what_parsing_afresh_gives(fmt: WireFormat, write: Any, items: Any) -> None:
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(requests(items))
+def test_reuse_gives_what_parsing_afresh_gives(fmt: WireFormat, write: Any, turn: Any) -> None:
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(requests(turn))
     def check(conversation: list[list[Any]]) -> None:
         recent = RecentItems()
         for request in conversation:
@@ -262,3 +257,18 @@ def test_a_marked_message_is_pinned_in_every_request() -> None:
         pinned = [m for m in req.view.messages if id(m) in req.pinned]
         assert pinned == [{"role": "user", "content": "RULE"}], turn
         assert b"contextwarden" not in req.body
+
+
+def test_a_run_the_next_request_continues_is_viewed_again() -> None:
+    """An assistant run ending the last request may go on in the next (its reasoning, another
+    message): its message is made again from the whole run."""
+    recent = RecentItems()
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "ok"}],
+    }
+    items: list[Any] = [{"role": "user", "content": f"step {n}"} for n in range(3)] + [said]
+    assert outcome(RESPONSES, responses_body(items), recent)[0] == "view"
+    longer = responses_body([*items, {"type": "reasoning", "id": "rs_2", "summary": []}])
+    assert outcome(RESPONSES, longer, recent) == outcome(RESPONSES, longer, None)
