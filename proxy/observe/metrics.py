@@ -84,6 +84,7 @@ class Metrics:
     def __init__(self, models: Iterable[str] = ()) -> None:
         self._models = Families(dict.fromkeys(models, True))
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.requests = self._counter(
             "contextwarden_requests",
             "Fitted requests, by wire format",
@@ -192,11 +193,11 @@ class Metrics:
         """Count ``o`` and log it (with ``content``, the messages, when the config says so)."""
         log_request(o, content)
         model = self.model_label(o.model) if o.model != "-" else "-"
-        self.requests.labels(o.team, model, str(o.status), o.format).inc()
+        self._child(self.requests, o.team, model, str(o.status), o.format).inc()
         stats = self.teams.setdefault(o.team, TeamStats())
         stats.requests += 1
         if "not-fitted" in o.actions:
-            self.unfitted.labels(o.team, o.path).inc()
+            self._child(self.unfitted, o.team, o.path).inc()
             stats.unfitted += 1
         changed = [a for a in o.actions if a not in UNCHANGED]
         if changed:
@@ -204,34 +205,34 @@ class Metrics:
             for action in changed:
                 # The label is the action's name: its figures ("max-tokens-lowered 64000->9000",
                 # "steps-dropped 3") would make a label value per request.
-                self.rewritten.labels(o.team, action.split(" ", 1)[0], o.format).inc()
+                self._child(self.rewritten, o.team, action.split(" ", 1)[0], o.format).inc()
         if o.tokens_before is not None and o.tokens_after is not None:
             saved = max(0, o.tokens_before - o.tokens_after)
-            self.tokens_before.labels(o.team).observe(o.tokens_before)
-            self.tokens_after.labels(o.team).observe(o.tokens_after)
-            self.tokens_saved.labels(o.team).inc(saved)
+            self._child(self.tokens_before, o.team).observe(o.tokens_before)
+            self._child(self.tokens_after, o.team).observe(o.tokens_after)
+            self._child(self.tokens_saved, o.team).inc(saved)
             stats.tokens_before += o.tokens_before
             stats.tokens_after += o.tokens_after
             stats.tokens_saved += saved
         if o.retries:
             outcome = "recovered" if o.status < 400 else "failed"
-            self.overflow_retries.labels(o.team, outcome, o.format).inc(o.retries)
+            self._child(self.overflow_retries, o.team, outcome, o.format).inc(o.retries)
             stats.overflow_retries += o.retries
         if o.checkpoint:
             event = o.checkpoint.split()[0]
-            self.checkpoints.labels(o.team, event).inc()
+            self._child(self.checkpoints, o.team, event).inc()
             stats.summaries_created += event == "created"
             stats.summaries_reused += event == "reused"
         if o.prefix is not None:
-            self.prefixes.labels(o.team, model, o.prefix).inc()
+            self._child(self.prefixes, o.team, model, o.prefix).inc()
             stats.prefix_kept += o.prefix == "kept"
             stats.prefix_broken += o.prefix == "broken"
             if o.prefix != "new" and _trimmed(o):
-                self.trimmed_prefixes.labels(o.team, model, o.prefix).inc()
+                self._child(self.trimmed_prefixes, o.team, model, o.prefix).inc()
                 stats.trimmed_prefix_kept += o.prefix == "kept"
                 stats.trimmed_prefix_broken += o.prefix == "broken"
             if o.cached_tokens:
-                self.cached_tokens.labels(o.team, model).inc(o.cached_tokens)
+                self._child(self.cached_tokens, o.team, model).inc(o.cached_tokens)
                 stats.cached_tokens_estimated += o.cached_tokens
         if o.costs is not None:
             for kind, value in (
@@ -239,13 +240,23 @@ class Metrics:
                 ("forwarded", o.costs.forwarded),
                 ("unbroken", o.costs.unbroken),
             ):
-                self.prompt_cost.labels(o.team, model, kind).inc(max(0.0, value))
+                self._child(self.prompt_cost, o.team, model, kind).inc(max(0.0, value))
             stats.cost_as_sent += o.costs.sent
             stats.cost_as_forwarded += o.costs.forwarded
             stats.money_saved += o.costs.saved
             stats.money_lost_to_cache_breaks += o.costs.lost_to_cache_breaks
-        self.upstream_latency.labels(model).observe(o.upstream)
+        self._child(self.upstream_latency, model).observe(o.upstream)
         self.overhead.observe(o.overhead)
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, found again in a dict: prometheus_client checks and
+        locks on every ``labels`` call, and every request makes several. The label values are
+        a bounded set (teams, model labels, statuses, actions), and no child is ever removed."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def watch(self, source: Callable[[], dict[str, float]]) -> None:
         """Expose the summarizer's own counters, read from ``source`` at scrape time."""
