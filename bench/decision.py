@@ -15,6 +15,8 @@ from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
 from proxy.edge.runtime import build_models
+from proxy.formats.chat import CHAT
+from proxy.formats.recent import RecentItems
 from proxy.request.conversations import PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.exchange import see_prefix
@@ -85,6 +87,7 @@ def _rows(
         def plan(
             models: Any,
             planner: Planner,
+            recent: RecentItems,
             model: str,
             messages: list[Any],
             settings: Any = settings,
@@ -92,7 +95,7 @@ def _rows(
         ) -> float:
             body = orjson.dumps({"model": model, "messages": messages, "max_tokens": 1024})
             t = time.perf_counter()
-            req = build_request(body, Headers(), settings, models, who)
+            req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
             made = loop.run_until_complete(planner.plan_first(req))
             elapsed = time.perf_counter() - t
             last_actions[:] = made.actions
@@ -105,16 +108,17 @@ def _rows(
             # A new proxy for the cold count; the warm one has seen the conversation's last
             # request (one planner serves every request, as in the proxy). Without the
             # conversation's last cut, the warm trimmed request is cut afresh; with it (the
-            # proxy's own planner, sticky cuts), the cut is replayed.
-            models, planner = build_models(settings), Planner(settings, None)
-            colds.append(plan(models, planner, "over", convo))
-            warms.append(plan(models, planner, "over", grown))
-            plan(models, planner, "fits", convo)
-            fits.append(plan(models, planner, "fits", grown))
-            sticky = Planner(settings, None, PrefixTracker(), CutMemory())
-            plan(models, sticky, "over", convo)
+            # proxy's own planner, sticky cuts), the cut is replayed. Each proxy remembers its
+            # conversations' last items (proxy/formats/recent.py).
+            models, planner, recent = build_models(settings), Planner(settings, None), RecentItems()
+            colds.append(plan(models, planner, recent, "over", convo))
+            warms.append(plan(models, planner, recent, "over", grown))
+            plan(models, planner, recent, "fits", convo)
+            fits.append(plan(models, planner, recent, "fits", grown))
+            sticky, recent = Planner(settings, None, PrefixTracker(), CutMemory()), RecentItems()
+            plan(models, sticky, recent, "over", convo)
             cut = bool(last_actions)  # not in --quick's sizes, whose conversations fit
-            replays.append(plan(models, sticky, "over", grown))
+            replays.append(plan(models, sticky, recent, "over", grown))
             if cut and "sticky" not in last_actions:
                 raise RuntimeError(f"the warm request was not replayed: {last_actions}")
         t_naive = _time(naive, repeat)
