@@ -92,7 +92,10 @@ def test_demo_drives_the_agent_formats(capsys: pytest.CaptureFixture[str], fmt: 
     assert run_demo(turns=14, window=1024, fmt=fmt) == 0
     out = capsys.readouterr().out
     assert f"({fmt})" in out
-    assert "summarize (checkpoint " in out
+    # A summary was used (made by the request, or prepared in the background and reused); the
+    # actions beside it (a sticky replay, an overflow retry, whole turns dropped) depend on the
+    # demo upstream's random ids and on when the background summary is ready.
+    assert re.search(r"summarize[\w,-]* \(checkpoint (created|reused) ", out)
     assert out.count("\n") > 14
 
 
