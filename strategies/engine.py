@@ -333,12 +333,8 @@ def _run_passes(
             for i, original in enumerate(messages):
                 if id(original) in pinned:
                     rewritten[i] = original
-        # Counts add up message by message: only the rewritten ones are priced again.
-        after, applied = tokens, False
-        for new, old in zip(rewritten, messages, strict=True):
-            if new is not old:
-                after += counter.message(new) - counter.message(old)
-                applied = True
+        after = count_prompt(counter, rewritten)
+        applied = any(a is not b for a, b in zip(rewritten, messages, strict=True))
         steps.append(Step(compaction.name, applied, tokens - after))
         if applied:
             actions.append(compaction.name)

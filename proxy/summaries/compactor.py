@@ -160,23 +160,14 @@ class Compactor:
         """Start summarizing in the background when the view would be over the soft threshold.
         ``cut_budget``: the budget the summary's cut is made for (a deep cut's, smaller than
         ``budget``, whose soft threshold says when)."""
-        # The conversation's key needs the chain's first link only; the whole chain (a digest
-        # of every message) is made when a summary may be prepared.
-        chain = prefix_chain(messages[: leading_count(messages) + 1])
+        chain = prefix_chain(messages)
         if len(chain) < 2:
             return
         job = Job(messages, chain, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
-        seen = self._seen_before(job)
-        if planned_cut(job) is None:
-            # Nothing a summary could cover, from the start or after any checkpoint (a later
-            # start only leaves less): a running task that is the whole conversation, an agent's
-            # normal case. No store read, no lock, no job that ends in NothingToSummarize.
-            return
-        if first_sight_truncates(seen, ctx.policy):
+        if first_sight_truncates(self._seen_before(job), ctx.policy):
             return  # prepared from its next request on, if there is one
-        chain = prefix_chain(messages)
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
