@@ -33,6 +33,7 @@ from bench.client import Connection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
 from bench.families import family_rows
+from bench.formats import format_rows
 from bench.hostile import hostile_rows
 from bench.load import load_rows
 from bench.quality import quality_rows
@@ -571,6 +572,10 @@ def main() -> int:
     body = asyncio.run(main_async(sizes))
     body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
     body += table(*decision_rows(sizes.conversation_tokens))
+    body += (
+        "\n\n## Parsing, viewing and digesting an agent's requests (in process, per request)\n\n"
+    )
+    body += table(*format_rows(args.quick))
     body += "\n\n" + (HERE / "speed_before.md").read_text().strip()
     body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
     body += table(*quality_rows(sizes.quality_cases))

@@ -26,6 +26,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Load:",
         "hostile bodies in flight",
         "Decision time",
+        "Parsing, viewing and digesting",
         "Trimming quality",
         "Summarizer calls",
         "Sticky cuts: prefix kept by family",
