@@ -96,8 +96,12 @@ class Reuse:
     def match(self, items: list[Any]) -> int:
         """Replace the leading items whose JSON is the last request's by its objects; how many
         were. Every item's JSON is kept for the next request's comparison."""
+        try:
+            raw = [orjson.dumps(item) for item in items]
+        except orjson.JSONEncodeError:  # parse_json writes bodies back: not expected; no reuse
+            return 0
         self._key = (self.fmt, *(_fingerprint(item) for item in items[:LEADING]))
-        self._raw = raw = [orjson.dumps(item) for item in items]
+        self._raw = raw
         earlier = self._earlier = self.recent._find(self._key)
         known = 0
         if earlier is not None:
