@@ -67,6 +67,14 @@ class WireRequest:
     message_weight: float = 0.0  # and a message's own cost, in shown tokens
     # Counted even when a byte bound shows it fits: the calibration wants it as a sample.
     sampled: bool = False
+    # Bytes of the body that are items its conversation's last request sent as they are
+    # (proxy/formats/recent.py): their counts are known; the rest is what may need tokenizing.
+    reused: int = 0
+
+    @property
+    def fresh(self) -> int:
+        """Bytes of the body not reused from the conversation's last request."""
+        return max(0, len(self.body) - self.reused)
 
     def __post_init__(self) -> None:
         if self.view is UNSET:
@@ -144,6 +152,7 @@ def build_request(
         hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
         message_weight=models.calibration.message_weight(who.team, spec.name),
         sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
+        reused=reuse.known_bytes if reuse is not None else 0,
     )
     if reuse is not None:
         reuse.commit(len(body))

@@ -85,6 +85,7 @@ class Reuse:
     recent: RecentItems
     fmt: str
     known: int = 0  # the leading items that are the last request's objects
+    known_bytes: int = 0  # their JSON's bytes
     _key: Hashable = None
     _earlier: _Entry | None = None
     _raw: list[bytes] = field(default_factory=list)
@@ -111,6 +112,7 @@ class Reuse:
                 items[i] = earlier.items[i]
                 known = i + 1
         self.known = known
+        self.known_bytes = sum(map(len, raw[:known]))
         self._parsed = list(items)
         return known
 

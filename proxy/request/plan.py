@@ -134,8 +134,9 @@ class Planner:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
         key, model = self._recent_key(req), req.spec.pricing.counter
-        self.recent.seed(key, model, messages, memo)
-        counts = await off_loop(req, each_message, memo, messages)
+        seeded = self.recent.seed(key, model, messages, memo)
+        fresh = req.fresh if seeded else len(req.body)  # unseeded: every message is tokenized
+        counts = await off_loop(fresh, each_message, memo, messages)
         tokens = sum(counts) + memo.priming
         self.recent.keep(key, model, messages, counts, len(req.body))
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
@@ -340,7 +341,7 @@ class Planner:
             return None
         if req.policy.engine.repair_tool_calls:
             messages = repair_tool_calls(messages)[0]
-        tokens = await off_loop(req, count_prompt, counter, messages)
+        tokens = await off_loop(req.fresh, count_prompt, counter, messages)
         if tokens > budget.messages:
             return None
         config = req.policy.config
@@ -382,13 +383,14 @@ class Planner:
         share: float | None = None,
         kept: frozenset[int] = frozenset(),
     ) -> Fit:
-        """The engine's fit, in a worker thread for a large body (``off_loop``)."""
+        """The engine's fit, in a worker thread when the body has much that is new
+        (``off_loop``)."""
         prices = req.spec.prices
         if share is None and prices:
             share = cut_share(prices, growth(messages, counter), budget.messages)
         try:
             return await off_loop(
-                req,
+                req.fresh,
                 fit,
                 messages,
                 budget.messages,
@@ -470,16 +472,21 @@ HINTS = {
 }
 
 
-# A body under this size is counted and fitted on the event loop: its work (a millisecond of
-# tokenizing when nothing is cached, a tenth of that when its messages were seen) costs less
-# than a worker thread's round trip, which an agent paid at every step. A larger one goes to a
-# worker thread: tokenizing a long conversation would stall every other request on the event
-# loop (tiktoken drops the GIL).
+# Counting and fitting go to a worker thread only for a body with this many bytes or more that
+# its conversation's last request did not send (``WireRequest.fresh``): tokenizing them is work
+# that releases the interpreter (tiktoken drops the GIL), so the event loop serves other
+# requests meanwhile. The rest of the work (cache hits, the engine's passes) is Python, which
+# holds the interpreter wherever it runs, and in a worker it ran at half speed here (a warm
+# 128k-token trimmed request: count 0.8 ms inline, 1.3 ms in a worker; fit 1.4 ms and 2.9 ms;
+# bench/speed_before.md); the thread's round trip is paid on top. An agent's request, whose
+# history was all sent before, is counted and fitted on the event loop whatever its size.
 INLINE_BYTES = 64 * 1024
 
 
-async def off_loop(req: WireRequest, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    if len(req.body) < INLINE_BYTES:
+async def off_loop(fresh: int, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, in a worker thread when ``fresh`` (bytes of text that may need
+    tokenizing) is ``INLINE_BYTES`` or more."""
+    if fresh < INLINE_BYTES:
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
 

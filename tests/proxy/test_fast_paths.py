@@ -8,6 +8,8 @@
 - The embedded store commits without an fsync each (WAL, synchronous NORMAL).
 - A conversation's next request reuses the counts of the messages its last one held in the
   same places: the same counts as made afresh, and only the other messages are priced.
+- A large request goes to a worker thread to be counted and fitted only for what it has that
+  its conversation's last request did not send: an agent's next step stays on the event loop.
 """
 
 from __future__ import annotations
@@ -211,3 +213,82 @@ def test_counts_are_kept_per_key_and_counter_and_bounded() -> None:
     assert recent.seed("k4", a, messages, MemoCounter(a)) == len(messages)
     recent.keep("huge", a, messages, counts, 5000)  # larger than the memory: not kept
     assert recent.seed("huge", a, messages, MemoCounter(a)) == 0
+
+
+def _planned(proxy: tuple[Any, Any, Any], model: str, messages: list[Any]) -> tuple[Any, list[str]]:
+    """A request's plan by ``proxy`` (its models, planner and items memory), and the functions
+    the planner ran in a worker thread for it."""
+    import asyncio
+
+    from starlette.datastructures import Headers
+
+    from proxy.edge.auth import Principal
+    from proxy.edge.intake import build_request
+    from proxy.formats.chat import CHAT
+
+    models, planner, recent = proxy
+    settings = planner.settings
+    who = Principal("default", settings.teams["default"], forward_client_auth=False)
+    body = orjson.dumps({"model": model, "messages": messages})
+    req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
+    threaded: list[str] = []
+    real = asyncio.to_thread
+
+    async def spy(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        threaded.append(fn.__name__)
+        return await real(fn, *args, **kwargs)
+
+    async def run() -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(asyncio, "to_thread", spy)
+            return await planner.plan_first(req)
+
+    return asyncio.run(run()), threaded
+
+
+def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
+    """A 260 KB conversation: its first request is counted and fitted in a worker thread (its
+    text is all new: tokenizing it releases the interpreter); its next step, two messages more,
+    on the event loop, with the same plan as a proxy that had never seen it; a model whose
+    counts were not kept counts in the worker again."""
+    from proxy.config.settings import load_settings
+    from proxy.edge.runtime import build_models
+    from proxy.formats.recent import RecentItems
+    from proxy.request.plan import INLINE_BYTES, Planner
+
+    settings = load_settings(
+        None,
+        models={
+            "fits": {"context_window": 200_000, "tokenizer": "o200k_base"},
+            "fits-too": {"context_window": 200_000, "tokenizer": "o200k_base"},
+            "over": {"context_window": 20_000, "tokenizer": "o200k_base"},
+        },
+        policies={"default": {"summarize": False}},
+    )
+    history: list[Any] = [{"role": "system", "content": "You are an agent."}]
+    for n in range(120):
+        history.append({"role": "user", "content": f"step {n}: " + f"token{n} word " * 180})
+        history.append({"role": "assistant", "content": f"done {n}"})
+    grown = [*history, {"role": "user", "content": "one more"}]
+    assert len(orjson.dumps(history)) > 4 * INLINE_BYTES
+
+    def proxy() -> tuple[Any, Any, Any]:
+        return build_models(settings), Planner(settings, None), RecentItems()
+
+    for model, threaded_first in (("fits", ["each_message"]), ("over", ["each_message", "fit"])):
+        warm = proxy()
+        _, threaded = _planned(warm, model, history)
+        assert threaded == threaded_first
+        second, threaded = _planned(warm, model, grown)
+        assert threaded == []
+        afresh, threaded = _planned(proxy(), model, grown)
+        assert threaded == threaded_first
+        assert (second.body, second.tokens_after, second.actions) == (
+            afresh.body,
+            afresh.tokens_after,
+            afresh.actions,
+        )
+        if model == "fits":
+            other, threaded = _planned(warm, "fits-too", grown)
+            assert threaded == ["each_message"]  # the items are known, their counts are not
+            assert other.tokens_after == second.tokens_after
