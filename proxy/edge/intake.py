@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import orjson
@@ -117,7 +118,8 @@ def build_request(
     sends them again (proxy/formats/recent.py)."""
     reuse = recent.begin(fmt.name) if recent is not None else None
     payload = fmt.parse(body, reuse)
-    body, payload, controls = take_controls(body, payload, headers, fmt.messages_param)
+    known = reuse.known if reuse is not None else 0
+    body, payload, controls = take_controls(body, payload, headers, fmt.messages_param, known)
     who.check_model(payload["model"])
     who.check_tool_models(payload)
     spec = models.resolve(payload["model"])
@@ -199,12 +201,16 @@ class Controls:
     pin_last: bool = False  # x-contextwarden-pin-last: pin the newest user message
 
 
-def take_pins(payload: dict[str, Any], key: str) -> tuple[dict[str, Any], frozenset[int], bool]:
+def take_pins(
+    payload: dict[str, Any], key: str, known: int = 0
+) -> tuple[dict[str, Any], frozenset[int], bool]:
     """``payload`` without the per-message ``contextwarden`` markers under ``key``, the ids of
-    the messages that asked to be pinned, and whether any marker was there."""
+    the messages that asked to be pinned, and whether any marker was there. The first
+    ``known`` messages are the conversation's last request's objects (proxy/formats/recent.py),
+    which never hold a marker: only the others are looked at for one."""
     messages = payload.get(key)
     if not isinstance(messages, list) or not any(
-        isinstance(m, dict) and "contextwarden" in m for m in messages
+        isinstance(m, dict) and "contextwarden" in m for m in islice(messages, known, None)
     ):
         return payload, frozenset(), False
     out: list[Any] = []
@@ -231,14 +237,18 @@ def take_pins(payload: dict[str, Any], key: str) -> tuple[dict[str, Any], frozen
 
 
 def take_controls(
-    body: bytes, payload: dict[str, Any], headers: Headers, messages_key: str = "messages"
+    body: bytes,
+    payload: dict[str, Any],
+    headers: Headers,
+    messages_key: str = "messages",
+    known: int = 0,
 ) -> tuple[bytes, dict[str, Any], Controls]:
     """The body and payload to forward, without the ``contextwarden`` object or message
-    markers, and the controls."""
+    markers, and the controls (``known``: see ``take_pins``)."""
     memory = text_header(headers.raw, SESSION_MEMORY)
     policy = text_header(headers.raw, POLICY)
     pin_last = (text_header(headers.raw, PIN_LAST) or "").strip().lower() in ("1", "true")
-    payload, pinned, marked = take_pins(payload, messages_key)
+    payload, pinned, marked = take_pins(payload, messages_key, known)
     if "contextwarden" not in payload:
         body = orjson.dumps(payload) if marked else body
         return body, payload, Controls(memory or None, policy or None, True, pinned, pin_last)

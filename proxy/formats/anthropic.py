@@ -27,8 +27,9 @@ from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import (
     View,
     check_request_basics,
+    check_writable,
+    load_json,
     lowered,
-    parse_json,
     reject_duplicate_keys,
     text_parts,
     usage_int,
@@ -49,16 +50,19 @@ class AnthropicFormat:
     messages_param = "messages"
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
-        payload = parse_json(body)
+        payload = load_json(body)
+        messages = payload.get("messages")
+        known = 0
+        if reuse is not None and isinstance(messages, list):
+            known = reuse.match(body, payload, "messages")
+        check_writable(body, payload, reuse)
         check_request_basics(payload, anthropic=True)
         value = payload.get("max_tokens")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
         check_system(payload.get("system"))
-        messages = payload.get("messages")
-        known = reuse.match(messages) if reuse is not None and isinstance(messages, list) else 0
         check_messages(messages, known)
-        reject_duplicate_keys(body, payload)
+        reject_duplicate_keys(body, payload, reuse)
         return payload
 
     def stateful(self, payload: dict[str, Any]) -> bool:

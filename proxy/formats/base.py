@@ -188,34 +188,51 @@ def source(message: Message) -> Any:
 def parse_json(body: bytes) -> dict[str, Any]:
     """A JSON object the proxy can also write back: orjson reads 1024 levels of nesting but
     writes only 254, so a deeper body is refused here, before anything acts on it."""
+    payload = load_json(body)
+    check_writable(body, payload)
+    return payload
+
+
+def load_json(body: bytes) -> dict[str, Any]:
+    """The body's JSON object, not yet checked for what orjson can write back (see
+    ``check_writable``)."""
     try:
         payload = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise BadRequest("the request body must be a JSON object")
+    return payload
+
+
+def check_writable(body: bytes, payload: dict[str, Any], reuse: Reuse | None = None) -> None:
+    """400 when ``payload`` is nested deeper than orjson writes (see ``parse_json``). A body
+    the reuse found to be the payload written out (proxy/formats/recent.py) is not written
+    again."""
+    if reuse is not None and reuse.written:
+        return
     if len(body) > MAX_DEPTH:  # else it cannot be that deep; writing is cheaper than counting
         try:
             orjson.dumps(payload)
         except orjson.JSONEncodeError:
             message = f"the request body is nested more than {MAX_DEPTH} levels deep"
             raise BadRequest(message) from None
-    return payload
 
 
-def reject_duplicate_keys(body: bytes, payload: dict[str, Any]) -> None:
+def reject_duplicate_keys(body: bytes, payload: dict[str, Any], reuse: Reuse | None = None) -> None:
     """400 when a key the proxy acts on appears twice in one object: orjson keeps the last one
     while the upstream, given the original bytes, might take the first, so the proxy would check
     one ``model`` and forward another.
 
     Most clients send compact JSON (JSON.stringify, serde_json, httpx): a body that is exactly
     what orjson writes for the parsed payload holds no duplicate (it *is* the payload written
-    out), and writing it is cheaper than scanning it. Otherwise the exact check re-parses with
+    out), and writing it is cheaper than scanning it; the reuse of a conversation's last items
+    may have found that already (``reuse.written``). Otherwise the exact check re-parses with
     the stdlib's hook, so it runs only when a cheap count says a duplicate is possible: a key
     spelled with an escape, or a watched key in the raw bytes more often than the parsed
     objects hold it (inside strings quotes are escaped, so ``"model"`` only matches a key or a
     whole string value). One regex pass counts every watched key."""
-    if _written_back(payload) == body:
+    if (reuse is not None and reuse.written) or _written_back(payload) == body:
         return
     if b"\\u" in body or _more_in_raw(body, payload):
         try:

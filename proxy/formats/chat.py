@@ -10,8 +10,9 @@ from proxy.edge.errors import BadRequest
 from proxy.formats.base import (
     View,
     check_positive_int,
+    check_writable,
+    load_json,
     lowered,
-    parse_json,
     reject_duplicate_keys,
     usage_int,
 )
@@ -64,14 +65,17 @@ def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
     """The parsed body, or BadRequest naming the first thing wrong with it. With ``reuse``, the
     leading messages an earlier request of the conversation sent as they are (and so passed
     these checks) are not checked again (proxy/formats/recent.py)."""
-    payload = parse_json(body)
+    payload = load_json(body)
+    messages = payload.get("messages")
+    known = 0
+    if reuse is not None and isinstance(messages, list) and messages:
+        known = reuse.match(body, payload, "messages")
+    check_writable(body, payload, reuse)
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")
-    messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' is required and must be a non-empty array", param="messages")
-    known = reuse.match(messages) if reuse is not None else 0
     for i in range(known, len(messages)):
         _check_message(messages[i], i)
     for key in ("max_tokens", "max_completion_tokens"):
@@ -80,7 +84,7 @@ def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         raise BadRequest("'stream' must be a boolean", param="stream")
     _check_tools(payload.get("tools"))
     _check_functions(payload.get("functions"))
-    reject_duplicate_keys(body, payload)
+    reject_duplicate_keys(body, payload, reuse)
     return payload
 
 

@@ -12,6 +12,13 @@ digest (proxy/request/conversations.py), its count (proxy/request/recent.py).
 
 The comparison is of the JSON each item is written as, not of the parsed values: ``1`` and
 ``true`` parse equal in Python, and the body is written again from these objects when trimmed.
+Most clients write compact JSON, as orjson does (JSON.stringify, serde_json, httpx). A body that
+is, byte for byte, orjson's writing of its payload is compared on its bytes alone: the items
+the two bodies' item arrays begin with, byte for byte, are the same JSON (a few memory
+compares over the whole body, found by bisecting the last request's item ends); only the
+other items are written, to check the body and find where they end for the next request. Such
+a body needs no duplicate-key scan nor a write-back check either (``written``): it *is* its
+payload written out. Any other body has every item written and compared.
 Sharing the objects between requests is sound because nothing changes a parsed item or a view
 message in place: the engine and the formats' writers make new ones.
 
@@ -38,10 +45,25 @@ LEADING = 3  # the items a conversation's fingerprint is made of
 @dataclass(slots=True)
 class _Entry:
     items: list[Any]  # the last request's items, as its view was made from them
-    raw: list[bytes]  # each one's JSON
+    # Each item's JSON: ``raw`` when compared item by item; else the body, where its item array
+    # begins (``at``) and where each item ends in it, from ``at`` (the items it ends may be
+    # fewer than ``items``: nothing after them matches)
+    raw: list[bytes] | None
+    body: bytes
+    at: int
+    ends: list[int]
     derived: list[Any]  # per item, what the view made of it (None: nothing to reuse)
     size: int
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
+
+    def raw_of(self, i: int) -> bytes | None:
+        """The ``i``-th item's JSON; None when it is not kept."""
+        if self.raw is not None:
+            return self.raw[i] if i < len(self.raw) else None
+        if i >= len(self.ends):
+            return None
+        start = self.at + (self.ends[i - 1] + 1 if i else 0)  # after the comma
+        return self.body[start : self.at + self.ends[i]]
 
 
 class RecentItems:
@@ -86,35 +108,92 @@ class Reuse:
     fmt: str
     known: int = 0  # the leading items that are the last request's objects
     known_bytes: int = 0  # their JSON's bytes
+    written: bool = False  # the body is, byte for byte, orjson's writing of its payload
     _key: Hashable = None
     _earlier: _Entry | None = None
-    _raw: list[bytes] = field(default_factory=list)
+    _raw: list[bytes] | None = None  # compared item by item: each item's JSON
+    _body: bytes = b""  # compared on the body's bytes: where its items are (see _Entry)
+    _at: int = 0
+    _ends: list[int] = field(default_factory=list)
     _parsed: list[Any] = field(default_factory=list)  # the items as matched
     _items: list[Any] | None = None
     _derived: list[Any] = field(default_factory=list)
     _facts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
-    def match(self, items: list[Any]) -> int:
-        """Replace the leading items whose JSON is the last request's by its objects; how many
-        were. Every item's JSON is kept for the next request's comparison."""
+    def match(self, body: bytes, payload: dict[str, Any], key: str) -> int:
+        """Replace the leading items of ``payload[key]`` (a list) whose JSON is the last
+        request's by its objects; how many were. What the next request compares with is kept:
+        where the items are in ``body``, or each one's JSON."""
+        items = payload[key]
+        self._key = (self.fmt, *(_fingerprint(item) for item in items[:LEADING]))
+        earlier = self._earlier = self.recent._find(self._key)
+        if not self._match_bytes(body, payload, key, earlier):
+            self._match_items(items, earlier)
+        self._parsed = list(items)
+        return self.known
+
+    def _match_bytes(
+        self, body: bytes, payload: dict[str, Any], key: str, earlier: _Entry | None
+    ) -> bool:
+        """The match when ``body`` is orjson's writing of ``payload``, byte for byte: its
+        items' array begins after the keys before ``key`` written out, the leading items are
+        those whose bytes are the last request's, and every other item, and the keys after,
+        are found written where they must be. False (and nothing done) for any other body."""
+        items = payload[key]
+        try:
+            head = _head(payload, key)
+        except orjson.JSONEncodeError:
+            return False
+        if not body.startswith(head):
+            return False
+        at = len(head)
+        n = min(len(items), len(earlier.ends)) if earlier is not None else 0
+        known = _common(body, at, earlier, n) if earlier is not None and n else 0
+        ends = earlier.ends[:known] if earlier is not None else []
+        cursor = at + (ends[-1] if ends else 0)
+        for i in range(known, len(items)):
+            item = items[i]
+            if type(item) is not dict:  # an object's bytes end it; a number's do not
+                return False
+            if i:
+                if not body.startswith(b",", cursor):
+                    return False
+                cursor += 1
+            try:
+                raw = orjson.dumps(item)
+            except orjson.JSONEncodeError:
+                return False
+            if not body.startswith(raw, cursor):
+                return False
+            cursor += len(raw)
+            ends.append(cursor - at)
+        try:
+            tail = _tail(payload, key)
+        except orjson.JSONEncodeError:
+            return False
+        if len(body) != cursor + len(tail) or not body.startswith(tail, cursor):
+            return False
+        if earlier is not None and known:
+            items[:known] = earlier.items[:known]
+        self.known, self.known_bytes, self.written = known, ends[known - 1] if known else 0, True
+        self._body, self._at, self._ends, self._raw = body, at, ends, None
+        return True
+
+    def _match_items(self, items: list[Any], earlier: _Entry | None) -> None:
+        """The match item by item: each one written and compared with the last request's."""
         try:
             raw = [orjson.dumps(item) for item in items]
-        except orjson.JSONEncodeError:  # parse_json writes bodies back: not expected; no reuse
-            return 0
-        self._key = (self.fmt, *(_fingerprint(item) for item in items[:LEADING]))
+        except orjson.JSONEncodeError:  # the format's parse refuses it as too deep: no reuse
+            return
         self._raw = raw
-        earlier = self._earlier = self.recent._find(self._key)
         known = 0
         if earlier is not None:
-            for i, (new, old) in enumerate(zip(raw, earlier.raw, strict=False)):
-                if new != old:
+            for i, new in enumerate(raw):
+                if new != earlier.raw_of(i):
                     break
                 items[i] = earlier.items[i]
                 known = i + 1
-        self.known = known
-        self.known_bytes = sum(map(len, raw[:known]))
-        self._parsed = list(items)
-        return known
+        self.known, self.known_bytes = known, sum(map(len, raw[:known]))
 
     def viewing(self, items: list[Any]) -> None:
         """The view is made from ``items`` (the parsed ones, or a copy with markers taken
@@ -155,13 +234,64 @@ class Reuse:
 
     def commit(self, size: int) -> None:
         """Keep this request's items (its body was ``size`` bytes) for the next one. Items the
-        view saw replaced (markers taken out) are kept with no JSON, so nothing matches them."""
+        view saw replaced (markers taken out) are kept with no JSON, so nothing matches them
+        (compared on the body's bytes, nothing from the first of them on)."""
         items = self._items
         if items is None or self._key is None or len(items) != len(self._parsed):
             return
-        raw = [r if a is b else b"" for r, a, b in zip(self._raw, items, self._parsed, strict=True)]
-        entry = _Entry(list(items), raw, self._derived, 2 * size, self._facts)
+        same = [a is b for a, b in zip(items, self._parsed, strict=True)]
+        if self._raw is not None:
+            raw = [r if kept else b"" for r, kept in zip(self._raw, same, strict=True)]
+            entry = _Entry(list(items), raw, b"", 0, [], self._derived, 2 * size, self._facts)
+        else:
+            ends = self._ends if all(same) else self._ends[: same.index(False)]
+            body, at, derived = self._body, self._at, self._derived
+            entry = _Entry(list(items), None, body, at, ends, derived, 2 * size, self._facts)
         self.recent._keep(self._key, entry)
+
+
+def _head(payload: dict[str, Any], key: str) -> bytes:
+    """How orjson writes ``payload`` up to the first item of its ``key`` array."""
+    before: dict[str, Any] = {}
+    for k, v in payload.items():
+        if k == key:
+            break
+        before[k] = v
+    written = orjson.dumps(before)[:-1]  # without its closing brace
+    return written + (b"," if before else b"") + orjson.dumps(key) + b":["
+
+
+def _tail(payload: dict[str, Any], key: str) -> bytes:
+    """How orjson writes ``payload`` from the closing bracket of its ``key`` array on."""
+    after: dict[str, Any] = {}
+    seen = False
+    for k, v in payload.items():
+        if seen:
+            after[k] = v
+        seen = seen or k == key
+    return b"]" + (b"," + orjson.dumps(after)[1:] if after else b"}")
+
+
+def _common(body: bytes, at: int, earlier: _Entry, n: int) -> int:
+    """How many of the ``n`` leading items of ``earlier`` are, byte for byte, the items
+    ``body``'s array begins with at ``at``: the same bytes from the array's start through an
+    item's end are the same items (bisected; all of them, the usual case, in one compare)."""
+    old = memoryview(earlier.body)
+    start, ends = earlier.at, earlier.ends
+
+    def same(i: int) -> bool:  # the first i items
+        return body.startswith(old[start : start + ends[i - 1]], at)
+
+    if same(n):
+        return n
+    low, high = 0, n  # same(low), not same(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if same(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _fingerprint(value: Any, depth: int = 0) -> Hashable:

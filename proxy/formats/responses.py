@@ -23,8 +23,9 @@ from proxy.edge.errors import BadRequest
 from proxy.formats.base import (
     View,
     check_request_basics,
+    check_writable,
+    load_json,
     lowered,
-    parse_json,
     reject_duplicate_keys,
     text_parts,
     usage_int,
@@ -58,12 +59,15 @@ class ResponsesFormat:
     messages_param = "input"
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
-        payload = parse_json(body)
+        payload = load_json(body)
+        items = payload.get("input")
+        known = 0
+        if reuse is not None and isinstance(items, list):
+            known = reuse.match(body, payload, "input")
+        check_writable(body, payload, reuse)
         check_request_basics(payload)
         if "input" not in payload:
             raise BadRequest("'input' is required", param="input")
-        items = payload["input"]
-        known = reuse.match(items) if reuse is not None and isinstance(items, list) else 0
         facts = reuse.per_item(facts_of) if reuse is not None else facts_of
         check_input(items, self.stateful(payload), known, facts)
         instructions = payload.get("instructions")
@@ -74,7 +78,7 @@ class ResponsesFormat:
             raise BadRequest("'max_output_tokens' must be an integer", param="max_output_tokens")
         if value is not None and value < 1:
             raise BadRequest("'max_output_tokens' must be positive", param="max_output_tokens")
-        reject_duplicate_keys(body, payload)
+        reject_duplicate_keys(body, payload, reuse)
         return payload
 
     def stateful(self, payload: dict[str, Any]) -> bool:

@@ -6,6 +6,7 @@ same error or the same view."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -128,11 +129,28 @@ def test_a_call_answered_later_is_viewed_again() -> None:
     assert outcome(RESPONSES, body, recent) == outcome(RESPONSES, body, None)
 
 
+def _twice(body: bytes) -> bytes:
+    """The body with its items' key again after the items, holding the last item only."""
+    payload = orjson.loads(body)
+    key = "input" if "input" in payload else "messages"
+    items = payload[key]
+    return body[:-1] + b"," + orjson.dumps({key: items[-1:]})[1:]
+
+
+WRITERS = [
+    lambda body: body,
+    lambda body: json.dumps(orjson.loads(body)).encode(),
+    lambda body: json.dumps(orjson.loads(body), separators=(",", ":"), ensure_ascii=False).encode(),
+    lambda body: orjson.dumps({"metadata": {"k": "é"}, **orjson.loads(body)}),
+    _twice,
+]
+
+
 # Each format's turns (whole ones are valid; a request cut inside one, or with an item of one
 # put in another's place, often is not): conversations are drawn from them, so requests share
 # items, grow, lose some, and repeat them with another value.
 CALL_IDS = st.sampled_from(["c1", "c2", "c3"])
-VALUES = st.sampled_from(["x", 1, True])  # 1 and true: equal in Python, not in JSON
+VALUES = st.sampled_from(["x", 1, True, "é"])  # 1 and true: equal in Python, not in JSON
 
 
 def _responses_turn(kind: int, call: str, value: Any) -> list[Any]:
@@ -223,12 +241,16 @@ def requests(turn: st.SearchStrategy[list[Any]]) -> st.SearchStrategy[list[list[
     ids=["chat", "responses", "anthropic"],
 )
 def test_reuse_gives_what_parsing_afresh_gives(fmt: WireFormat, write: Any, turn: Any) -> None:
+    """Each request written as a client might: compact as orjson writes (compared on its
+    bytes), with spaces or ASCII escapes (item by item), with another key first, or with its
+    items' key a second time after them (the parse takes the second array)."""
+
     @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(requests(turn))
-    def check(conversation: list[list[Any]]) -> None:
+    @given(requests(turn), st.lists(st.integers(0, len(WRITERS) - 1), min_size=13, max_size=13))
+    def check(conversation: list[list[Any]], how: list[int]) -> None:
         recent = RecentItems()
-        for request in conversation:
-            body = write(request)
+        for request, writer in zip(conversation, how, strict=False):
+            body = WRITERS[writer](write(request))
             assert outcome(fmt, body, recent) == outcome(fmt, body, None)
 
     check()
@@ -272,3 +294,40 @@ def test_a_run_the_next_request_continues_is_viewed_again() -> None:
     assert outcome(RESPONSES, responses_body(items), recent)[0] == "view"
     longer = responses_body([*items, {"type": "reasoning", "id": "rs_2", "summary": []}])
     assert outcome(RESPONSES, longer, recent) == outcome(RESPONSES, longer, None)
+
+
+def test_a_compact_body_is_compared_on_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body written as orjson writes it: the items its last request sent are found on the
+    body's bytes, only the new ones are written (to find where they end), and the body needs
+    no write-back or duplicate-key check; one with spaces has every item written."""
+    from proxy.formats import recent as module
+
+    items: list[Any] = [{"role": "user", "content": f"step {n}"} for n in range(40)]
+    assert outcome(CHAT, chat_body(items), RecentItems()) == outcome(CHAT, chat_body(items), None)
+    recent = RecentItems()
+    reuse = recent.begin("chat")
+    first = CHAT.parse(chat_body(items), reuse)
+    CHAT.view(first, reuse)
+    reuse.commit(100)
+    written: list[Any] = []
+    real = orjson.dumps
+
+    def dumps(value: Any, *args: Any) -> bytes:
+        written.append(value)
+        return real(value, *args)
+
+    monkeypatch.setattr(module.orjson, "dumps", dumps)
+    grown = [*items, {"role": "assistant", "content": "done"}]
+    reuse = recent.begin("chat")
+    payload = CHAT.parse(chat_body(grown), reuse)
+    assert (reuse.known, reuse.written) == (40, True)
+    assert [w for w in written if w in grown] == [grown[-1]]  # the new item alone
+    assert all(a is b for a, b in zip(payload["messages"], first["messages"], strict=False))
+    CHAT.view(payload, reuse)
+    reuse.commit(100)
+    written.clear()
+    spaced = json.dumps({"model": "m", "messages": [*grown, {"role": "user", "content": "x"}]})
+    reuse = recent.begin("chat")
+    CHAT.parse(spaced.encode(), reuse)
+    assert (reuse.known, reuse.written) == (41, False)
+    assert len([w for w in written if isinstance(w, dict) and "role" in w]) == 42
