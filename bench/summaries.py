@@ -25,6 +25,12 @@ from proxy.edge.app import create_app
 
 WINDOW = 4096
 MODEL = "demo-model"
+# Between one answer and the next request, an agent runs its tools and a user reads and types:
+# seconds, in which the summaries the proxy prepares in the background are made. The demo
+# upstream answers at once, so without this pause a request may overtake the preparation its
+# predecessor started and the count depends on the machine's timing (1 to 5 calls on one
+# workload, in runs of the same tree).
+THINK_SECONDS = 0.05
 COUNTER = WindowCounter("o200k_base", 1.0)
 
 
@@ -95,6 +101,7 @@ def _run(conversations: list[list[list[dict[str, Any]]]]) -> dict[str, float]:
                     dropped += had_checkpoint and checkpoint is None
                     had_checkpoint = had_checkpoint or checkpoint is not None
                     requests += 1
+                    time.sleep(THINK_SECONDS)
                 growth += COUNTER.prompt({"messages": conversation[-1]}) - (
                     COUNTER.prompt({"messages": conversation[0]}) if len(conversation) > 1 else 0
                 )

@@ -269,6 +269,10 @@ class MemoCounter:
         """``message`` costs ``tokens``, as this counter's inner one priced an equal message."""
         self._memo[id(message)] = (message, tokens)
 
+    def seed_many(self, messages: Sequence[Message], counts: Sequence[int]) -> None:
+        """``seed`` for each of ``messages`` with its count in ``counts``."""
+        self._memo.update(zip(map(id, messages), zip(messages, counts, strict=True), strict=True))
+
     def tools(self, tools: object, functions: object) -> int:
         return self._inner.tools(tools, functions)
 

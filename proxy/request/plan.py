@@ -134,9 +134,10 @@ class Planner:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
         key, model = self._recent_key(req), req.spec.pricing.counter
-        seeded = self.recent.seed(key, model, messages, memo)
-        fresh = req.fresh if seeded else len(req.body)  # unseeded: every message is tokenized
-        counts = await off_loop(fresh, each_message, memo, messages)
+        known = self.recent.seed(key, model, messages, memo)
+        fresh = req.fresh if known else len(req.body)  # none known: every message is tokenized
+        rest = messages[len(known) :] if known else messages
+        counts = known + await off_loop(fresh, each_message, memo, rest)
         tokens = sum(counts) + memo.priming
         self.recent.keep(key, model, messages, counts, len(req.body))
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:

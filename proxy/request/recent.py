@@ -1,12 +1,12 @@
 """The counts of each conversation's last counted request, reused by its next one.
 
 An agent resends its whole history at every step, so a request's messages are, from the
-start, equal (as parsed JSON) to its conversation's last request's, in the same places.
-Comparing two equal messages is a memory compare; finding a message's count in the token
-cache means hashing it first. So the messages the last request also held, from its first on,
-take their counts from it, and only the others are priced. The reuse is exact: the counters
-are deterministic, and the key names the conversation (its caller's scope and team), the
-format, the model and its calibration; the model's counter object itself must be the same.
+start, its conversation's last request's, in the same places: mostly the very objects it held
+(proxy/formats/recent.py), found by an identity check each, where finding a message's count in
+the token cache means hashing it first. So the messages the last request also held, from its
+first on, take their counts from it, and only the others are priced. The reuse is exact: the
+counters are deterministic, and the key names the conversation (its caller's scope and team),
+the format, the model and its calibration; the model's counter object itself must be the same.
 
 Held for the most recent conversations, at most ``MAX_BYTES`` of their request bodies in all.
 """
@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from operator import is_
+
+import orjson
 
 from strategies.messages import Message
 from strategies.tokens import Counter, MemoCounter
@@ -39,19 +42,24 @@ class RecentCounts:
 
     def seed(
         self, key: Hashable, counter: Counter, messages: Sequence[Message], memo: MemoCounter
-    ) -> int:
+    ) -> list[int]:
         """Give ``memo`` the counts of ``messages`` that the conversation's last request held
-        in the same places, from the first on; how many it got."""
+        in the same places, from the first on; those counts. A message is the one held when
+        it is the same object (proxy/formats/recent.py makes them so) or is written as the
+        same JSON (``1`` and ``true`` are equal in Python, not in a count)."""
         last = self._last.get(key)
         if last is None or last.counter is not counter:
-            return 0
-        n = 0
-        for new, old, count in zip(messages, last.messages, last.counts, strict=False):
-            if new is not old and new != old:
-                break
-            memo.seed(new, count)
+            return []
+        same = list(map(is_, messages, last.messages))  # as far as the shorter goes
+        try:
+            n = same.index(False)
+        except ValueError:
+            n = len(same)
+        while n < len(same) and _same_json(messages[n], last.messages[n]):
             n += 1
-        return n
+        counts = last.counts[:n]
+        memo.seed_many(messages[:n], counts)
+        return counts
 
     def keep(
         self,
@@ -73,3 +81,10 @@ class RecentCounts:
         while self._held > self._max:
             _, dropped = self._last.popitem(last=False)
             self._held -= dropped.size
+
+
+def _same_json(a: Message, b: Message) -> bool:
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except orjson.JSONEncodeError:
+        return False

@@ -192,11 +192,23 @@ def test_reused_counts_are_the_counts_made_afresh(steps: int, more: int, edit: i
         second[changed] = {**second[changed], "content": "edited"}
     tally.priced = 0
     memo = MemoCounter(tally)
-    same = recent.seed("k", tally, second, memo)
+    same = len(recent.seed("k", tally, second, memo))
     assert same == min(changed, len(first))
     assert count_prompt(memo, second) == count_prompt(Tally(), second)
     assert tally.priced == len(second) - same
     assert total == count_prompt(Tally(), first)
+
+
+def test_a_message_equal_in_python_but_not_in_json_is_priced_again() -> None:
+    """``1`` and ``true``, ``1`` and ``1.0``: equal values, different text, different counts."""
+    recent, tally = RecentCounts(), Tally()
+    first = [{"role": "user", "content": "a", "n": 1}, {"role": "user", "content": "b", "x": 1}]
+    counts = each_message(MemoCounter(tally), first)
+    recent.keep("k", tally, first, counts, 100)
+    second = [{**first[0]}, {"role": "user", "content": "b", "x": 1.0}]
+    assert recent.seed("k", tally, second, MemoCounter(tally)) == counts[:1]
+    third = [{"role": "user", "content": "a", "n": True}, first[1]]
+    assert recent.seed("k", tally, third, MemoCounter(tally)) == []
 
 
 def test_counts_are_kept_per_key_and_counter_and_bounded() -> None:
@@ -204,15 +216,15 @@ def test_counts_are_kept_per_key_and_counter_and_bounded() -> None:
     messages = _agent(3)
     counts = each_message(MemoCounter(a), messages)
     recent.keep("k", a, messages, counts, 400)
-    assert recent.seed("other", a, messages, MemoCounter(a)) == 0
-    assert recent.seed("k", b, messages, MemoCounter(b)) == 0  # another model's counter
-    assert recent.seed("k", a, messages, MemoCounter(a)) == len(messages)
+    assert recent.seed("other", a, messages, MemoCounter(a)) == []
+    assert recent.seed("k", b, messages, MemoCounter(b)) == []  # another model's counter
+    assert recent.seed("k", a, messages, MemoCounter(a)) == counts
     for n in range(5):  # 5 x 400 bytes over a 1000-byte memory: the oldest go
         recent.keep(f"k{n}", a, messages, counts, 400)
-    assert recent.seed("k", a, messages, MemoCounter(a)) == 0
-    assert recent.seed("k4", a, messages, MemoCounter(a)) == len(messages)
+    assert recent.seed("k", a, messages, MemoCounter(a)) == []
+    assert recent.seed("k4", a, messages, MemoCounter(a)) == counts
     recent.keep("huge", a, messages, counts, 5000)  # larger than the memory: not kept
-    assert recent.seed("huge", a, messages, MemoCounter(a)) == 0
+    assert recent.seed("huge", a, messages, MemoCounter(a)) == []
 
 
 def _planned(proxy: tuple[Any, Any, Any], model: str, messages: list[Any]) -> tuple[Any, list[str]]:
