@@ -138,8 +138,11 @@ def fit(
     cut_share: float | None = None,
     keeps_prefix: Callable[[Sequence[Message]], bool] | None = None,
     continuing: frozenset[int] = frozenset(),
+    tokens: int | None = None,
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
+
+    ``tokens``: ``count_prompt(counter, messages)``, when the caller has it already.
 
     ``atomic_current``: the current turn is a running agent task, as the wire formats whose
     APIs bind reasoning or thinking to its exact items send it. Its task message and newest
@@ -167,7 +170,9 @@ def fit(
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
     run = Running(atomic_current, continuing)
-    args = (messages, budget, counter, policy, summarizer, run, pinned, cut_share)
+    if tokens is None:
+        tokens = count_prompt(counter, messages)
+    args = (messages, tokens, budget, counter, policy, summarizer, run, pinned, cut_share)
     result = _fit(*args, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
     if rewrote and keeps_prefix is not None and not keeps_prefix(result.messages):
@@ -207,6 +212,7 @@ def _pass_names(policy: Policy) -> frozenset[str]:
 
 def _fit(
     messages: list[Message],
+    before: int,
     budget: int,
     counter: MemoCounter,
     policy: Policy,
@@ -216,7 +222,6 @@ def _fit(
     cut_share: float | None,
     passes: Sequence[Pass],
 ) -> Fit:
-    before = count_prompt(counter, messages)
     current, actions, steps = messages, [], []
     if policy.repair_tool_calls:
         current, repaired = repair_tool_calls(messages)
@@ -333,8 +338,11 @@ def _run_passes(
             for i, original in enumerate(messages):
                 if id(original) in pinned:
                     rewritten[i] = original
-        after = count_prompt(counter, rewritten)
-        applied = any(a is not b for a, b in zip(rewritten, messages, strict=True))
+        # The prompt's count is its messages' counts plus the reply priming: only the
+        # messages the pass rewrote change it.
+        changed = [(a, b) for a, b in zip(messages, rewritten, strict=True) if a is not b]
+        after = tokens + sum(counter.message(b) - counter.message(a) for a, b in changed)
+        applied = bool(changed)
         steps.append(Step(compaction.name, applied, tokens - after))
         if applied:
             actions.append(compaction.name)

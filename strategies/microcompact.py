@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strategies.messages import Message, function_call, role
+from strategies.messages import Message, function_call
 from strategies.tokens import Counter
 
 CLEARED = "[Tool result cleared to save context"
@@ -48,19 +48,22 @@ class ToolResultMicrocompact:
 
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         calls = _calls_by_id(messages)
-        kept_keys: set[str] = set()
+        kept_keys: set[tuple[str, str]] = set()
         clear: dict[int, tuple[str, int, str]] = {}
         fixed = self.placeholder.split("{", 1)[0]  # how every cleared result starts
+        filtered = bool(self.include_tools or self.exclude_tools or self.min_result_tokens)
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
             if m.get("role") not in ANSWERS:  # most messages answer no call
                 continue
             call = _call_answered(messages, i, calls)
-            if call is None or call[1] >= i or not self._eligible(call[0], m, counter):
+            if call is None or call[1] >= i:
+                continue
+            if filtered and not self._eligible(call[0], m, counter):
                 continue
             if m.get("is_error"):
                 continue  # a failed build's or test's output is what the agent needs most
-            key = f"{call[0]}\0{call[2]}"
+            key = (call[0], call[2])
             if key not in kept_keys and len(kept_keys) < self.keep_recent:
                 kept_keys.add(key)
             elif not _starts(m, fixed):
@@ -110,9 +113,11 @@ def _call_answered(
     """(name, index of the call, arguments) that message ``i`` answers: a tool result by its
     id, a legacy function result by the ``function_call`` right before it."""
     m = messages[i]
-    if role(m) == "tool":
-        return calls.get(str(m.get("tool_call_id")))
-    if role(m) == "function" and i > 0:
+    kind = m.get("role")
+    if kind == "tool":
+        answered = m.get("tool_call_id")
+        return calls.get(answered if type(answered) is str else str(answered))
+    if kind == "function" and i > 0:
         call = function_call(messages[i - 1])
         if call is not None:
             return (str(call.get("name", "")), i - 1, str(call.get("arguments", "")))
@@ -123,7 +128,7 @@ def _calls_by_id(messages: Sequence[Message]) -> dict[str, tuple[str, int, str]]
     """tool_call_id -> (tool name, index of the calling message, raw arguments)."""
     out: dict[str, tuple[str, int, str]] = {}
     for i, m in enumerate(messages):
-        if role(m) != "assistant" or not isinstance(m.get("tool_calls"), list):
+        if m.get("role") != "assistant" or type(m.get("tool_calls")) is not list:
             continue
         for call in m["tool_calls"]:
             if isinstance(call, dict):

@@ -269,7 +269,10 @@ class Planner:
             # The summary is kept whatever else goes: it stands for everything before it.
             sent = {id(m) for m in original}
             summary = frozenset(id(m) for m in messages if id(m) not in sent)
-            result = await self._fit(messages, fit_budget, req, counter, last, share, summary)
+            tokens = before if messages is original else None  # counted already
+            result = await self._fit(
+                messages, fit_budget, req, counter, last, share, summary, tokens
+            )
         except ContextTooLarge as exc:
             exc.before, exc.budget = before, full.messages
             exc.counted = "exact" if req.spec.pricing.exact else "estimate"
@@ -383,9 +386,10 @@ class Planner:
         last: Fingerprint | None = None,
         share: float | None = None,
         kept: frozenset[int] = frozenset(),
+        tokens: int | None = None,
     ) -> Fit:
         """The engine's fit, in a worker thread when the body has much that is new
-        (``off_loop``)."""
+        (``off_loop``); ``tokens``: the messages' count, when made already by ``counter``."""
         prices = req.spec.prices
         if share is None and prices:
             share = cut_share(prices, growth(messages, counter), budget.messages)
@@ -402,6 +406,7 @@ class Planner:
                 continuing=req.view.continuing,
                 cut_share=share,
                 keeps_prefix=None if last is None else partial(extends, last),
+                tokens=tokens,
             )
         except DoesNotFit as exc:
             taken = budget.messages - exc.limit
