@@ -28,7 +28,7 @@ from proxy.formats.base import (
     View,
     check_request_basics,
     check_writable,
-    load_json,
+    load_items,
     lowered,
     reject_duplicate_keys,
     text_parts,
@@ -50,18 +50,14 @@ class AnthropicFormat:
     messages_param = "messages"
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
-        payload = load_json(body)
-        messages = payload.get("messages")
-        known = 0
-        if reuse is not None and isinstance(messages, list):
-            known = reuse.match(body, payload, "messages")
+        payload, known = load_items(body, "messages", reuse)
         check_writable(body, payload, reuse)
         check_request_basics(payload, anthropic=True)
         value = payload.get("max_tokens")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
         check_system(payload.get("system"))
-        check_messages(messages, known)
+        check_messages(payload.get("messages"), known)
         reject_duplicate_keys(body, payload, reuse)
         return payload
 

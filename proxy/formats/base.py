@@ -205,6 +205,20 @@ def load_json(body: bytes) -> dict[str, Any]:
     return payload
 
 
+def load_items(body: bytes, key: str, reuse: Reuse | None) -> tuple[dict[str, Any], int]:
+    """The body's JSON object (not yet checked for write-back: see ``check_writable``), its
+    leading ``key`` items, where its conversation's last request sent them as they are, that
+    request's objects (proxy/formats/recent.py); how many were."""
+    if reuse is None:
+        return load_json(body), 0
+    payload = reuse.load(body, key)
+    if payload is None:
+        payload = load_json(body)
+        if isinstance(payload.get(key), list):
+            reuse.match(body, payload, key)
+    return payload, reuse.known
+
+
 def check_writable(body: bytes, payload: dict[str, Any], reuse: Reuse | None = None) -> None:
     """400 when ``payload`` is nested deeper than orjson writes (see ``parse_json``). A body
     the reuse found to be the payload written out (proxy/formats/recent.py) is not written

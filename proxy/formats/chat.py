@@ -11,7 +11,7 @@ from proxy.formats.base import (
     View,
     check_positive_int,
     check_writable,
-    load_json,
+    load_items,
     lowered,
     reject_duplicate_keys,
     usage_int,
@@ -65,12 +65,9 @@ def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
     """The parsed body, or BadRequest naming the first thing wrong with it. With ``reuse``, the
     leading messages an earlier request of the conversation sent as they are (and so passed
     these checks) are not checked again (proxy/formats/recent.py)."""
-    payload = load_json(body)
-    messages = payload.get("messages")
-    known = 0
-    if reuse is not None and isinstance(messages, list) and messages:
-        known = reuse.match(body, payload, "messages")
+    payload, known = load_items(body, "messages", reuse)
     check_writable(body, payload, reuse)
+    messages = payload.get("messages")
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("'model' is required and must be a non-empty string", param="model")

@@ -40,6 +40,8 @@ import orjson
 T = TypeVar("T")
 MAX_BYTES = 64 * 1024 * 1024
 LEADING = 3  # the items a conversation's fingerprint is made of
+PROBE = 64  # a kept body is looked for by its first bytes
+CANDIDATES = 64  # the kept bodies looked at per first bytes, the most recent
 
 
 @dataclass(slots=True)
@@ -55,6 +57,8 @@ class _Entry:
     derived: list[Any]  # per item, what the view made of it (None: nothing to reuse)
     size: int
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
+    key: Hashable = None  # its place in RecentItems
+    fmt: str = ""
 
     def raw_of(self, i: int) -> bytes | None:
         """The ``i``-th item's JSON; None when it is not kept."""
@@ -69,6 +73,9 @@ class _Entry:
 class RecentItems:
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         self._last: OrderedDict[Hashable, _Entry] = OrderedDict()
+        # The entries kept with their bodies, by format and their bodies' first PROBE bytes:
+        # where a body is looked for before it is parsed (Reuse.load)
+        self._bodies: dict[tuple[str, bytes], OrderedDict[Hashable, None]] = {}
         self._held = 0
         self._max = max_bytes
         self._lock = threading.Lock()  # build_request runs in worker threads for large bodies
@@ -81,18 +88,41 @@ class RecentItems:
         with self._lock:
             return self._last.get(key)
 
-    def _keep(self, key: Hashable, entry: _Entry) -> None:
+    def _candidates(self, fmt: str, body: bytes) -> list[_Entry]:
+        """The kept bodies ``body`` may continue (they begin alike), newest first."""
         with self._lock:
-            old = self._last.pop(key, None)
-            if old is not None:
-                self._held -= old.size
+            keys = self._bodies.get((fmt, body[:PROBE]))
+            if keys is None:
+                return []
+            found = (self._last.get(key) for key in reversed(keys))
+            return [entry for entry in found if entry is not None and entry.ends]
+
+    def _keep(self, fmt: str, key: Hashable, entry: _Entry) -> None:
+        with self._lock:
+            self._drop(key)
             if entry.size > self._max:
                 return
             self._last[key] = entry
             self._held += entry.size
+            if entry.ends:  # kept with its body
+                keys = self._bodies.setdefault((fmt, entry.body[:PROBE]), OrderedDict())
+                keys[key] = None
+                if len(keys) > CANDIDATES:
+                    keys.popitem(last=False)
             while self._held > self._max:
-                _, dropped = self._last.popitem(last=False)
-                self._held -= dropped.size
+                self._drop(next(iter(self._last)))
+
+    def _drop(self, key: Hashable) -> None:
+        old = self._last.pop(key, None)
+        if old is None:
+            return
+        self._held -= old.size
+        probe = (old.fmt, old.body[:PROBE])
+        keys = self._bodies.get(probe)
+        if keys is not None:
+            keys.pop(key, None)
+            if not keys:
+                del self._bodies[probe]
 
     def __len__(self) -> int:
         return len(self._last)
@@ -120,6 +150,37 @@ class Reuse:
     _derived: list[Any] = field(default_factory=list)
     _facts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
+    def load(self, body: bytes, key: str) -> dict[str, Any] | None:
+        """``body`` parsed, when it begins as a body kept from a recent request does, up to
+        that request's leading items at least: the items the two share byte for byte are that
+        request's objects, and only the rest of the body is parsed (the body with those items
+        cut out). None when no kept body begins so, or when the body is not its payload
+        written out (then it is parsed whole and ``match`` compares its items)."""
+        for entry in self.recent._candidates(self.fmt, body):
+            lead = entry.at + entry.ends[min(LEADING, len(entry.ends)) - 1]
+            if len(body) <= lead or not body.startswith(memoryview(entry.body)[:lead]):
+                continue
+            known = _common(body, entry.at, entry, len(entry.ends))
+            cut = entry.at + entry.ends[known - 1]
+            after = cut + 1 if body.startswith(b",", cut) else cut  # the next item, or "]"
+            try:
+                payload = orjson.loads(body[: entry.at] + body[after:])
+            except orjson.JSONDecodeError:
+                return None  # parsed whole, for the error
+            if type(payload) is not dict or type(payload.get(key)) is not list:
+                return None
+            items = payload[key] = entry.items[:known] + payload[key]
+            ends = None
+            if _head_length(body, payload, key) == entry.at:
+                ends = _written_after(body, payload, key, entry.at, entry.ends[:known])
+            if ends is None:  # a key twice, say: parsed whole
+                return None
+            self._key, self._earlier = entry.key, entry
+            self._found(body, entry.at, ends, known)
+            self._parsed = list(items)
+            return payload
+        return None
+
     def match(self, body: bytes, payload: dict[str, Any], key: str) -> int:
         """Replace the leading items of ``payload[key]`` (a list) whose JSON is the last
         request's by its objects; how many were. What the next request compares with is kept:
@@ -140,44 +201,25 @@ class Reuse:
         those whose bytes are the last request's, and every other item, and the keys after,
         are found written where they must be. False (and nothing done) for any other body."""
         items = payload[key]
-        try:
-            head = _head(payload, key)
-        except orjson.JSONEncodeError:
+        at = _head_length(body, payload, key)
+        if at is None:
             return False
-        if not body.startswith(head):
-            return False
-        at = len(head)
         n = min(len(items), len(earlier.ends)) if earlier is not None else 0
         known = _common(body, at, earlier, n) if earlier is not None and n else 0
-        ends = earlier.ends[:known] if earlier is not None else []
-        cursor = at + (ends[-1] if ends else 0)
-        for i in range(known, len(items)):
-            item = items[i]
-            if type(item) is not dict:  # an object's bytes end it; a number's do not
-                return False
-            if i:
-                if not body.startswith(b",", cursor):
-                    return False
-                cursor += 1
-            try:
-                raw = orjson.dumps(item)
-            except orjson.JSONEncodeError:
-                return False
-            if not body.startswith(raw, cursor):
-                return False
-            cursor += len(raw)
-            ends.append(cursor - at)
-        try:
-            tail = _tail(payload, key)
-        except orjson.JSONEncodeError:
-            return False
-        if len(body) != cursor + len(tail) or not body.startswith(tail, cursor):
+        first = earlier.ends[:known] if earlier is not None else []
+        ends = _written_after(body, payload, key, at, first)
+        if ends is None:
             return False
         if earlier is not None and known:
             items[:known] = earlier.items[:known]
+        self._found(body, at, ends, known)
+        return True
+
+    def _found(self, body: bytes, at: int, ends: list[int], known: int) -> None:
+        """The body is its payload written out, its items ending at ``ends`` (from ``at``), the
+        first ``known`` of them the last request's objects."""
         self.known, self.known_bytes, self.written = known, ends[known - 1] if known else 0, True
         self._body, self._at, self._ends, self._raw = body, at, ends, None
-        return True
 
     def _match_items(self, items: list[Any], earlier: _Entry | None) -> None:
         """The match item by item: each one written and compared with the last request's."""
@@ -240,14 +282,59 @@ class Reuse:
         if items is None or self._key is None or len(items) != len(self._parsed):
             return
         same = [a is b for a, b in zip(items, self._parsed, strict=True)]
+        kept = list(items)
         if self._raw is not None:
-            raw = [r if kept else b"" for r, kept in zip(self._raw, same, strict=True)]
-            entry = _Entry(list(items), raw, b"", 0, [], self._derived, 2 * size, self._facts)
+            raw = [r if same else b"" for r, same in zip(self._raw, same, strict=True)]
+            entry = _Entry(kept, raw, b"", 0, [], self._derived, 2 * size, self._facts)
         else:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
-            entry = _Entry(list(items), None, body, at, ends, derived, 2 * size, self._facts)
-        self.recent._keep(self._key, entry)
+            entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
+        entry.key, entry.fmt = self._key, self.fmt
+        self.recent._keep(self.fmt, self._key, entry)
+
+
+def _head_length(body: bytes, payload: dict[str, Any], key: str) -> int | None:
+    """Where the items of ``payload[key]`` begin in ``body`` when it begins as orjson writes
+    the payload; None when it does not."""
+    try:
+        head = _head(payload, key)
+    except orjson.JSONEncodeError:
+        return None
+    return len(head) if body.startswith(head) else None
+
+
+def _written_after(
+    body: bytes, payload: dict[str, Any], key: str, at: int, ends: list[int]
+) -> list[int] | None:
+    """Where each item of ``payload[key]`` ends in ``body`` (from ``at``), given where the
+    first ones end (``ends``, extended in place), when the rest of the body, from there on, is
+    orjson's writing of the rest of the payload; None when it is not."""
+    items = payload[key]
+    cursor = at + (ends[-1] if ends else 0)
+    for i in range(len(ends), len(items)):
+        item = items[i]
+        if type(item) is not dict:  # an object's bytes end it; a number's do not
+            return None
+        if i:
+            if not body.startswith(b",", cursor):
+                return None
+            cursor += 1
+        try:
+            raw = orjson.dumps(item)
+        except orjson.JSONEncodeError:
+            return None
+        if not body.startswith(raw, cursor):
+            return None
+        cursor += len(raw)
+        ends.append(cursor - at)
+    try:
+        tail = _tail(payload, key)
+    except orjson.JSONEncodeError:
+        return None
+    if len(body) != cursor + len(tail) or not body.startswith(tail, cursor):
+        return None
+    return ends
 
 
 def _head(payload: dict[str, Any], key: str) -> bytes:

@@ -24,7 +24,7 @@ from proxy.formats.base import (
     View,
     check_request_basics,
     check_writable,
-    load_json,
+    load_items,
     lowered,
     reject_duplicate_keys,
     text_parts,
@@ -59,15 +59,12 @@ class ResponsesFormat:
     messages_param = "input"
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
-        payload = load_json(body)
-        items = payload.get("input")
-        known = 0
-        if reuse is not None and isinstance(items, list):
-            known = reuse.match(body, payload, "input")
+        payload, known = load_items(body, "input", reuse)
         check_writable(body, payload, reuse)
         check_request_basics(payload)
         if "input" not in payload:
             raise BadRequest("'input' is required", param="input")
+        items = payload["input"]
         facts = reuse.per_item(facts_of) if reuse is not None else facts_of
         check_input(items, self.stateful(payload), known, facts)
         instructions = payload.get("instructions")

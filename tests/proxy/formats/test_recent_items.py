@@ -298,8 +298,9 @@ def test_a_run_the_next_request_continues_is_viewed_again() -> None:
 
 def test_a_compact_body_is_compared_on_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A body written as orjson writes it: the items its last request sent are found on the
-    body's bytes, only the new ones are written (to find where they end), and the body needs
-    no write-back or duplicate-key check; one with spaces has every item written."""
+    body's bytes, only the rest of the body is parsed, only the new items are written (to find
+    where they end), and the body needs no write-back or duplicate-key check; one with spaces
+    is parsed whole and has every item written."""
     from proxy.formats import recent as module
 
     items: list[Any] = [{"role": "user", "content": f"step {n}"} for n in range(40)]
@@ -310,18 +311,25 @@ def test_a_compact_body_is_compared_on_its_bytes(monkeypatch: pytest.MonkeyPatch
     CHAT.view(first, reuse)
     reuse.commit(100)
     written: list[Any] = []
-    real = orjson.dumps
+    parsed: list[int] = []
+    real, read = orjson.dumps, orjson.loads
 
     def dumps(value: Any, *args: Any) -> bytes:
         written.append(value)
         return real(value, *args)
 
+    def loads(value: bytes) -> Any:
+        parsed.append(len(value))
+        return read(value)
+
     monkeypatch.setattr(module.orjson, "dumps", dumps)
+    monkeypatch.setattr(module.orjson, "loads", loads)
     grown = [*items, {"role": "assistant", "content": "done"}]
     reuse = recent.begin("chat")
     payload = CHAT.parse(chat_body(grown), reuse)
     assert (reuse.known, reuse.written) == (40, True)
     assert [w for w in written if w in grown] == [grown[-1]]  # the new item alone
+    assert parsed == [len(chat_body([grown[-1]]))]  # the body without the items it shares
     assert all(a is b for a, b in zip(payload["messages"], first["messages"], strict=False))
     CHAT.view(payload, reuse)
     reuse.commit(100)
@@ -331,3 +339,16 @@ def test_a_compact_body_is_compared_on_its_bytes(monkeypatch: pytest.MonkeyPatch
     CHAT.parse(spaced.encode(), reuse)
     assert (reuse.known, reuse.written) == (41, False)
     assert len([w for w in written if isinstance(w, dict) and "role" in w]) == 42
+
+
+def test_an_edit_of_the_same_length_past_the_leading_items_is_seen() -> None:
+    """The body's length and its first items are the last request's; one later item says
+    something else in as many bytes: that item is parsed, not taken from the last request."""
+    recent = RecentItems()
+    items: list[Any] = [{"role": "user", "content": f"step {n}"} for n in range(6)]
+    assert outcome(CHAT, chat_body(items), recent)[0] == "view"
+    items[4] = {"role": "user", "content": "step X"}
+    reuse = recent.begin("chat")
+    payload = CHAT.parse(chat_body(items), reuse)
+    assert reuse.known == 4
+    assert payload["messages"] == items
