@@ -51,12 +51,17 @@ class RecentCounts:
         if last is None or last.counter is not counter:
             return []
         same = list(map(is_, messages, last.messages))  # as far as the shorter goes
-        try:
-            n = same.index(False)
-        except ValueError:
-            n = len(same)
-        while n < len(same) and _same_json(messages[n], last.messages[n]):
-            n += 1
+        n = 0
+        while n < len(same):  # from one message that is not the same object to the next
+            try:
+                i = same.index(False, n)
+            except ValueError:
+                n = len(same)
+                break
+            if not _same_json(messages[i], last.messages[i]):
+                n = i
+                break
+            n = i + 1
         counts = last.counts[:n]
         memo.seed_many(messages[:n], counts)
         return counts
