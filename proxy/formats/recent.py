@@ -22,9 +22,11 @@ payload written out. Any other body has every item written and compared.
 Sharing the objects between requests is sound because nothing changes a parsed item or a view
 message in place: the engine and the formats' writers make new ones.
 
-A conversation's entry is found by a fingerprint of its format and first items: two
-conversations that begin alike share one (each request checks every item it reuses; sharing
-costs only the reuse). Held for the most recent conversations, at most ``MAX_BYTES`` in all.
+A conversation's entry is found by a fingerprint of its format, its caller (a team, or in
+passthrough one credential: another caller's entries are never looked at, so no answer comes
+faster for what someone else sent) and its first items: two conversations of one caller that
+begin alike share one (each request checks every item it reuses; sharing costs only the
+reuse). Held for the most recent conversations, at most ``MAX_BYTES`` in all.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class _Entry:
     size: int
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
     key: Hashable = None  # its place in RecentItems
-    fmt: str = ""
+    space: Hashable = None  # its format and caller (see RecentItems.begin)
 
     def raw_of(self, i: int) -> bytes | None:
         """The ``i``-th item's JSON; None when it is not kept."""
@@ -75,29 +77,31 @@ class RecentItems:
         self._last: OrderedDict[Hashable, _Entry] = OrderedDict()
         # The entries kept with their bodies, by format and their bodies' first PROBE bytes:
         # where a body is looked for before it is parsed (Reuse.load)
-        self._bodies: dict[tuple[str, bytes], OrderedDict[Hashable, None]] = {}
+        self._bodies: dict[tuple[Hashable, bytes], OrderedDict[Hashable, None]] = {}
         self._held = 0
         self._max = max_bytes
         self._lock = threading.Lock()  # build_request runs in worker threads for large bodies
 
-    def begin(self, fmt: str) -> Reuse:
-        """One request's use of the memory (see ``Reuse``)."""
-        return Reuse(self, fmt)
+    def begin(self, fmt: str, caller: Hashable = "") -> Reuse:
+        """One request's use of the memory (see ``Reuse``), by ``caller``: its requests reuse
+        only what its own requests sent (another team's would answer in less time, telling
+        it what they sent)."""
+        return Reuse(self, fmt, caller)
 
     def _find(self, key: Hashable) -> _Entry | None:
         with self._lock:
             return self._last.get(key)
 
-    def _candidates(self, fmt: str, body: bytes) -> list[_Entry]:
+    def _candidates(self, space: Hashable, body: bytes) -> list[_Entry]:
         """The kept bodies ``body`` may continue (they begin alike), newest first."""
         with self._lock:
-            keys = self._bodies.get((fmt, body[:PROBE]))
+            keys = self._bodies.get((space, body[:PROBE]))
             if keys is None:
                 return []
             found = (self._last.get(key) for key in reversed(keys))
             return [entry for entry in found if entry is not None and entry.ends]
 
-    def _keep(self, fmt: str, key: Hashable, entry: _Entry) -> None:
+    def _keep(self, key: Hashable, entry: _Entry) -> None:
         with self._lock:
             self._drop(key)
             if entry.size > self._max:
@@ -105,7 +109,7 @@ class RecentItems:
             self._last[key] = entry
             self._held += entry.size
             if entry.ends:  # kept with its body
-                keys = self._bodies.setdefault((fmt, entry.body[:PROBE]), OrderedDict())
+                keys = self._bodies.setdefault((entry.space, entry.body[:PROBE]), OrderedDict())
                 keys[key] = None
                 if len(keys) > CANDIDATES:
                     keys.popitem(last=False)
@@ -117,7 +121,7 @@ class RecentItems:
         if old is None:
             return
         self._held -= old.size
-        probe = (old.fmt, old.body[:PROBE])
+        probe = (old.space, old.body[:PROBE])
         keys = self._bodies.get(probe)
         if keys is not None:
             keys.pop(key, None)
@@ -136,6 +140,7 @@ class Reuse:
 
     recent: RecentItems
     fmt: str
+    caller: Hashable = ""
     known: int = 0  # the leading items that are the last request's objects
     known_bytes: int = 0  # their JSON's bytes
     written: bool = False  # the body is, byte for byte, orjson's writing of its payload
@@ -156,7 +161,7 @@ class Reuse:
         request's objects, and only the rest of the body is parsed (the body with those items
         cut out). None when no kept body begins so, or when the body is not its payload
         written out (then it is parsed whole and ``match`` compares its items)."""
-        for entry in self.recent._candidates(self.fmt, body):
+        for entry in self.recent._candidates((self.fmt, self.caller), body):
             lead = entry.at + entry.ends[min(LEADING, len(entry.ends)) - 1]
             if len(body) <= lead or not body.startswith(memoryview(entry.body)[:lead]):
                 continue
@@ -186,7 +191,7 @@ class Reuse:
         request's by its objects; how many were. What the next request compares with is kept:
         where the items are in ``body``, or each one's JSON."""
         items = payload[key]
-        self._key = (self.fmt, *(_fingerprint(item) for item in items[:LEADING]))
+        self._key = (self.fmt, self.caller, *(_fingerprint(item) for item in items[:LEADING]))
         earlier = self._earlier = self.recent._find(self._key)
         if not self._match_bytes(body, payload, key, earlier):
             self._match_items(items, earlier)
@@ -290,8 +295,8 @@ class Reuse:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
             entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
-        entry.key, entry.fmt = self._key, self.fmt
-        self.recent._keep(self.fmt, self._key, entry)
+        entry.key, entry.space = self._key, (self.fmt, self.caller)
+        self.recent._keep(self._key, entry)
 
 
 def _head_length(body: bytes, payload: dict[str, Any], key: str) -> int | None:

@@ -352,3 +352,41 @@ def test_an_edit_of_the_same_length_past_the_leading_items_is_seen() -> None:
     payload = CHAT.parse(chat_body(items), reuse)
     assert reuse.known == 4
     assert payload["messages"] == items
+
+
+def test_one_callers_items_are_not_reused_for_another() -> None:
+    """Two teams send the same conversation: neither reuses what the other sent (its request
+    would be answered sooner, telling it what another team sends)."""
+    recent = RecentItems()
+    items: list[Any] = [{"role": "user", "content": f"step {n}"} for n in range(6)]
+    for caller, known in (("a", 0), ("b", 0), ("a", 6), ("b", 6)):
+        reuse = recent.begin("chat", caller)
+        payload = CHAT.parse(chat_body(items), reuse)
+        assert reuse.known == known, caller
+        CHAT.view(payload, reuse)
+        reuse.commit(100)
+    spaced = json.dumps({"model": "m", "messages": items}).encode()  # compared item by item
+    for caller, known in (("c", 0), ("d", 0), ("c", 6)):
+        reuse = recent.begin("chat", caller)
+        payload = CHAT.parse(spaced, reuse)
+        assert reuse.known == known, caller
+        CHAT.view(payload, reuse)
+        reuse.commit(100)
+
+
+def test_the_proxy_keeps_each_teams_items_apart() -> None:
+    from starlette.datastructures import Headers
+
+    from proxy.config.settings import load_settings
+    from proxy.edge.auth import Principal
+    from proxy.edge.intake import build_request
+    from proxy.edge.runtime import build_models
+
+    settings = load_settings(None, models={"m": {"context_window": 8000}}, teams={"b": {}})
+    models = build_models(settings)
+    recent = RecentItems()
+    body = chat_body([{"role": "user", "content": f"step {n}"} for n in range(6)])
+    for team, reuses in (("default", False), ("b", False), ("default", True), ("b", True)):
+        who = Principal(team, settings.teams[team], forward_client_auth=False)
+        req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
+        assert (req.reused > 0) == reuses, team
