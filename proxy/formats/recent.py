@@ -60,6 +60,7 @@ class _Entry:
     size: int
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
     key: Hashable = None  # its place in RecentItems
+    view: Any = None  # what the view made of all of its items together (see Reuse.whole)
     space: Hashable = None  # its format and caller (see RecentItems.begin)
 
     def raw_of(self, i: int) -> bytes | None:
@@ -154,6 +155,7 @@ class Reuse:
     _items: list[Any] | None = None
     _derived: list[Any] = field(default_factory=list)
     _facts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    _view: Any = None
 
     def load(self, body: bytes, key: str) -> dict[str, Any] | None:
         """``body`` parsed, when it begins as a body kept from a recent request does, up to
@@ -260,6 +262,22 @@ class Reuse:
         """What the view made of the ``i``-th item, for the next request."""
         self._derived[i] = value
 
+    def whole(self) -> Any:
+        """What the last request's view made of all of its items together (``made_whole``),
+        when every one of them is among the leading items this request shares with it: the
+        request only appends. The per-item values and facts of those items are carried over
+        for the next request, as if this view had made them again."""
+        entry = self._earlier
+        if entry is None or entry.view is None or self.known != len(entry.items) or not entry.items:
+            return None
+        self._derived[: self.known] = entry.derived[: self.known]
+        self._facts.update(entry.facts)
+        return entry.view
+
+    def made_whole(self, value: Any) -> None:
+        """What the view made of all of the items together, for the next request."""
+        self._view = value
+
     def per_item(self, make: Callable[[Any], T]) -> Callable[[Any], T]:
         """``make`` (what a format reads off one item, the same for equal items), remembered
         per item object for this request and found again by the next one for the objects it
@@ -295,7 +313,7 @@ class Reuse:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
             entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
-        entry.key, entry.space = self._key, (self.fmt, self.caller)
+        entry.key, entry.space, entry.view = self._key, (self.fmt, self.caller), self._view
         self.recent._keep(self._key, entry)
 
 

@@ -15,6 +15,7 @@ by its JSON text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -37,6 +38,7 @@ from proxy.formats.responses_items import (
     SHOWN,
     TEXT_OUTPUTS,
     TEXT_PARTS,
+    Facts,
     Kind,
     answered_key,
     call_keys,
@@ -139,13 +141,13 @@ RESPONSES = ResponsesFormat()
 
 def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Message]:
     facts = reuse.per_item(facts_of) if reuse is not None else facts_of
-    table = [facts(i) for i in items]  # each item's kind and ids, found once
-    pairs = [(item, f[0]) for item, f in zip(items, table, strict=True)]
-    answered = {f[2] for f in table if f[0] == "output"}
-    visible = {k for f in table for k in f[1]}
     if reuse is not None:
         reuse.viewing(items)
-    out: list[Message] = []
+    first, out, answered, visible = _continued(items, reuse, facts)
+    table = [facts(i) for i in items[first:]]  # each item's kind and ids, found once
+    pairs = [(item, f[0]) for item, f in zip(items[first:], table, strict=True)]
+    answered |= {f[2] for f in table if f[0] == "output"}
+    visible |= {k for f in table for k in f[1]}
     run: list[dict[str, Any]] = []
     run_kinds: list[Kind] = []
     start = 0  # the index of the run's first item
@@ -172,7 +174,7 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
         run.clear()
         run_kinds.clear()
 
-    for i, (item, kind) in enumerate(pairs):
+    for i, (item, kind) in enumerate(pairs, first):
         if kind in ("call", "assistant") or (kind == "message" and item["role"] == "assistant"):
             if not run:
                 start = i
@@ -209,8 +211,33 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
             out.append({"role": role, "content": None, SOURCE: [item]})
             if item.get("type") == "item_reference" and role == "assistant":
                 reference = out[-1]
+    if reuse is not None:  # what the next request may continue from: no run or reference open
+        ended = not run and reference is None
+        reuse.made_whole((tuple(out), frozenset(answered), frozenset(visible)) if ended else None)
     close_run()
     return out
+
+
+def _continued(
+    items: list[dict[str, Any]], reuse: Reuse | None, facts: Callable[[Any], Facts]
+) -> tuple[int, list[Message], set[str | None], set[str]]:
+    """Where lowering ``items`` starts, the messages before, and the outputs' and calls' ids
+    so far. A request that only appends to its conversation's last one starts after that
+    one's items, from its messages, when what they say cannot change: nothing new answers one
+    of their calls (a run names the calls that have outputs) and nothing new is a call one of
+    their outputs answers (an output whose call is not in the input stands with the
+    reference before it). Else from the start."""
+    whole = reuse.whole() if reuse is not None else None
+    if whole is None:
+        return 0, [], set(), set()
+    assert reuse is not None
+    done, answered, visible = whole
+    new = [facts(i) for i in items[reuse.known :]]
+    if any(f[2] in visible for f in new if f[0] == "output") or any(
+        k in answered for f in new for k in f[1]
+    ):
+        return 0, [], set(), set()
+    return reuse.known, list(done), set(answered), set(visible)
 
 
 def _same(a: tuple[Any, ...], b: list[Any]) -> bool:

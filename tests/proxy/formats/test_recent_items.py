@@ -390,3 +390,34 @@ def test_the_proxy_keeps_each_teams_items_apart() -> None:
         who = Principal(team, settings.teams[team], forward_client_auth=False)
         req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
         assert (req.reused > 0) == reuses, team
+
+
+def test_a_responses_request_that_appends_continues_the_last_view() -> None:
+    """An agent's next step only appends: the view of the items before is the last one's, the
+    very messages; what the new items could change in it makes it start afresh: an output for
+    a call the last request left unanswered, an output after a reference that stands for
+    stored calls."""
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "text"}
+    asked = {"type": "mcp_approval_request", "id": "a1", "name": "rm", "arguments": "{}"}
+    approved = {"type": "mcp_approval_response", "approval_request_id": "a1", "approve": True}
+    reference = {"type": "item_reference", "id": "msg_1"}
+    stored = {"type": "function_call_output", "call_id": "c7", "output": "x"}
+    more = {"type": "function_call_output", "call_id": "c8", "output": "y"}
+    user = [{"role": "user", "content": f"step {n}"} for n in range(4)]
+    for first, then, whole in (
+        ([user[0], call, output, user[1]], [user[2]], True),
+        ([user[0], asked, user[1]], [approved, user[2]], False),
+        ([user[0], call, output, reference, stored], [more], False),
+    ):
+        recent = RecentItems()
+        reuse = recent.begin("responses")
+        view = RESPONSES.view(RESPONSES.parse(responses_body(first), reuse), reuse)
+        reuse.commit(100)
+        body = responses_body([*first, *then])
+        assert outcome(RESPONSES, body, RecentItems()) == outcome(RESPONSES, body, None)
+        reuse = recent.begin("responses")
+        again = RESPONSES.view(RESPONSES.parse(body, reuse), reuse)
+        shared = [a is b for a, b in zip(again.messages[1:], view.messages[1:], strict=False)]
+        assert all(shared) == whole, (first, then)
+        assert RESPONSES.view(RESPONSES.parse(body, None), None).messages == again.messages
