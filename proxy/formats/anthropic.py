@@ -149,26 +149,65 @@ ANTHROPIC = AnthropicFormat()
 
 
 def _lower(messages: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Message]:
-    answered = {
+    if reuse is not None:
+        reuse.viewing(messages)
+    first, out, answered, uses = _continued(messages, reuse)
+    answered |= _results(messages[first:])
+    for i in range(first, len(messages)):
+        m = messages[i]
+        # A message's view depends on nothing else but which of its tool uses have results.
+        mine = _answered_uses(m, answered)
+        made = reuse.earlier(i, m) if reuse is not None else None
+        if made is None or made[0] != mine:
+            made = (mine, _lower_one(m, answered))
+        out += made[1]
+        if reuse is not None:
+            reuse.made(i, made)
+    if reuse is not None:
+        uses |= _uses(messages[first:])
+        reuse.made_whole((tuple(out), frozenset(answered), frozenset(uses)))
+    return out
+
+
+def _continued(
+    messages: list[dict[str, Any]], reuse: Reuse | None
+) -> tuple[int, list[Message], set[Any], set[Any]]:
+    """Where lowering ``messages`` starts, the view messages before, and the tool results'
+    and uses' ids so far. A request that only appends to its conversation's last one starts
+    after that one's messages, from its view, unless a new result answers one of their tool
+    uses (an assistant message names its answered uses) or a new use is one their results
+    answer. Else from the start."""
+    whole = reuse.whole() if reuse is not None else None
+    if whole is None:
+        return 0, [], set(), set()
+    assert reuse is not None
+    done, answered, uses = whole
+    new = messages[reuse.known :]
+    if not _results(new).isdisjoint(uses) or not _uses(new).isdisjoint(answered):
+        return 0, [], set(), set()
+    return reuse.known, list(done), set(answered), set(uses)
+
+
+def _results(messages: list[dict[str, Any]]) -> set[Any]:
+    """The ids of the tool uses the tool results in ``messages`` answer."""
+    return {
         b.get("tool_use_id")
         for m in messages
         if m["role"] == "user" and isinstance(m["content"], list)
         for b in m["content"]
         if b.get("type") == "tool_result"
     }
-    if reuse is not None:
-        reuse.viewing(messages)
-    out: list[Message] = []
-    for i, m in enumerate(messages):
-        # A message's view depends on nothing else but which of its tool uses have results.
-        uses = _answered_uses(m, answered)
-        made = reuse.earlier(i, m) if reuse is not None else None
-        if made is None or made[0] != uses:
-            made = (uses, _lower_one(m, answered))
-        out += made[1]
-        if reuse is not None:
-            reuse.made(i, made)
-    return out
+
+
+def _uses(messages: list[dict[str, Any]]) -> set[Any]:
+    """The ids of the tool uses in ``messages``."""
+    return {
+        b.get("id")
+        for m in messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    }
 
 
 def _answered_uses(m: dict[str, Any], answered: set[Any]) -> tuple[bool, ...]:

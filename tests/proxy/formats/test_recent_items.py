@@ -421,3 +421,46 @@ def test_a_responses_request_that_appends_continues_the_last_view() -> None:
         shared = [a is b for a, b in zip(again.messages[1:], view.messages[1:], strict=False)]
         assert all(shared) == whole, (first, then)
         assert RESPONSES.view(RESPONSES.parse(body, None), None).messages == again.messages
+
+
+def test_a_messages_request_that_appends_continues_the_last_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As in Responses: the view of the messages before is the last one's, and only the new
+    messages are looked at, unless a new tool use is one the earlier results answer (ids used
+    twice)."""
+    from proxy.formats import anthropic as module
+
+    def use(n: int) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": f"t{n}", "name": "run", "input": {}}
+        return {"role": "assistant", "content": [block]}
+
+    def result(n: int) -> dict[str, Any]:
+        block = {"type": "tool_result", "tool_use_id": f"t{n}", "content": "ok"}
+        return {"role": "user", "content": [block]}
+
+    looked: list[Any] = []
+    real = module._answered_uses
+
+    def answered_uses(m: dict[str, Any], answered: set[Any]) -> tuple[bool, ...]:
+        looked.append(m)
+        return real(m, answered)
+
+    monkeypatch.setattr(module, "_answered_uses", answered_uses)
+    task = {"role": "user", "content": "go"}
+    for first, then, whole in (
+        ([task, use(1), result(1)], [use(2), result(2)], True),
+        ([task, use(1), result(1)], [use(1), result(1)], False),  # a use answered before
+    ):
+        recent = RecentItems()
+        reuse = recent.begin("anthropic")
+        view = ANTHROPIC.view(ANTHROPIC.parse(anthropic_body(first), reuse), reuse)
+        reuse.commit(100)
+        body = anthropic_body([*first, *then])
+        assert outcome(ANTHROPIC, body, RecentItems()) == outcome(ANTHROPIC, body, None)
+        reuse = recent.begin("anthropic")
+        looked.clear()
+        again = ANTHROPIC.view(ANTHROPIC.parse(body, reuse), reuse)
+        assert len(looked) == (len(then) if whole else len(first) + len(then))
+        assert all(a is b for a, b in zip(again.messages[1:4], view.messages[1:4], strict=True))
+        assert ANTHROPIC.view(ANTHROPIC.parse(body, None), None).messages == again.messages
