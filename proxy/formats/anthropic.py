@@ -190,23 +190,21 @@ def _continued(
 
 def _results(messages: list[dict[str, Any]]) -> set[Any]:
     """The ids of the tool uses the tool results in ``messages`` answer."""
-    return {
-        b.get("tool_use_id")
-        for m in messages
-        if m["role"] == "user" and isinstance(m["content"], list)
-        for b in m["content"]
-        if b.get("type") == "tool_result"
-    }
+    return _block_ids(messages, "user", "tool_result", "tool_use_id")
 
 
 def _uses(messages: list[dict[str, Any]]) -> set[Any]:
     """The ids of the tool uses in ``messages``."""
+    return _block_ids(messages, "assistant", "tool_use", "id")
+
+
+def _block_ids(messages: list[dict[str, Any]], role: str, kind: str, key: str) -> set[Any]:
     return {
-        b.get("id")
+        b.get(key)
         for m in messages
-        if m["role"] == "assistant" and isinstance(m["content"], list)
+        if m["role"] == role and isinstance(m["content"], list)
         for b in m["content"]
-        if b.get("type") == "tool_use"
+        if b.get("type") == kind
     }
 
 

@@ -410,17 +410,29 @@ def test_a_responses_request_that_appends_continues_the_last_view() -> None:
         ([user[0], asked, user[1]], [approved, user[2]], False),
         ([user[0], call, output, reference, stored], [more], False),
     ):
-        recent = RecentItems()
-        reuse = recent.begin("responses")
-        view = RESPONSES.view(RESPONSES.parse(responses_body(first), reuse), reuse)
-        reuse.commit(100)
-        body = responses_body([*first, *then])
-        assert outcome(RESPONSES, body, RecentItems()) == outcome(RESPONSES, body, None)
-        reuse = recent.begin("responses")
-        again = RESPONSES.view(RESPONSES.parse(body, reuse), reuse)
+        view, again = _appended(RESPONSES, responses_body, first, then)
         shared = [a is b for a, b in zip(again.messages[1:], view.messages[1:], strict=False)]
         assert all(shared) == whole, (first, then)
-        assert RESPONSES.view(RESPONSES.parse(body, None), None).messages == again.messages
+
+
+def _appended(
+    fmt: WireFormat, write: Any, first: list[Any], then: list[Any], mark: Any = None
+) -> tuple[View, View]:
+    """The views of a request and of the next one, ``then`` appended, made with the memory
+    (``mark`` is called right before the second); the second is the one made afresh."""
+    recent = RecentItems()
+    reuse = recent.begin(fmt.name)
+    view = fmt.view(fmt.parse(write(first), reuse), reuse)
+    reuse.commit(100)
+    body = write([*first, *then])
+    assert outcome(fmt, body, RecentItems()) == outcome(fmt, body, None)
+    afresh = fmt.view(fmt.parse(body, None), None).messages
+    if mark is not None:
+        mark()
+    reuse = recent.begin(fmt.name)
+    again = fmt.view(fmt.parse(body, reuse), reuse)
+    assert again.messages == afresh
+    return view, again
 
 
 def test_a_messages_request_that_appends_continues_the_last_view(
@@ -452,15 +464,6 @@ def test_a_messages_request_that_appends_continues_the_last_view(
         ([task, use(1), result(1)], [use(2), result(2)], True),
         ([task, use(1), result(1)], [use(1), result(1)], False),  # a use answered before
     ):
-        recent = RecentItems()
-        reuse = recent.begin("anthropic")
-        view = ANTHROPIC.view(ANTHROPIC.parse(anthropic_body(first), reuse), reuse)
-        reuse.commit(100)
-        body = anthropic_body([*first, *then])
-        assert outcome(ANTHROPIC, body, RecentItems()) == outcome(ANTHROPIC, body, None)
-        reuse = recent.begin("anthropic")
-        looked.clear()
-        again = ANTHROPIC.view(ANTHROPIC.parse(body, reuse), reuse)
+        view, again = _appended(ANTHROPIC, anthropic_body, first, then, looked.clear)
         assert len(looked) == (len(then) if whole else len(first) + len(then))
         assert all(a is b for a, b in zip(again.messages[1:4], view.messages[1:4], strict=True))
-        assert ANTHROPIC.view(ANTHROPIC.parse(body, None), None).messages == again.messages
