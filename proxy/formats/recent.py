@@ -59,7 +59,6 @@ class _Entry:
     derived: list[Any]  # per item, what the view made of it (None: nothing to reuse)
     size: int
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
-    key: Hashable = None  # its place in RecentItems
     view: Any = None  # what the view made of all of its items together (see Reuse.whole)
     space: Hashable = None  # its format and caller (see RecentItems.begin)
 
@@ -182,7 +181,7 @@ class Reuse:
                 ends = _written_after(body, payload, key, entry.at, entry.ends[:known])
             if ends is None:  # a key twice, say: parsed whole
                 return None
-            self._key, self._earlier = entry.key, entry
+            self._key, self._earlier = self._key_of(items), entry
             self._found(body, entry.at, ends, known)
             self._parsed = list(items)
             return payload
@@ -193,12 +192,16 @@ class Reuse:
         request's by its objects; how many were. What the next request compares with is kept:
         where the items are in ``body``, or each one's JSON."""
         items = payload[key]
-        self._key = (self.fmt, self.caller, *(_fingerprint(item) for item in items[:LEADING]))
+        self._key = self._key_of(items)
         earlier = self._earlier = self.recent._find(self._key)
         if not self._match_bytes(body, payload, key, earlier):
             self._match_items(items, earlier)
         self._parsed = list(items)
         return self.known
+
+    def _key_of(self, items: list[Any]) -> Hashable:
+        """The conversation's entry: its format, its caller and its first items."""
+        return (self.fmt, self.caller, *(_fingerprint(item) for item in items[:LEADING]))
 
     def _match_bytes(
         self, body: bytes, payload: dict[str, Any], key: str, earlier: _Entry | None
@@ -313,7 +316,7 @@ class Reuse:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
             entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
-        entry.key, entry.space, entry.view = self._key, (self.fmt, self.caller), self._view
+        entry.space, entry.view = (self.fmt, self.caller), self._view
         self.recent._keep(self._key, entry)
 
 
