@@ -9,7 +9,8 @@
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
     recent.py            each conversation's last request's items: the next request's equal
-                         leading items become those objects, checked and viewed once
+                         leading items become those objects, checked and viewed once;
+                         written.py: where a compact body holds its items, byte for byte
 
 A new format is a new adapter module and its tests: the request path
 (proxy/request/exchange.py), the planner, the budget rule, the overflow retry and the headers

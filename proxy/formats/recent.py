@@ -13,12 +13,13 @@ digest (proxy/request/conversations.py), its count (proxy/request/recent.py).
 The comparison is of the JSON each item is written as, not of the parsed values: ``1`` and
 ``true`` parse equal in Python, and the body is written again from these objects when trimmed.
 Most clients write compact JSON, as orjson does (JSON.stringify, serde_json, httpx). A body that
-is, byte for byte, orjson's writing of its payload is compared on its bytes alone: the items
-the two bodies' item arrays begin with, byte for byte, are the same JSON (a few memory
-compares over the whole body, found by bisecting the last request's item ends); only the
-other items are written, to check the body and find where they end for the next request. Such
-a body needs no duplicate-key scan nor a write-back check either (``written``): it *is* its
-payload written out. Any other body has every item written and compared.
+is, byte for byte, orjson's writing of its payload (proxy/formats/written.py) is compared on its
+bytes alone: the items the two bodies' item arrays begin with, byte for byte, are the same JSON
+(a few memory compares, bisecting the last request's item ends), and a body that begins as a
+kept one does is parsed without them; only the other items are written, to check the body and
+find where they end for the next request. Such a body needs no duplicate-key scan nor a
+write-back check either (``written``): it *is* its payload written out. Any other body is
+parsed whole and has every item written and compared.
 Sharing the objects between requests is sound because nothing changes a parsed item or a view
 message in place: the engine and the formats' writers make new ones.
 
@@ -38,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
+
+from proxy.formats.written import head_length, shared_items, written_after
 
 T = TypeVar("T")
 MAX_BYTES = 64 * 1024 * 1024
@@ -166,7 +169,7 @@ class Reuse:
             lead = entry.at + entry.ends[min(LEADING, len(entry.ends)) - 1]
             if len(body) <= lead or not body.startswith(memoryview(entry.body)[:lead]):
                 continue
-            known = _common(body, entry.at, entry, len(entry.ends))
+            known = shared_items(body, entry.at, entry.body, entry.at, entry.ends)
             cut = entry.at + entry.ends[known - 1]
             after = cut + 1 if body.startswith(b",", cut) else cut  # the next item, or "]"
             try:
@@ -177,8 +180,8 @@ class Reuse:
                 return None
             items = payload[key] = entry.items[:known] + payload[key]
             ends = None
-            if _head_length(body, payload, key) == entry.at:
-                ends = _written_after(body, payload, key, entry.at, entry.ends[:known])
+            if head_length(body, payload, key) == entry.at:
+                ends = written_after(body, payload, key, entry.at, entry.ends[:known])
             if ends is None:  # a key twice, say: parsed whole
                 return None
             self._key, self._earlier = self._key_of(items), entry
@@ -211,13 +214,17 @@ class Reuse:
         those whose bytes are the last request's, and every other item, and the keys after,
         are found written where they must be. False (and nothing done) for any other body."""
         items = payload[key]
-        at = _head_length(body, payload, key)
+        at = head_length(body, payload, key)
         if at is None:
             return False
         n = min(len(items), len(earlier.ends)) if earlier is not None else 0
-        known = _common(body, at, earlier, n) if earlier is not None and n else 0
+        known = (
+            shared_items(body, at, earlier.body, earlier.at, earlier.ends[:n])
+            if earlier is not None and n
+            else 0
+        )
         first = earlier.ends[:known] if earlier is not None else []
-        ends = _written_after(body, payload, key, at, first)
+        ends = written_after(body, payload, key, at, first)
         if ends is None:
             return False
         if earlier is not None and known:
@@ -318,93 +325,6 @@ class Reuse:
             entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
         entry.space, entry.view = (self.fmt, self.caller), self._view
         self.recent._keep(self._key, entry)
-
-
-def _head_length(body: bytes, payload: dict[str, Any], key: str) -> int | None:
-    """Where the items of ``payload[key]`` begin in ``body`` when it begins as orjson writes
-    the payload; None when it does not."""
-    try:
-        head = _head(payload, key)
-    except orjson.JSONEncodeError:
-        return None
-    return len(head) if body.startswith(head) else None
-
-
-def _written_after(
-    body: bytes, payload: dict[str, Any], key: str, at: int, ends: list[int]
-) -> list[int] | None:
-    """Where each item of ``payload[key]`` ends in ``body`` (from ``at``), given where the
-    first ones end (``ends``, extended in place), when the rest of the body, from there on, is
-    orjson's writing of the rest of the payload; None when it is not."""
-    items = payload[key]
-    cursor = at + (ends[-1] if ends else 0)
-    for i in range(len(ends), len(items)):
-        item = items[i]
-        if type(item) is not dict:  # an object's bytes end it; a number's do not
-            return None
-        if i:
-            if not body.startswith(b",", cursor):
-                return None
-            cursor += 1
-        try:
-            raw = orjson.dumps(item)
-        except orjson.JSONEncodeError:
-            return None
-        if not body.startswith(raw, cursor):
-            return None
-        cursor += len(raw)
-        ends.append(cursor - at)
-    try:
-        tail = _tail(payload, key)
-    except orjson.JSONEncodeError:
-        return None
-    if len(body) != cursor + len(tail) or not body.startswith(tail, cursor):
-        return None
-    return ends
-
-
-def _head(payload: dict[str, Any], key: str) -> bytes:
-    """How orjson writes ``payload`` up to the first item of its ``key`` array."""
-    before: dict[str, Any] = {}
-    for k, v in payload.items():
-        if k == key:
-            break
-        before[k] = v
-    written = orjson.dumps(before)[:-1]  # without its closing brace
-    return written + (b"," if before else b"") + orjson.dumps(key) + b":["
-
-
-def _tail(payload: dict[str, Any], key: str) -> bytes:
-    """How orjson writes ``payload`` from the closing bracket of its ``key`` array on."""
-    after: dict[str, Any] = {}
-    seen = False
-    for k, v in payload.items():
-        if seen:
-            after[k] = v
-        seen = seen or k == key
-    return b"]" + (b"," + orjson.dumps(after)[1:] if after else b"}")
-
-
-def _common(body: bytes, at: int, earlier: _Entry, n: int) -> int:
-    """How many of the ``n`` leading items of ``earlier`` are, byte for byte, the items
-    ``body``'s array begins with at ``at``: the same bytes from the array's start through an
-    item's end are the same items (bisected; all of them, the usual case, in one compare)."""
-    old = memoryview(earlier.body)
-    start, ends = earlier.at, earlier.ends
-
-    def same(i: int) -> bool:  # the first i items
-        return body.startswith(old[start : start + ends[i - 1]], at)
-
-    if same(n):
-        return n
-    low, high = 0, n  # same(low), not same(high)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if same(middle):
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 def _fingerprint(value: Any, depth: int = 0) -> Hashable:
