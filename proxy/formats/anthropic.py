@@ -51,14 +51,14 @@ class AnthropicFormat:
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         payload, known = load_items(body, "messages", reuse)
-        check_writable(body, payload, reuse)
+        written = check_writable(body, payload, reuse)
         check_request_basics(payload, anthropic=True)
         value = payload.get("max_tokens")
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise BadRequest("max_tokens: must be a positive integer", param="max_tokens")
         check_system(payload.get("system"))
         check_messages(payload.get("messages"), known)
-        reject_duplicate_keys(body, payload, reuse)
+        reject_duplicate_keys(body, payload, reuse, written)
         return payload
 
     def stateful(self, payload: dict[str, Any]) -> bool:

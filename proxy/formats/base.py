@@ -219,21 +219,28 @@ def load_items(body: bytes, key: str, reuse: Reuse | None) -> tuple[dict[str, An
     return payload, reuse.known
 
 
-def check_writable(body: bytes, payload: dict[str, Any], reuse: Reuse | None = None) -> None:
-    """400 when ``payload`` is nested deeper than orjson writes (see ``parse_json``). A body
-    the reuse found to be the payload written out (proxy/formats/recent.py) is not written
-    again."""
-    if reuse is not None and reuse.written:
-        return
-    if len(body) > MAX_DEPTH:  # else it cannot be that deep; writing is cheaper than counting
-        try:
-            orjson.dumps(payload)
-        except orjson.JSONEncodeError:
-            message = f"the request body is nested more than {MAX_DEPTH} levels deep"
-            raise BadRequest(message) from None
+def check_writable(
+    body: bytes, payload: dict[str, Any], reuse: Reuse | None = None
+) -> bytes | None:
+    """400 when ``payload`` is nested deeper than orjson writes (see ``parse_json``); the
+    payload written out, when it was (``reject_duplicate_keys`` compares it with the body). A
+    body the reuse found to be the payload written out (proxy/formats/recent.py) is not
+    written again."""
+    if (reuse is not None and reuse.written) or len(body) <= MAX_DEPTH:
+        return None  # a body that short cannot be that deep; writing is cheaper than counting
+    try:
+        return orjson.dumps(payload)
+    except orjson.JSONEncodeError:
+        message = f"the request body is nested more than {MAX_DEPTH} levels deep"
+        raise BadRequest(message) from None
 
 
-def reject_duplicate_keys(body: bytes, payload: dict[str, Any], reuse: Reuse | None = None) -> None:
+def reject_duplicate_keys(
+    body: bytes,
+    payload: dict[str, Any],
+    reuse: Reuse | None = None,
+    written: bytes | None = None,
+) -> None:
     """400 when a key the proxy acts on appears twice in one object: orjson keeps the last one
     while the upstream, given the original bytes, might take the first, so the proxy would check
     one ``model`` and forward another.
@@ -241,12 +248,15 @@ def reject_duplicate_keys(body: bytes, payload: dict[str, Any], reuse: Reuse | N
     Most clients send compact JSON (JSON.stringify, serde_json, httpx): a body that is exactly
     what orjson writes for the parsed payload holds no duplicate (it *is* the payload written
     out), and writing it is cheaper than scanning it; the reuse of a conversation's last items
-    may have found that already (``reuse.written``). Otherwise the exact check re-parses with
+    may have found that already (``reuse.written``), or ``check_writable`` written it
+    (``written``). Otherwise the exact check re-parses with
     the stdlib's hook, so it runs only when a cheap count says a duplicate is possible: a key
     spelled with an escape, or a watched key in the raw bytes more often than the parsed
     objects hold it (inside strings quotes are escaped, so ``"model"`` only matches a key or a
     whole string value). One regex pass counts every watched key."""
-    if (reuse is not None and reuse.written) or _written_back(payload) == body:
+    if reuse is not None and reuse.written:
+        return
+    if (written if written is not None else _written_back(payload)) == body:
         return
     if b"\\u" in body or _more_in_raw(body, payload):
         try:

@@ -66,7 +66,7 @@ def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
     leading messages an earlier request of the conversation sent as they are (and so passed
     these checks) are not checked again (proxy/formats/recent.py)."""
     payload, known = load_items(body, "messages", reuse)
-    check_writable(body, payload, reuse)
+    written = check_writable(body, payload, reuse)
     messages = payload.get("messages")
     model = payload.get("model")
     if not isinstance(model, str) or not model:
@@ -81,7 +81,7 @@ def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         raise BadRequest("'stream' must be a boolean", param="stream")
     _check_tools(payload.get("tools"))
     _check_functions(payload.get("functions"))
-    reject_duplicate_keys(body, payload, reuse)
+    reject_duplicate_keys(body, payload, reuse, written)
     return payload
 
 

@@ -62,7 +62,7 @@ class ResponsesFormat:
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         payload, known = load_items(body, "input", reuse)
-        check_writable(body, payload, reuse)
+        written = check_writable(body, payload, reuse)
         check_request_basics(payload)
         if "input" not in payload:
             raise BadRequest("'input' is required", param="input")
@@ -77,7 +77,7 @@ class ResponsesFormat:
             raise BadRequest("'max_output_tokens' must be an integer", param="max_output_tokens")
         if value is not None and value < 1:
             raise BadRequest("'max_output_tokens' must be positive", param="max_output_tokens")
-        reject_duplicate_keys(body, payload, reuse)
+        reject_duplicate_keys(body, payload, reuse, written)
         return payload
 
     def stateful(self, payload: dict[str, Any]) -> bool:
