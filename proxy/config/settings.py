@@ -129,7 +129,7 @@ class Settings(BaseSettings):
         description="browser origins that may make the proxy spend its keys; default none",
     )
     _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
-    upstream_client: Literal["aiohttp", "httpx"] = "aiohttp"
+    upstream_client: Literal["http1", "aiohttp", "httpx"] = "http1"
 
     @classmethod
     def settings_customise_sources(

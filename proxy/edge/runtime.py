@@ -177,4 +177,8 @@ def new_transport(settings: Settings, max_connections: int = 1024) -> Transport:
         return HttpxTransport(max_connections=max_connections)
     from proxy.upstreams.aiohttp_transport import AiohttpTransport
 
-    return AiohttpTransport(max_connections)
+    if settings.upstream_client == "aiohttp":
+        return AiohttpTransport(max_connections)
+    from proxy.upstreams.http1 import Http1Transport
+
+    return Http1Transport(max_connections, AiohttpTransport(max_connections))

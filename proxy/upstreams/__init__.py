@@ -3,6 +3,8 @@
 forwarding.py        an OpenAI-compatible upstream over one pooled client (httpx): headers
                      out, the answer relayed byte for byte, the error mapping every
                      transport shares
-aiohttp_transport.py the default transport, whose pool stays cheap under concurrency
+http1.py             the default transport: HTTP/1.1 on asyncio connections, answers parsed
+                     by httptools, a keep-alive pool per origin
+aiohttp_transport.py aiohttp (``upstream_client: aiohttp``; uploads and HEAD always)
 litellm_client.py    upstreams reached through ``litellm.acompletion`` (Bedrock, Gemini...)
 """

@@ -12,6 +12,7 @@ from proxy.config.catalog import Upstream
 from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.upstreams.aiohttp_transport import AiohttpTransport
 from proxy.upstreams.forwarding import HttpxTransport, Transport
+from proxy.upstreams.http1 import Http1Transport
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("make", [HttpxTransport, AiohttpTransport])
+@pytest.mark.parametrize("make", [HttpxTransport, AiohttpTransport, Http1Transport])
 async def test_one_error_mapping_for_every_transport(make: type[Transport], silent: int) -> None:
     transport = make()
     try:

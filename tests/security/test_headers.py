@@ -109,7 +109,7 @@ def test_session_memory_needs_the_teams_permission(
     assert capture.seen == []
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["http1", "aiohttp", "httpx"])
 def test_non_ascii_header_values_reach_the_upstream_byte_for_byte(
     transport: str, capture: Capture, make_proxy: ProxyFactory
 ) -> None:

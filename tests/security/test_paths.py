@@ -79,7 +79,7 @@ DOUBLE_ENCODED = [
 ]
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["http1", "aiohttp", "httpx"])
 @pytest.mark.parametrize("path", DOUBLE_ENCODED)
 def test_a_double_encoded_path_never_reaches_another_upstream_path(
     path: str, transport: str, capture: Capture, make_proxy: ProxyFactory
@@ -93,7 +93,7 @@ def test_a_double_encoded_path_never_reaches_another_upstream_path(
     assert capture.seen == []
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("transport", ["http1", "aiohttp", "httpx"])
 def test_the_upstream_sees_the_checked_path_encoded_once(
     transport: str, capture: Capture, make_proxy: ProxyFactory
 ) -> None:

@@ -1,0 +1,359 @@
+"""The default transport (proxy/upstreams/http1.py) against a scripted HTTP/1.1 server on
+127.0.0.1: keep-alive reuse, stale connections, every way an answer can end, time-outs,
+back-pressure and the in-flight limit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from proxy.config.catalog import Upstream
+from proxy.edge.errors import BadRequest, UpstreamUnavailable
+from proxy.upstreams import http1
+from proxy.upstreams.forwarding import Reply, is_event_stream
+from proxy.upstreams.http1 import Http1Transport
+
+# One request read from the connection: (head, body); None when the client closed it.
+Exchange = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[bool]]
+OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+
+
+class Server:
+    """Counts connections and requests; ``answer(reader, writer, n)`` answers request ``n``
+    (counted over all connections) and says whether to keep the connection."""
+
+    def __init__(self, answer: Exchange) -> None:
+        self.answer = answer
+        self.connections = 0
+        self.open = 0
+        self.most_open = 0
+        self.requests: list[bytes] = []
+        self.port = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length)
+                self.requests.append(head + body)
+                if not await self.answer(reader, writer, len(self.requests)):
+                    return
+        finally:
+            self.open -= 1
+            writer.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+@asynccontextmanager
+async def serving(answer: Exchange) -> AsyncIterator[Server]:
+    server = Server(answer)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    server.port = listener.sockets[0].getsockname()[1]
+    try:
+        yield server
+    finally:
+        listener.close()
+
+
+async def always(data: bytes, writer: asyncio.StreamWriter) -> bool:
+    writer.write(data)
+    await writer.drain()
+    return True
+
+
+async def post(
+    transport: Http1Transport, server: Server, body: bytes = b"{}", timeout: float = 30
+) -> Reply:
+    upstream = Upstream(base_url=server.url, timeout=timeout)
+    headers = [("content-type", "application/json")]
+    return await transport.send(upstream, "POST", f"{server.url}/chat/completions", headers, body)
+
+
+async def read(reply: Reply) -> bytes:
+    if reply.body is not None:
+        return reply.body
+    assert reply.stream is not None
+    return b"".join([chunk async for chunk in reply.stream])
+
+
+async def test_a_connection_serves_request_after_request() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        for _ in range(5):
+            reply = await post(transport, server)
+            assert (reply.status, reply.body) == (200, b"{}")
+        await transport.aclose()
+    assert server.connections == 1
+    head = server.requests[0]
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert f"host: 127.0.0.1:{server.port}\r\n".encode() in head
+    assert head.endswith(b"content-length: 2\r\n\r\n{}")
+
+
+async def test_a_keep_alive_connection_closed_unanswered_is_retried_once_on_a_new_one() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        if n == 2:  # the upstream drops its idle connection just as the request arrives
+            return False
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        assert (await post(transport, server)).status == 200
+        assert (await post(transport, server)).status == 200
+        await transport.aclose()
+    assert server.connections == 2
+    assert len(server.requests) == 3
+
+
+async def test_a_new_connection_closed_unanswered_is_not_retried() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return False
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        with pytest.raises(UpstreamUnavailable, match="closed the connection before answering"):
+            await post(transport, server)
+        await transport.aclose()
+    assert len(server.requests) == 1
+
+
+async def test_a_body_without_length_ends_with_the_connection() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n")
+        w.write(b"all of it, " * 1000)
+        await w.drain()
+        return False
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server)
+        assert await read(reply) == b"all of it, " * 1000
+        assert (await post(transport, server)).status == 200  # a new connection
+        await transport.aclose()
+    assert server.connections == 2
+
+
+async def test_chunks_are_relayed_as_they_come() -> None:
+    release = asyncio.Event()
+
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        w.write(b"transfer-encoding: chunked\r\n\r\n")
+        w.write(b"d\r\ndata: first\n\n\r\n")
+        await w.drain()
+        await release.wait()
+        w.write(b"e\r\ndata: second\n\n\r\n0\r\n\r\n")
+        await w.drain()
+        return True
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server)
+        assert reply.stream is not None and is_event_stream(reply.headers)
+        assert await reply.stream.__anext__() == b"data: first\n\n"  # before the rest is sent
+        release.set()
+        assert [c async for c in reply.stream] == [b"data: second\n\n"]
+        release.clear()
+        assert (await post(transport, server)).status == 200  # the connection was kept
+        await transport.aclose()
+    assert server.connections == 1
+
+
+async def test_a_stream_broken_off_ends_with_an_error_event() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        w.write(b"transfer-encoding: chunked\r\n\r\nd\r\ndata: first\n\n\r\n")
+        await w.drain()
+        return False
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        chunks = [c async for c in (await post(transport, server)).stream or []]
+        await transport.aclose()
+    assert chunks[0] == b"data: first\n\n"
+    assert b"broke off mid-stream: UpstreamClosed" in chunks[-1]
+
+
+async def test_the_time_out_covers_the_whole_answer() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+        w.write(b"transfer-encoding: chunked\r\n\r\nd\r\ndata: first\n\n\r\n")
+        await w.drain()
+        await asyncio.sleep(5)
+        return False
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server, timeout=0.3)
+        chunks = [c async for c in reply.stream or []]
+        await transport.aclose()
+    assert b"broke off mid-stream: TimeoutError" in chunks[-1]
+
+
+async def test_informational_answers_are_skipped() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(b"HTTP/1.1 100 Continue\r\n\r\n" + OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server)
+        assert (reply.status, reply.body) == (200, b"{}")
+        assert (await post(transport, server)).status == 200
+        await transport.aclose()
+    assert server.connections == 1
+
+
+async def test_an_answer_that_is_not_http_is_a_502() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        with pytest.raises(UpstreamUnavailable, match=r"not valid HTTP/1\.1"):
+            await post(transport, server)
+        await transport.aclose()
+
+
+async def test_a_line_break_in_a_header_is_refused_before_sending() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        upstream = Upstream(base_url=server.url)
+        headers = [("x-note", "a\r\nx-api-key: stolen")]
+        with pytest.raises(BadRequest, match="line break"):
+            await transport.send(upstream, "POST", f"{server.url}/x", headers, b"{}")
+        await transport.aclose()
+    assert server.requests == []
+
+
+async def test_reading_pauses_while_the_client_is_slow() -> None:
+    megabytes = 48
+    sent = 0
+
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        nonlocal sent
+        size = megabytes * 1024 * 1024
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n")
+        w.write(b"content-length: %d\r\n\r\n" % size)
+        for _ in range(megabytes * 16):
+            w.write(b"x" * 65536)
+            await w.drain()
+            sent += 65536
+        return True
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server)
+        assert reply.stream is not None
+        received = len(await reply.stream.__anext__())
+        await asyncio.sleep(0.5)  # the client reads nothing for a while
+        # The server is stuck: what it sent waits in the proxy (at most HIGH_WATER and one
+        # read) and in the kernel's socket buffers (a few MiB), not all 48 MiB.
+        assert sent < 24 * 1024 * 1024
+        async for chunk in reply.stream:
+            received += len(chunk)
+        assert received == megabytes * 1024 * 1024
+        await transport.aclose()
+
+
+async def test_a_stream_left_unread_does_not_go_back_to_the_pool() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        if n == 1:
+            w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+            w.write(b"transfer-encoding: chunked\r\n\r\nd\r\ndata: first\n\n\r\n")
+            await w.drain()
+            await asyncio.sleep(0.2)
+            return False
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        reply = await post(transport, server)
+        assert reply.stream is not None
+        await reply.stream.__anext__()
+        await reply.aclose()  # the client went away mid-stream
+        assert (await post(transport, server)).status == 200
+        await transport.aclose()
+    assert server.connections == 2
+
+
+async def test_requests_in_flight_stay_within_the_limit() -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        await asyncio.sleep(0.05)
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = Http1Transport(max_connections=2)
+        replies = await asyncio.gather(*(post(transport, server) for _ in range(6)))
+        await transport.aclose()
+    assert [r.status for r in replies] == [200] * 6
+    assert server.most_open == 2
+
+
+async def test_a_connection_idle_too_long_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(OK, w)
+
+    monkeypatch.setattr(http1, "IDLE_SECONDS", 0.05)
+    async with serving(answer) as server:
+        transport = Http1Transport()
+        assert (await post(transport, server)).status == 200
+        await asyncio.sleep(0.1)
+        assert (await post(transport, server)).status == 200
+        await asyncio.sleep(0.05)
+        assert server.open == 1  # the old one was closed, not left open
+        await transport.aclose()
+    assert server.connections == 2
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply:
+        self.calls.append(method)
+        return Reply(200, [], body=b"")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_uploads_and_head_go_to_the_fallback() -> None:
+    fallback = Recording()
+    transport = Http1Transport(fallback=fallback)
+    upstream = Upstream(base_url="http://127.0.0.1:9/v1")
+
+    async def upload() -> AsyncIterator[bytes]:
+        yield b"part"
+
+    await transport.send(upstream, "HEAD", "http://127.0.0.1:9/v1/files", [], None)
+    await transport.send(upstream, "POST", "http://127.0.0.1:9/v1/files", [], upload())
+    assert fallback.calls == ["HEAD", "POST"]
