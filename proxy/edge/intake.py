@@ -116,7 +116,11 @@ def build_request(
 ) -> WireRequest:
     """``recent``: the conversations' last requests, whose items this one reuses where it
     sends them again (proxy/formats/recent.py)."""
-    reuse = recent.begin(fmt.name, who.scope) if recent is not None else None
+    reuse = (
+        recent.begin(fmt.name, who.scope)
+        if recent is not None and len(body) >= recent.min_body
+        else None
+    )
     payload = fmt.parse(body, reuse)
     known = reuse.known if reuse is not None else 0
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param, known)

@@ -12,7 +12,7 @@ from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
 from proxy.edge.ownership import Owners
-from proxy.formats.recent import RecentItems
+from proxy.formats.recent import REUSE_FROM, RecentItems
 from proxy.observe.metrics import Metrics
 from proxy.overflow.retry import Lesson
 from proxy.request.conversations import PinMemory, PrefixTracker
@@ -43,7 +43,9 @@ class Runtime:
     metrics: Metrics
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
     pins: PinMemory = field(default_factory=PinMemory)
-    items: RecentItems = field(default_factory=RecentItems)  # last requests' items, reused
+    items: RecentItems = field(
+        default_factory=lambda: RecentItems(min_body=REUSE_FROM)
+    )  # last requests' items, reused
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
 
     @classmethod

@@ -223,7 +223,7 @@ async def send_once(
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
-    url = join_url(upstream.base_url, req.fmt.path, request.url.query)
+    url = join_url(upstream.base_url, req.fmt.path, request.scope["query_string"].decode("latin-1"))
     reply = await rt.transport.send(upstream, "POST", url, headers, plan.body)
     reply.broken = req.fmt.stream_error
     return reply

@@ -18,7 +18,7 @@ from proxy.edge.errors import BadRequest
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
-from proxy.formats.recent import RecentItems
+from proxy.formats.recent import REUSE_FROM, RecentItems
 from proxy.formats.responses import RESPONSES
 from proxy.request.conversations import message_digest
 from strategies.messages import SOURCE
@@ -390,6 +390,28 @@ def test_the_proxy_keeps_each_teams_items_apart() -> None:
         who = Principal(team, settings.teams[team], forward_client_auth=False)
         req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
         assert (req.reused > 0) == reuses, team
+
+
+def test_bodies_below_the_proxys_threshold_are_parsed_whole() -> None:
+    from starlette.datastructures import Headers
+
+    from proxy.config.settings import load_settings
+    from proxy.edge.auth import Principal
+    from proxy.edge.intake import build_request
+    from proxy.edge.runtime import Runtime, build_models
+
+    settings = load_settings(None, models={"m": {"context_window": 100000}})
+    models = build_models(settings)
+    who = Principal("default", settings.teams["default"], forward_client_auth=False)
+    recent = Runtime.__dataclass_fields__["items"].default_factory()  # type: ignore[misc]
+    assert recent.min_body == REUSE_FROM
+    small = chat_body([{"role": "user", "content": f"step {n}"} for n in range(6)])
+    large = chat_body([{"role": "user", "content": f"step {n} " * 300} for n in range(6)])
+    assert len(small) < REUSE_FROM <= len(large)
+    for body, reused in ((small, False), (small, False), (large, False), (large, True)):
+        req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
+        assert (req.reused > 0) == reused
+    assert len(recent) == 1
 
 
 def test_a_responses_request_that_appends_continues_the_last_view() -> None:
