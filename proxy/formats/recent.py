@@ -67,6 +67,7 @@ class _Entry:
     facts: dict[int, tuple[Any, Any]]  # per item object (by id, held): see Reuse.per_item
     view: Any = None  # what the view made of all of its items together (see Reuse.whole)
     space: Hashable = None  # its format and caller (see RecentItems.begin)
+    carry: Any = None  # what its parse carried over all of its items (see Reuse.carried)
 
     def raw_of(self, i: int) -> bytes | None:
         """The ``i``-th item's JSON; None when it is not kept."""
@@ -162,6 +163,7 @@ class Reuse:
     _derived: list[Any] = field(default_factory=list)
     _facts: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     _view: Any = None
+    _carry: Any = None
 
     def load(self, body: bytes, key: str) -> dict[str, Any] | None:
         """``body`` parsed, when it begins as a body kept from a recent request does, up to
@@ -258,6 +260,18 @@ class Reuse:
                 known = i + 1
         self.known, self.known_bytes = known, sum(map(len, raw[:known]))
 
+    def carried(self) -> Any:
+        """What the last request's parse carried over all of its items (``carry``), when this
+        request only appends to them (they are all among its leading items); else None."""
+        entry = self._earlier
+        if entry is None or not entry.items or self.known != len(entry.items):
+            return None
+        return entry.carry
+
+    def carry(self, value: Any) -> None:
+        """What the parse found over all of the items, for the next request (``carried``)."""
+        self._carry = value
+
     def viewing(self, items: list[Any]) -> None:
         """The view is made from ``items`` (the parsed ones, or a copy with markers taken
         out): what it makes is kept per item of that list."""
@@ -327,7 +341,7 @@ class Reuse:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
             entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
-        entry.space, entry.view = (self.fmt, self.caller), self._view
+        entry.space, entry.view, entry.carry = (self.fmt, self.caller), self._view, self._carry
         self.recent._keep(self._key, entry)
 
 

@@ -40,6 +40,7 @@ from proxy.formats.responses_items import (
     TEXT_PARTS,
     Facts,
     Kind,
+    Pairing,
     answered_key,
     call_keys,
     check_input,
@@ -68,7 +69,13 @@ class ResponsesFormat:
             raise BadRequest("'input' is required", param="input")
         items = payload["input"]
         facts = reuse.per_item(facts_of) if reuse is not None else facts_of
-        check_input(items, self.stateful(payload), known, facts)
+        resume = reuse.carried() if reuse is not None else None
+        pairing = check_input(
+            items, self.stateful(payload), known, facts,
+            resume if isinstance(resume, Pairing) else None,
+        )  # fmt: skip
+        if reuse is not None:
+            reuse.carry(pairing)
         instructions = payload.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
             raise BadRequest("'instructions' must be a string", param="instructions")

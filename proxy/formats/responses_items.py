@@ -18,6 +18,7 @@ And what a view message hides of its items, priced by its JSON text (``hidden_te
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -118,23 +119,52 @@ def facts_of(item: dict[str, Any]) -> Facts:
     return kind, keys, answered_key(item) if kind == "output" else None
 
 
+@dataclass(slots=True)
+class Pairing:
+    """How the calls and outputs of an input's first ``count`` items pair: the calls by id,
+    whether an ``item_reference`` came, the ids answered, the calls that need an output. A
+    request that only appends to its conversation's last one resumes from that one's."""
+
+    count: int
+    stateful: bool
+    calls: dict[str, str] = field(default_factory=dict)
+    referenced: bool = False  # an ``item_reference`` before: a stored call the proxy cannot see
+    answered: set[str] = field(default_factory=set)
+    awaiting: list[tuple[int, dict[str, Any], list[str]]] = field(default_factory=list)
+
+    def resumed(self, known: int, stateful: bool) -> Pairing | None:
+        """A copy to go on from, when it covers exactly the ``known`` items."""
+        if self.count != known or self.stateful != stateful:
+            return None
+        return Pairing(
+            known, stateful, dict(self.calls), self.referenced, set(self.answered),
+            list(self.awaiting),
+        )  # fmt: skip
+
+
 def check_input(
-    items: Any, stateful: bool, known: int = 0, facts: Callable[[Any], Facts] = facts_of
-) -> None:
+    items: Any,
+    stateful: bool,
+    known: int = 0,
+    facts: Callable[[Any], Facts] = facts_of,
+    resume: Pairing | None = None,
+) -> Pairing | None:
     """BadRequest naming the first thing wrong with ``input``: not a string or a list of
     objects, an item of no known shape, a call without its id, or (when the proxy sees the
     whole conversation) a call and its output apart. The first ``known`` items passed these
     checks in an earlier request (proxy/formats/recent.py): only how calls and outputs pair is
-    checked again over them."""
+    checked again over them, or not even that when ``resume`` is how they paired then.
+    Returns how the whole input pairs (None for a string)."""
     if isinstance(items, str):
-        return
+        return None
     if not isinstance(items, list):
         raise BadRequest("'input' must be a string or an array of input items", param="input")
-    calls: dict[str, Any] = {}
-    referenced = False  # an ``item_reference`` before: a stored call the proxy cannot see
-    answered: set[str] = set()
-    awaiting: list[tuple[int, dict[str, Any], list[str]]] = []  # calls that need an output
-    for i, item in enumerate(items):
+    state = resume.resumed(known, stateful) if resume is not None else None
+    if state is None:
+        state = Pairing(0, stateful)
+    calls, answered, awaiting = state.calls, state.answered, state.awaiting
+    for i in range(state.count, len(items)):
+        item = items[i]
         if i >= known:
             if not isinstance(item, dict):
                 raise BadRequest(f"input[{i}] must be an object", param=f"input[{i}]")
@@ -159,19 +189,20 @@ def check_input(
             if kind in NEEDS_OUTPUT:
                 awaiting.append((i, item, keys))
         elif kind == "item_reference":
-            referenced = True
+            state.referenced = True
         elif sort == "output":
             if answers is None:
                 raise BadRequest(f"input[{i}] ({kind}) names no call", param=f"input[{i}].call_id")
-            if not stateful and not referenced and calls.get(answers) != OUTPUTS[kind]:
+            if not stateful and not state.referenced and calls.get(answers) != OUTPUTS[kind]:
                 raise BadRequest(
                     f"input[{i}] ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that "
                     "id comes before it",
                     param=f"input[{i}].call_id",
                 )
             answered.add(answers)
+    state.count = len(items)
     if stateful:
-        return
+        return state
     for i, item, keys in awaiting:
         if answered.isdisjoint(keys):
             raise BadRequest(
@@ -179,6 +210,7 @@ def check_input(
                 "input; send each call with its output",
                 param=f"input[{i}]",
             )
+    return state
 
 
 def _check_message(item: dict[str, Any], where: str) -> None:

@@ -414,6 +414,21 @@ def test_bodies_below_the_proxys_threshold_are_parsed_whole() -> None:
     assert len(recent) == 1
 
 
+def test_how_calls_paired_carries_over_only_in_the_same_mode() -> None:
+    """A request that only appends resumes the pairing of calls and outputs where its last
+    request left it, but not across stateful and stateless: an output whose call is stored
+    upstream passes with ``previous_response_id``, and is refused without it."""
+    stored = {"type": "function_call_output", "call_id": "c7", "output": "x"}
+    user = [{"role": "user", "content": f"step {n}"} for n in range(3)]
+    first = orjson.dumps({"model": "m", "previous_response_id": "resp_1", "input": [*user, stored]})
+    then = responses_body([*user, stored, {"role": "user", "content": "next"}])
+    recent = RecentItems()
+    assert outcome(RESPONSES, first, recent)[0] == "view"
+    refused = outcome(RESPONSES, then, recent)
+    assert refused == outcome(RESPONSES, then, None)
+    assert refused[0] == "error" and "no function_call with that id" in refused[1][0]
+
+
 def test_a_responses_request_that_appends_continues_the_last_view() -> None:
     """An agent's next step only appends: the view of the items before is the last one's, the
     very messages; what the new items could change in it makes it start afresh: an output for
