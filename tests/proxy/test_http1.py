@@ -5,10 +5,13 @@ back-pressure and the in-flight limit."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
+import trustme
 
 from proxy.config.catalog import Upstream
 from proxy.edge.errors import BadRequest, UpstreamUnavailable
@@ -61,9 +64,9 @@ class Server:
 
 
 @asynccontextmanager
-async def serving(answer: Exchange) -> AsyncIterator[Server]:
+async def serving(answer: Exchange, tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
     server = Server(answer)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=tls)
     server.port = listener.sockets[0].getsockname()[1]
     try:
         yield server
@@ -357,3 +360,34 @@ async def test_uploads_and_head_go_to_the_fallback() -> None:
     await transport.send(upstream, "HEAD", "http://127.0.0.1:9/v1/files", [], None)
     await transport.send(upstream, "POST", "http://127.0.0.1:9/v1/files", [], upload())
     assert fallback.calls == ["HEAD", "POST"]
+
+
+async def test_https_verifies_the_upstreams_certificate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS with the default context: a certificate the system trusts (here, a CA named by
+    SSL_CERT_FILE) for the name in the base URL is served over one kept connection; one it does
+    not trust is a 502 that says why."""
+    ca = trustme.CA()
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(tls)
+
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(OK, w)
+
+    async with serving(answer, tls) as server:
+        base = f"https://localhost:{server.port}/v1"
+        upstream = Upstream(base_url=base)
+        untrusting = Http1Transport()
+        with pytest.raises(UpstreamUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+            await untrusting.send(upstream, "POST", f"{base}/chat/completions", [], b"{}")
+        await untrusting.aclose()
+        ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        transport = Http1Transport()
+        for _ in range(3):
+            reply = await transport.send(upstream, "POST", f"{base}/chat/completions", [], b"{}")
+            assert (reply.status, reply.body) == (200, b"{}")
+        await transport.aclose()
+    assert server.connections == 1  # one kept connection (the refused handshake never served)
+    assert f"host: localhost:{server.port}".encode() in server.requests[0]
