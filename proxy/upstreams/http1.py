@@ -43,6 +43,7 @@ IDLE_SECONDS = 15.0  # aiohttp's keep-alive time-out
 HIGH_WATER = 256 * 1024  # answer bytes waiting for the client before reading pauses
 LOW_WATER = 64 * 1024
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+FRAMING = frozenset({"content-length", "transfer-encoding"})
 ERRORS = (ConnectionError, TimeoutError)
 COPY_LIMIT = 64 * 1024
 
@@ -413,7 +414,10 @@ def _request_head(
     for name, value in headers:
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
             raise BadRequest(f"the header {name!r} holds a line break or a colon in its name")
-        has_host = has_host or name.lower() == "host"
+        low = name.lower()
+        if low in FRAMING:
+            continue  # the body's framing is the transport's alone: never two lengths
+        has_host = has_host or low == "host"
         lines.append(name.encode("latin-1") + b": " + _value_bytes(value))
     if not has_host:
         lines.append(b"host: " + origin.authority)
