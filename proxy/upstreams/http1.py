@@ -185,8 +185,9 @@ class Connection(asyncio.Protocol):
         self.received = True
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(UpstreamClosed(f"the upstream's answer is not valid HTTP/1.1 ({exc})"))
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            # An upgrade (101) is no answer to relay either.
+            self._fail(UpstreamClosed(f"the upstream's answer is not valid HTTP/1.1 ({exc!r})"))
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -225,9 +225,16 @@ async def test_informational_answers_are_skipped() -> None:
     assert server.connections == 1
 
 
-async def test_an_answer_that_is_not_http_is_a_502() -> None:
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n",
+    ],
+)
+async def test_an_answer_that_is_not_http_is_a_502(wrong: bytes) -> None:
     async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
-        return await always(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", w)
+        return await always(wrong, w)
 
     async with serving(answer) as server:
         transport = Http1Transport()
