@@ -19,7 +19,7 @@ from proxy.edge.errors import (
 )
 from proxy.edge.headers import decode_headers, upstream_headers
 from proxy.edge.intake import read_body
-from proxy.edge.paths import forwardable
+from proxy.edge.paths import forwardable, query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import reject_duplicate_keys
 from proxy.observe.metrics import Outcome
@@ -62,7 +62,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
         assert upstream.base_url is not None
-        url = join_url(upstream.base_url, subpath, request.url.query)
+        url = join_url(upstream.base_url, subpath, query_of(request.scope))
         reply = await rt.transport.send(upstream, request.method, url, headers, body)
         status = reply.status
         return respond(reply, [("x-contextwarden-actions", "not-fitted")])

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -101,6 +102,13 @@ def canonical(path: str) -> str:
     """The decoded ``path`` as the upstream receives it: percent-encoded once (non-ASCII as
     UTF-8), every character with a meaning in a URL other than ``/`` escaped."""
     return quote(path, safe=_PCHAR)
+
+
+def query_of(scope: Mapping[str, Any]) -> str:
+    """The request's query string as the client sent it: decoded as UTF-8, any byte that is not
+    kept as a surrogate, which the HTTP/1.1 transport writes back as that byte."""
+    raw: bytes = scope.get("query_string", b"")
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def forwardable(subpath: str, patterns: Iterable[str]) -> bool:

@@ -43,9 +43,8 @@ class Runtime:
     metrics: Metrics
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
     pins: PinMemory = field(default_factory=PinMemory)
-    items: RecentItems = field(
-        default_factory=lambda: RecentItems(min_body=REUSE_FROM)
-    )  # last requests' items, reused
+    # The last requests' items, reused by the next ones (bodies of REUSE_FROM bytes and more).
+    items: RecentItems = field(default_factory=lambda: RecentItems(min_body=REUSE_FROM))
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
 
     @classmethod

@@ -23,6 +23,7 @@ from proxy.edge.errors import ProxyError
 from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.edge.intake import WireRequest, build_request, read_body
 from proxy.edge.ownership import answered_id
+from proxy.edge.paths import query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
@@ -223,7 +224,7 @@ async def send_once(
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
-    url = join_url(upstream.base_url, req.fmt.path, request.scope["query_string"].decode("latin-1"))
+    url = join_url(upstream.base_url, req.fmt.path, query_of(request.scope))
     reply = await rt.transport.send(upstream, "POST", url, headers, plan.body)
     reply.broken = req.fmt.stream_error
     return reply

@@ -410,7 +410,8 @@ def _request_head(
 ) -> bytes:
     """The request line and headers, the headers' bytes as they came. Host and Content-Length
     are the transport's (the request path never forwards the client's)."""
-    lines = [f"{method} {target} HTTP/1.1".encode("latin-1")]
+    # The target is canonical (ASCII) but for its query, which keeps the client's bytes.
+    lines = [f"{method} {target} HTTP/1.1".encode("utf-8", "surrogateescape")]
     has_host = False
     for name, value in headers:
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:

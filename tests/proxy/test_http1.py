@@ -15,6 +15,7 @@ import trustme
 
 from proxy.config.catalog import Upstream
 from proxy.edge.errors import BadRequest, UpstreamUnavailable
+from proxy.edge.paths import query_of
 from proxy.upstreams import http1
 from proxy.upstreams.forwarding import Reply, is_event_stream
 from proxy.upstreams.http1 import Http1Transport
@@ -403,3 +404,12 @@ async def test_https_verifies_the_upstreams_certificate(
         await transport.aclose()
     assert server.connections == 1  # one kept connection (the refused handshake never served)
     assert f"host: localhost:{server.port}".encode() in server.requests[0]
+
+
+def test_the_query_reaches_the_upstream_with_the_clients_bytes() -> None:
+    """Paths are canonical ASCII; a query keeps what the client sent, UTF-8 or not."""
+    raw = b"q=caf\xc3\xa9&x=\xff"
+    target = "/v1/x?" + query_of({"query_string": raw})
+    origin = http1._origin("http://127.0.0.1:9")
+    head = http1._request_head("GET", target, origin, [], None)
+    assert head.startswith(b"GET /v1/x?" + raw + b" HTTP/1.1\r\n")
