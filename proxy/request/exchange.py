@@ -130,7 +130,7 @@ async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> S
     sent, tokens = plan.prompts
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
     key = req.conversation_key()
-    near = plan.counted != "bound"  # the fast path's prompts are far from the limit
+    near = plan.near  # a prompt far from the limit needs no store round trip
     return await prefixes.see(key, forwarded, tokens, sent, near)
 
 

@@ -65,6 +65,13 @@ class Plan:
     counted: str = "exact"
     fit: Fit | None = None
     checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
+    far: bool = False  # counted, though the byte bound alone put it far under the limit
+
+    @property
+    def near(self) -> bool:
+        """Whether the prompt may be near the limit: only then may the next request of its
+        conversation be trimmed (and its fingerprint is worth the store)."""
+        return self.counted != "bound" and not self.far
 
     @property
     def prompts(self) -> tuple[int, int] | None:
@@ -148,8 +155,9 @@ class Planner:
         counted = "exact" if pricing.exact else "estimate"
         output = settled(req, budget, tokens)
         if output is None:
-            return Plan(req.body, budget, tokens, tokens, counted=counted)
-        return Plan(orjson.dumps(output[0]), budget, tokens, tokens, [output[1]], counted)
+            return Plan(req.body, budget, tokens, tokens, counted=counted, far=fast)
+        body = orjson.dumps(output[0])
+        return Plan(body, budget, tokens, tokens, [output[1]], counted, far=fast)
 
     async def _fitted_or_uncertain(
         self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool

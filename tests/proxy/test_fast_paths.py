@@ -304,3 +304,45 @@ def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
             other, threaded = _planned(warm, "fits-too", grown)
             assert threaded == ["each_message"]  # the items are known, their counts are not
             assert other.tokens_after == second.tokens_after
+
+
+class Answers:
+    """An upstream that answers every request at once (a chat completion with no usage)."""
+
+    async def send(self, upstream: Any, method: str, url: str, headers: Any, content: Any) -> Any:
+        from proxy.upstreams.forwarding import Reply
+
+        body = orjson.dumps({"id": "c", "object": "chat.completion", "choices": []})
+        return Reply(200, [("content-type", "application/json")], body=body)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_counted_prompt_far_under_the_limit_writes_no_fingerprint(
+    tmp_path: Path,
+) -> None:
+    """An estimated model's calibration wants exact counts, so its small requests are counted
+    rather than passed on the byte bound; far under the limit, their fingerprints stay in
+    memory (no store write per request), as the byte bound's do. Near it, they are kept."""
+    import httpx
+
+    from proxy.config.settings import load_settings
+    from proxy.edge.app import create_app
+
+    models = {"est": {"context_window": 100_000, "tokenizer": "estimate"}}
+    app = create_app(load_settings(None, data_dir=str(tmp_path), models=models), Answers())
+    async with app.router.lifespan_context(app):
+        prefixes = app.state.runtime.prefixes
+        written: list[str] = []
+        original = prefixes._write
+        prefixes._write = lambda key, f: (written.append(key), original(key, f))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            small = {"model": "est", "messages": [{"role": "user", "content": "hi"}]}
+            answer = await c.post("/v1/chat/completions", json=small)
+            assert answer.headers["x-contextwarden-count"] == "estimate"  # counted
+            assert written == []
+            large = {"model": "est", "messages": [{"role": "user", "content": "word " * 60_000}]}
+            await c.post("/v1/chat/completions", json=large)
+            assert len(written) == 1
