@@ -299,20 +299,21 @@ class Http1Transport:
     ) -> tuple[Connection, int, list[tuple[str, str]]]:
         """Send the request; the connection it went on, once the answer's head is in."""
         conn: Connection | None = None
+        retried = False
         try:
-            for attempt in (0, 1):
+            while True:
                 conn, reused = await self._connection(origin, connect_timeout, deadline)
                 answered = conn.begin(deadline)
                 conn.write(head, content)
                 try:
                     status, raw = await answered
-                    return conn, status, raw
                 except UpstreamClosed:
                     conn.finish()
-                    if reused and not conn.received and attempt == 0:
-                        continue  # a stale keep-alive connection: the upstream never saw it
+                    if reused and not conn.received and not retried:
+                        retried = True  # a stale keep-alive connection, closed unanswered
+                        continue
                     raise
-            raise AssertionError("unreachable")  # pragma: no cover
+                return conn, status, raw
         except BaseException as exc:
             if conn is not None:
                 conn.finish()
