@@ -19,6 +19,7 @@ from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
 from proxy.stores import GuardedStore, open_store
+from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
 from proxy.upstreams.forwarding import HttpxTransport, Transport
@@ -46,6 +47,8 @@ class Runtime:
     # The last requests' items, reused by the next ones (bodies of REUSE_FROM bytes and more).
     items: RecentItems = field(default_factory=lambda: RecentItems(min_body=REUSE_FROM))
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
+    # The fingerprints' and cuts' writes to the store, gathered (proxy/stores/writer.py).
+    writer: BlobWriter | None = None
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -63,8 +66,9 @@ class Runtime:
             llm.warm()
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
         metrics.watch(compactor.figures)
-        prefixes = PrefixTracker(store)
-        planner = Planner(settings, compactor, prefixes, CutMemory(store))
+        writer = BlobWriter(store)
+        prefixes = PrefixTracker(writer)
+        planner = Planner(settings, compactor, prefixes, CutMemory(writer))
         try:
             secret = await store.scope_secret()
         except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
@@ -75,7 +79,7 @@ class Runtime:
         admission = Admission(settings.limits)
         return cls(
             settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
-            admission=admission,
+            admission=admission, writer=writer,
         )  # fmt: skip
 
     @property
@@ -89,6 +93,8 @@ class Runtime:
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         if self.planner.cuts is not None:
             await self.planner.cuts.drain()
+        if self.writer is not None:
+            await self.writer.drain()
         await self.store.close()
         await self.transport.aclose()
 

@@ -9,6 +9,7 @@ warning, and ``contextwarden_checkpoints_disabled`` in /metrics).
     sqlite.py    the embedded store: one SQLite file under ``data_dir``
     redis.py     the shared store, for several replicas
     guarded.py   any store, each call bounded in time and a fault remembered
+    writer.py    the request path's blob writes, gathered and written together
     codec.py     checkpoints to and from JSON, one format for every backend
 """
 

@@ -62,7 +62,7 @@ class GuardedStore:
         except Exception as exc:  # sqlite3, redis, OS errors and time-outs alike
             self.errors += 1
             self._down_until = time.monotonic() + self.cooldown
-            log.warning("checkpoint store unavailable: %s", exc or type(exc).__name__)
+            log.warning("checkpoint store unavailable: %s", str(exc) or type(exc).__name__)
             raise StoreFault(str(exc) or type(exc).__name__) from exc
 
     async def candidates(self, team: str, conversation: str) -> list[Checkpoint]:
@@ -88,6 +88,9 @@ class GuardedStore:
 
     async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
         await self._call(self._store.put_blob(key, value, ttl_seconds))
+
+    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+        await self._call(self._store.put_blobs(items))
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         return await self._call(self._store.acquire(key, ttl_seconds))

@@ -65,6 +65,12 @@ class RedisStore:
     async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
         await self._redis.set(f"cw:blob:{key}", value, px=max(1, int(ttl_seconds * 1000)))
 
+    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:  # one round trip
+            for key, value, ttl_seconds in items:
+                pipe.set(f"cw:blob:{key}", value, px=max(1, int(ttl_seconds * 1000)))
+            await pipe.execute()
+
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         return bool(
             await self._redis.set(f"cw:lock:{key}", b"1", nx=True, px=int(ttl_seconds * 1000))

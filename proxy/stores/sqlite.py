@@ -140,15 +140,25 @@ class SqliteStore:
         return await self._run(get)
 
     async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+        await self.put_blobs([(key, value, ttl_seconds)])
+
+    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
         def put(db: sqlite3.Connection) -> None:
             now = time.time()
-            db.execute(
-                "INSERT INTO blobs VALUES (?, ?, ?) ON CONFLICT(key) "
-                "DO UPDATE SET value=excluded.value, expires_at=excluded.expires_at",
-                (key, value, now + ttl_seconds),
-            )
-            if secrets.randbelow(256) == 0:  # now and then, sweep the expired
-                db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
+            rows = [(key, value, now + ttl) for key, value, ttl in items]
+            db.execute("BEGIN")  # one transaction: one commit for all of them
+            try:
+                db.executemany(
+                    "INSERT INTO blobs VALUES (?, ?, ?) ON CONFLICT(key) "
+                    "DO UPDATE SET value=excluded.value, expires_at=excluded.expires_at",
+                    rows,
+                )
+                if secrets.randbelow(256) < len(rows):  # one write in 256, sweep the expired
+                    db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
         await self._run(put)
 

@@ -90,6 +90,15 @@ async def test_blobs_expire(store: Store) -> None:
     assert await store.get_blob("never") is None
 
 
+async def test_blobs_put_together(store: Store) -> None:
+    await store.put_blob("a", b"old", ttl_seconds=60)
+    await store.put_blobs([("a", b"1", 60), ("b", b"2", 0.05), ("c", b"3", 60)])
+    assert [await store.get_blob(k) for k in "abc"] == [b"1", b"2", b"3"]
+    await asyncio.sleep(0.1)
+    assert [await store.get_blob(k) for k in "abc"] == [b"1", None, b"3"]
+    await store.put_blobs([])
+
+
 async def test_locks_are_exclusive_until_released_or_expired(store: Store) -> None:
     assert await store.acquire("k", 60)
     assert not await store.acquire("k", 60)
