@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +121,59 @@ async def test_the_scope_secret_is_made_once_and_kept(store: Store) -> None:
     first = await store.scope_secret()
     assert len(first) == 32
     assert await store.scope_secret() == first
+
+
+async def test_sqlite_reads_take_no_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation's checkpoints and blobs are read on the event loop: a worker thread's
+    round trip costs more than the read (proxy/stores/sqlite.py)."""
+    s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=100)
+    await s.put("t", ck(1))
+    await s.put_blob("fp", b"\x01", ttl_seconds=60)
+    hops: list[Callable[..., Any]] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
+        hops.append(fn)
+        return await to_thread(fn, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    assert [c.covers for c in await s.candidates("t", "conv")] == [1]
+    assert await s.get_blob("fp") == b"\x01"
+    assert await s.get_blob("absent") is None
+    assert hops == []
+    await s.put_blob("fp", b"\x02", ttl_seconds=60)  # writes still go to the thread
+    assert len(hops) == 1
+    assert await s.get_blob("fp") == b"\x02"  # and the reader sees them at once
+    await s.close()
+
+
+class LockedReader:
+    """A connection that finds the file locked, as another process holding it would."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def execute(self, *args: object) -> None:
+        exc = sqlite3.OperationalError("database is locked")
+        exc.sqlite_errorcode = self.code
+        raise exc
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_sqlite_read_that_finds_the_file_locked_waits_in_the_worker_thread(
+    tmp_path: Path,
+) -> None:
+    s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=100)
+    await s.put("t", ck(1))
+    await s.put_blob("fp", b"\x01", ttl_seconds=60)
+    s._reader = LockedReader(sqlite3.SQLITE_BUSY)  # type: ignore[assignment]
+    assert [c.covers for c in await s.candidates("t", "conv")] == [1]
+    assert await s.get_blob("fp") == b"\x01"
+    s._reader = LockedReader(sqlite3.SQLITE_IOERR)  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError):  # any other fault is the store's fault
+        await s.get_blob("fp")
+    await s.close()
