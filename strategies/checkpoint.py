@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from strategies.memo import DigestMemo
+from strategies.memo import DigestMemo, ObjectMemo
 from strategies.messages import Message, leading_count
 from strategies.rules import running_task
 from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
@@ -38,12 +38,21 @@ def prefix_chain(messages: Sequence[Message]) -> list[str]:
 
 
 def _digest(message: Message) -> bytes:
-    return _DIGESTS.digest(orjson.dumps(message, option=orjson.OPT_SORT_KEYS))
+    known = _BY_OBJECT.get(message)
+    if known is not None:
+        return known
+    raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    digest = _DIGESTS.digest(raw)
+    _BY_OBJECT.remember(message, digest, len(raw))
+    return digest
 
 
 # A conversation's chain is made at every request near its limit, from messages its earlier
-# requests sent.
+# requests sent: the same objects, where the request shares them with its conversation's last
+# (proxy/formats/recent.py), found without writing them out (with their wire items, in
+# Responses and Messages); else equal ones, found by their bytes.
 _DIGESTS = DigestMemo()
+_BY_OBJECT = ObjectMemo()
 
 
 @dataclass(frozen=True, slots=True)
