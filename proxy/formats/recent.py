@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,14 +100,18 @@ class RecentItems:
         with self._lock:
             return self._last.get(key)
 
-    def _candidates(self, space: Hashable, body: bytes) -> list[_Entry]:
-        """The kept bodies ``body`` may continue (they begin alike), newest first."""
+    def _candidates(self, space: Hashable, body: bytes) -> Iterator[_Entry]:
+        """The kept bodies ``body`` may continue (they begin alike), newest first, looked up
+        one by one: the first is mostly the one."""
         with self._lock:
             keys = self._bodies.get((space, body[:PROBE]))
             if keys is None:
-                return []
-            found = (self._last.get(key) for key in reversed(keys))
-            return [entry for entry in found if entry is not None and entry.ends]
+                return
+            newest_first = list(reversed(keys))
+        for key in newest_first:
+            entry = self._last.get(key)  # one dict look-up: atomic without the lock
+            if entry is not None and entry.ends:
+                yield entry
 
     def _keep(self, key: Hashable, entry: _Entry) -> None:
         with self._lock:
@@ -173,7 +177,13 @@ class Reuse:
         written out (then it is parsed whole and ``match`` compares its items)."""
         for entry in self.recent._candidates((self.fmt, self.caller), body):
             lead = entry.at + entry.ends[min(LEADING, len(entry.ends)) - 1]
-            if len(body) <= lead or not body.startswith(memoryview(entry.body)[:lead]):
+            if len(body) <= lead:
+                continue
+            # The bytes before the lead's end first: bodies of one client share their first
+            # bytes up to its first message, often a long system prompt, and part there.
+            if body[max(0, lead - PROBE) : lead] != entry.body[max(0, lead - PROBE) : lead]:
+                continue
+            if not body.startswith(memoryview(entry.body)[:lead]):
                 continue
             known = shared_items(body, entry.at, entry.body, entry.at, entry.ends)
             cut = entry.at + entry.ends[known - 1]
