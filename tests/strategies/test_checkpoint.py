@@ -1,6 +1,14 @@
 from __future__ import annotations
 
+import copy
+import hashlib
+
+import orjson
+import pytest
+
+from strategies import checkpoint
 from strategies.checkpoint import Checkpoint, apply_summary, best_checkpoint, prefix_chain
+from strategies.memo import DigestMemo, ObjectMemo
 from strategies.summary import SUMMARY_HEADER, SummaryText
 
 
@@ -23,6 +31,25 @@ def test_chain_is_stable_under_growth_and_sensitive_to_edits() -> None:
     assert c[:3] == b[:3] and c[3] != b[3]
     reordered = [{"content": m["content"], "role": m["role"]} for m in conv(6)]
     assert prefix_chain(reordered) == a  # key order does not matter
+
+
+def test_chain_values_do_not_depend_on_the_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same objects (found by identity), equal copies (by their bytes) and a cold start
+    make the same chain, the one stored checkpoints were keyed by."""
+    msgs = conv(5)
+    first = prefix_chain(msgs)
+    assert prefix_chain(msgs) == first
+    assert prefix_chain(copy.deepcopy(msgs)) == first
+    monkeypatch.setattr(checkpoint, "_DIGESTS", DigestMemo())
+    monkeypatch.setattr(checkpoint, "_BY_OBJECT", ObjectMemo())
+    assert prefix_chain(copy.deepcopy(msgs)) == first
+    rolling = hashlib.blake2b(digest_size=16)
+    for m in msgs[:2]:
+        raw = orjson.dumps(m, option=orjson.OPT_SORT_KEYS)
+        rolling.update(hashlib.blake2b(raw, digest_size=16).digest())
+    assert first[1] == rolling.hexdigest()
+    edited = [*msgs[:3], {"role": "assistant", "content": "changed"}, *msgs[4:]]
+    assert prefix_chain(edited)[:3] == first[:3] and prefix_chain(edited)[3] != first[3]
 
 
 def test_best_checkpoint_is_the_longest_matching_prefix() -> None:
