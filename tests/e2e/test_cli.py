@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -67,6 +68,11 @@ def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_pa
     assert f"contextwarden on http://127.0.0.1:{port}" in said
     assert "config: the embedded default" in said
     assert f"openai ({upstream.url}/v1)" in said
+    # And one access log line, JSON, for the request it forwarded.
+    logged = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
+    assert [(x["model"], x["status"], x["format"]) for x in logged] == [
+        ("gpt-4o-mini", 200, "chat")
+    ]
 
 
 def test_demo_trims_a_growing_conversation(capsys: pytest.CaptureFixture[str]) -> None:
