@@ -8,7 +8,7 @@ import pytest
 
 from proxy.windows.tokenizers import Tokenizers
 from strategies.images import ImageCosts, image_tokens, tiles
-from strategies.tokens import CharCounter, ChatCounter, FixedCounter, count_prompt
+from strategies.tokens import WORD, CharCounter, ChatCounter, FixedCounter, count_prompt
 from tests.conftest import CL100K, O200K
 
 # The OpenAI cookbook's example conversation ("How to count tokens with tiktoken"), whose counts
@@ -209,6 +209,26 @@ def test_cache_returns_the_same_count_for_an_equal_message() -> None:
     n_calls = len(calls)
     assert counter.message({"role": "user", "content": "hi there"}) == first
     assert len(calls) == n_calls
+
+
+def test_a_short_value_is_tokenized_once_and_counted_the_same() -> None:
+    """Roles, tool names and call ids recur in every new message: counted once per counter,
+    with the tokenizer's own count; a longer text is always tokenized."""
+    calls = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(CL100K.encode_ordinary(text))
+
+    counter = ChatCounter(length)
+    for text in ("tool", "assistant", "call_abc123", "", "x" * WORD):
+        assert counter.text(text) == counter.text(text) == length(text)
+    assert calls.count("tool") == 2 and calls.count("x" * WORD) == 2  # once, and the check
+    long = "word " * WORD
+    assert counter.text(long) == counter.text(long) == length(long)
+    assert calls.count(long) == 3
+    message = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+    assert counter.message(message) == ChatCounter(length).message(dict(message))
 
 
 def test_estimate_counter_errs_on_the_side_of_more() -> None:
