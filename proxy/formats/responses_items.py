@@ -210,6 +210,9 @@ def check_input(
                 "input; send each call with its output",
                 param=f"input[{i}]",
             )
+    # Every call has its output, and outputs are never taken back: a request resuming from
+    # this one checks only the calls it appends, not the whole conversation's again.
+    awaiting.clear()
     return state
 
 

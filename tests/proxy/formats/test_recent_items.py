@@ -429,6 +429,24 @@ def test_how_calls_paired_carries_over_only_in_the_same_mode() -> None:
     assert refused[0] == "error" and "no function_call with that id" in refused[1][0]
 
 
+def test_a_resumed_pairing_still_refuses_an_appended_call_without_its_output() -> None:
+    """A valid request leaves no call awaiting its output (its pairing keeps none for the next
+    request to walk again); a call the next request appends is checked all the same."""
+    user = [{"role": "user", "content": f"step {n}"} for n in range(3)]
+    call = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "text"}
+    late = {"type": "function_call", "call_id": "c2", "name": "read", "arguments": "{}"}
+    answer = {"type": "function_call_output", "call_id": "c2", "output": "more"}
+    first = [user[0], call, output, user[1]]
+    recent = RecentItems()
+    assert outcome(RESPONSES, responses_body(first), recent)[0] == "view"
+    unanswered = responses_body([*first, late])
+    refused = outcome(RESPONSES, unanswered, recent)
+    assert refused == outcome(RESPONSES, unanswered, None)
+    assert refused[0] == "error" and "has no output in the input" in refused[1][0]
+    assert outcome(RESPONSES, responses_body([*first, late, answer]), recent)[0] == "view"
+
+
 def test_a_responses_request_that_appends_continues_the_last_view() -> None:
     """An agent's next step only appends: the view of the items before is the last one's, the
     very messages; what the new items could change in it makes it start afresh: an output for
