@@ -37,7 +37,15 @@ import httptools
 from proxy.config.catalog import Upstream
 from proxy.edge.errors import BadRequest
 from proxy.edge.headers import response_headers
-from proxy.upstreams.forwarding import Reply, Transport, is_small, reply_of, timed_out, unreachable
+from proxy.upstreams.forwarding import (
+    MAX_ERROR_BODY,
+    Reply,
+    Transport,
+    is_small,
+    reply_of,
+    timed_out,
+    unreachable,
+)
 
 IDLE_SECONDS = 15.0  # aiohttp's keep-alive time-out
 HIGH_WATER = 256 * 1024  # answer bytes waiting for the client before reading pauses
@@ -287,6 +295,14 @@ class Http1Transport:
         length = next((v for k, v in raw if k.lower() == "content-length"), None)
         kind = next((v for k, v in raw if k.lower() == "content-type"), None)
         small = is_small(int(length) if length and length.isdigit() else None, kind)
+        if (small or status >= 400) and conn.complete and conn.buffered <= MAX_ERROR_BODY:
+            # The whole answer came with its head (a short JSON answer mostly does): no
+            # stream to read it from.
+            body = b"".join(conn.chunks)
+            conn.chunks.clear()
+            conn.buffered = 0
+            await close()
+            return Reply(status, kept, body=body, closer=close)
         return await reply_of(status, kept, conn.body(), close, ERRORS, small)
 
     async def _exchange(
