@@ -79,7 +79,8 @@ class Transport(Protocol):
 
 class HttpxTransport:
     """httpx: the reference client (tests mock it with respx). Its connection pool costs
-    milliseconds a request under concurrency, so the default is the aiohttp transport."""
+    milliseconds a request under concurrency, so the default is the HTTP/1.1 transport
+    (proxy/upstreams/http1.py)."""
 
     def __init__(
         self, client: httpx.AsyncClient | None = None, max_connections: int = 1024
