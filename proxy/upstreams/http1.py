@@ -275,7 +275,7 @@ class Http1Transport:
         await self._slots.acquire()
         try:
             conn, status, raw = await self._exchange(
-                origin, head, content, upstream.connect_timeout, deadline
+                loop, origin, head, content, upstream.connect_timeout, deadline
             )
         except BaseException:
             self._slots.release()
@@ -307,6 +307,7 @@ class Http1Transport:
 
     async def _exchange(
         self,
+        loop: asyncio.AbstractEventLoop,
         origin: Origin,
         head: bytes,
         content: bytes | None,
@@ -318,7 +319,7 @@ class Http1Transport:
         retried = False
         try:
             while True:
-                conn, reused = await self._connection(origin, connect_timeout, deadline)
+                conn, reused = await self._connection(loop, origin, connect_timeout, deadline)
                 answered = conn.begin(deadline)
                 conn.write(head, content)
                 try:
@@ -367,11 +368,16 @@ class Http1Transport:
         return origin, target
 
     async def _connection(
-        self, origin: Origin, connect_timeout: float, deadline: float
+        self,
+        loop: asyncio.AbstractEventLoop,
+        origin: Origin,
+        connect_timeout: float,
+        deadline: float,
     ) -> tuple[Connection, bool]:
-        """An idle connection to ``origin`` (most recent first), or a new one."""
+        """An idle connection to ``origin`` (most recent first), or a new one. ``loop`` is
+        the running one, passed down: asking asyncio for it is a system call on Python 3.11
+        (its check of the process id)."""
         idle = self._idle.get(origin)
-        loop = asyncio.get_running_loop()
         now = loop.time()
         while idle:
             if now - idle[0].idle_since > IDLE_SECONDS:
