@@ -182,10 +182,11 @@ class SqliteStore:
                 )
                 if secrets.randbelow(256) < len(rows):  # one write in 256, sweep the expired
                     db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
+                db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # never left open: the next BEGIN would fail
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
 
         await self._run(put)
 

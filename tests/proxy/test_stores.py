@@ -149,6 +149,19 @@ async def test_sqlite_reads_take_no_worker_thread(
     await s.close()
 
 
+async def test_a_sqlite_batch_that_fails_is_rolled_back_and_the_next_one_lands(
+    tmp_path: Path,
+) -> None:
+    s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=100)
+    bad: Any = object()  # not a value SQLite can bind
+    with pytest.raises(sqlite3.Error):
+        await s.put_blobs([("a", b"1", 60), ("b", bad, 60)])
+    assert await s.get_blob("a") is None  # the whole batch, or none of it
+    await s.put_blobs([("a", b"2", 60)])
+    assert await s.get_blob("a") == b"2"
+    await s.close()
+
+
 class LockedReader:
     """A connection that finds the file locked, as another process holding it would."""
 
