@@ -27,7 +27,7 @@ TOKENS_PER_TOOL_CALL = 12
 SHORT_KEY = 512
 SHORT_TEXT = 8192
 # A field value this short (a role, a tool's name, a call id) is counted once per counter: a
-# message's role alone was a third of the tokenizer's calls in an agent's requests.
+# message's role alone made 841 of 2944 tokenizer calls over an agent's 135 requests.
 WORD = 48
 WORDS = 65536
 
