@@ -145,9 +145,12 @@ class Compactor:
             return None  # maybe a one-off: if it comes back, it is summarized then
         if dry_run:
             return self._estimate(job)
-        made = await self._flights.run(
-            job.key, lambda: self._make(job), True, job.newer, (ctx.scope, chain[1]), _ttl(ctx)
-        )
+        made = None
+        if self._may_make(job):
+            poll = (ctx.scope, chain[1])
+            made = await self._flights.run(
+                job.key, lambda: self._make(job), True, job.newer, poll, _ttl(ctx)
+            )
         kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
         if kept is None:
             return None
@@ -212,8 +215,16 @@ class Compactor:
             ctx.pinned,
         )
 
+    def _may_make(self, job: Job) -> bool:
+        """Whether a flight for ``job`` can make anything: one is under way for its
+        conversation (its summary may serve this request), or its messages leave something to
+        summarize. A running task's steps are never summarized, so an agent's single long task
+        cuts afresh many times with nothing to summarize: no lock is taken for it (two store
+        round trips on the request's path, a worker thread's each for SQLite)."""
+        return self._flights.running(job.key) or planned_cut(job) is not None
+
     def _spawn(self, job: Job) -> None:
-        if self._flights.running(job.key):
+        if self._flights.running(job.key) or planned_cut(job) is None:
             return
         self.stats.background += 1
         poll = (job.ctx.scope, job.chain[1])

@@ -24,6 +24,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.edge.app import create_app
 from proxy.request.conversations import unmarked
+from proxy.stores.guarded import GuardedStore
 from tests.clients.scripted import STEP, Script, create_scripted
 
 WINDOW = 16_000
@@ -60,6 +61,7 @@ class Loop:
         self.url = proxy.url
         self.sent: list[Any] = []  # each request's conversation, as the client sent it
         self.actions: list[str] = []
+        self.locks: list[str] = []  # summary locks taken (the fixture counts them)
 
     def forwarded(self) -> list[dict[str, Any]]:
         return [r.body for r in self.script.received]
@@ -70,9 +72,19 @@ class Loop:
 
 
 @pytest.fixture
-def loop(tmp_path: Path) -> Iterator[Loop]:
+def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
+    locks: list[str] = []
+    take = GuardedStore.acquire
+
+    async def acquire(self: GuardedStore, key: str, ttl: float) -> bool:
+        locks.append(key)
+        return await take(self, key, ttl)
+
+    monkeypatch.setattr(GuardedStore, "acquire", acquire)
     with ExitStack() as stack:
-        yield Loop(stack, tmp_path)
+        running = Loop(stack, tmp_path)
+        running.locks = locks
+        yield running
 
 
 def responses_loop(loop: Loop) -> str:
@@ -221,3 +233,6 @@ def test_a_hundred_step_task_runs_in_a_16k_window(loop: Loop, fmt: str) -> None:
     )
     assert kept / len(pairs) >= 0.9, (kept, len(pairs))
     assert not loop.script.summaries  # the summarizer never cuts into a running task
+    # Nor is a summary attempted: with nothing before the task to summarize, no cut takes the
+    # conversation's summary lock (a store round trip each way, on the request's path).
+    assert not loop.locks
