@@ -24,14 +24,16 @@ from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recen
 from strategies.tokens import Counter
 
 
-def prefix_chain(messages: Sequence[Message]) -> list[str]:
-    """``chain[k]`` for k = 0..n, where n counts the messages after the leading system run."""
+def prefix_chain(messages: Sequence[Message], length: int | None = None) -> list[str]:
+    """``chain[k]`` for k = 0..n, where n counts the messages after the leading system run;
+    only its first ``length`` entries when given (a conversation's key is ``chain[1]``)."""
     lead = leading_count(messages)
     h = hashlib.blake2b(digest_size=16)
     for m in messages[:lead]:
         h.update(_digest(m))
     chain = [h.hexdigest()]
-    for m in messages[lead:]:
+    end = len(messages) if length is None else lead + length - 1
+    for m in messages[lead:end]:
         h.update(_digest(m))
         chain.append(h.copy().hexdigest())
     return chain

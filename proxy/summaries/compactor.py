@@ -163,14 +163,17 @@ class Compactor:
         """Start summarizing in the background when the view would be over the soft threshold.
         ``cut_budget``: the budget the summary's cut is made for (a deep cut's, smaller than
         ``budget``, whose soft threshold says when)."""
-        chain = prefix_chain(messages)
-        if len(chain) < 2:
+        # The conversation's key first (its leading messages and first one): a conversation
+        # seen for the first time, or one summarizing already, needs no more.
+        head = prefix_chain(messages, 2)
+        if len(head) < 2:
             return
-        job = Job(messages, chain, None, cut_budget or budget, ctx)
+        job = Job(messages, head, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
         if first_sight_truncates(self._seen_before(job), ctx.policy):
             return  # prepared from its next request on, if there is one
+        chain = prefix_chain(messages)
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):

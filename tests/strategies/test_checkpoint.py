@@ -31,6 +31,8 @@ def test_chain_is_stable_under_growth_and_sensitive_to_edits() -> None:
     assert c[:3] == b[:3] and c[3] != b[3]
     reordered = [{"content": m["content"], "role": m["role"]} for m in conv(6)]
     assert prefix_chain(reordered) == a  # key order does not matter
+    for length in range(1, len(a) + 2):  # a conversation's key needs only the chain's head
+        assert prefix_chain(conv(6), length) == a[:length]
 
 
 def test_chain_values_do_not_depend_on_the_memos(monkeypatch: pytest.MonkeyPatch) -> None:
