@@ -173,6 +173,10 @@ class Compactor:
             return
         if first_sight_truncates(self._seen_before(job), ctx.policy):
             return  # prepared from its next request on, if there is one
+        if planned_cut(job) is None:
+            # Nothing to summarize from the start, nor then after any checkpoint (a later
+            # start cuts no sooner): a running task's steps, or recent turns only.
+            return
         chain = prefix_chain(messages)
         choice = await self._choose(messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
