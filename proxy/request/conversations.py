@@ -10,9 +10,10 @@ its message count, a rolling hash of its messages, and its token count. The next
 conversation is then ``kept`` (the previous prompt is its prefix: about that many tokens can come
 from the provider's cache), ``broken`` (it is not: the provider re-reads, and bills, the whole
 prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
-cache). Fingerprints live in memory and, with the TTL, in the checkpoint store, so replicas
-sharing a store (and a restarted proxy) know each other's last prompts. For prompts the proxy
-counted (near the limit: the fast path's small prompts stay in memory) the store is read when
+cache). A request digests only the messages the comparison needs; its own fingerprint is
+finished once its answer has gone (or by the next request, if that comes first). Fingerprints
+live in memory and, with the TTL, in the checkpoint store, so replicas sharing a store (and a
+restarted proxy) know each other's last prompts. For prompts the proxy counted (near the limit: the fast path's small prompts stay in memory) the store is read when
 memory has no fingerprint for the conversation, and written in the background. A store fault
 only costs the comparison (the request reports ``new``).
 
@@ -31,7 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -64,6 +65,20 @@ class Seen:
         return self.previous_tokens if self.state == "kept" else 0
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A forwarded prompt whose fingerprint is finished after its answer has gone: the
+    rolling digest of its first messages (those the comparison needed), its other messages."""
+
+    rolling: Any  # hashlib's blake2b, over the messages before ``rest``
+    rest: Sequence[Message]
+    count: int
+    tokens: int
+    sent: int
+    at: float
+    persist: bool
+
+
 class BlobStore(Protocol):
     async def get_blob(self, key: str) -> bytes | None: ...
 
@@ -74,10 +89,11 @@ class PrefixTracker:
     def __init__(
         self, store: BlobStore | None = None, clock: Callable[[], float] = time.time
     ) -> None:
-        self._last: OrderedDict[str, Fingerprint] = OrderedDict()
+        self._last: OrderedDict[str, Fingerprint | _Pending] = OrderedDict()
         self._store = store
         self._clock = clock
         self._writes: set[asyncio.Task[None]] = set()
+        self._pending: dict[str, _Pending] = {}
 
     async def see(
         self,
@@ -95,22 +111,42 @@ class PrefixTracker:
         now = self._clock()
         previous = await self._previous(conversation, persist)
         self._last.pop(conversation, None)
+        # Only the messages the comparison needs are digested now; the fingerprint is
+        # finished once the answer has gone (``_finish``, scheduled), or when the
+        # conversation's next request asks for it first: a new conversation's first request
+        # digests nothing on its way.
         rolling = hashlib.blake2b(digest_size=16)
-        at_previous: bytes | None = None
-        for i, m in enumerate(messages):
+        upto = min(previous.count, len(messages)) if previous is not None else 0
+        for m in messages[:upto]:
             rolling.update(_digest(m))
-            if previous is not None and i + 1 == previous.count:
-                at_previous = rolling.digest()
-        fingerprint = Fingerprint(len(messages), rolling.digest(), tokens, sent, now)
-        self._last[conversation] = fingerprint
+        at_previous = rolling.digest() if previous is not None else None
+        pending = _Pending(rolling, messages[upto:], len(messages), tokens, sent, now, persist)
+        self._last[conversation] = self._pending[conversation] = pending
         if len(self._last) > MAX_CONVERSATIONS:
-            self._last.popitem(last=False)
-        if persist:
-            self._write(conversation, fingerprint)
+            self._last.popitem(last=False)  # one still pending is written all the same
+        asyncio.get_running_loop().call_soon(self._finish, conversation, pending)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
-        state: State = "kept" if at_previous == previous.digest else "broken"
+        kept = 0 < previous.count <= len(messages) and at_previous == previous.digest
+        state: State = "kept" if kept else "broken"
         return Seen(state, previous.tokens, previous.sent)
+
+    def _finish(self, conversation: str, pending: _Pending) -> Fingerprint:
+        """``pending``'s fingerprint, in memory in its place (unless a newer prompt of the
+        conversation took it), and written to the store when it was to be. Finishing it again
+        changes nothing."""
+        rolling = pending.rolling
+        for m in pending.rest:
+            rolling.update(_digest(m))
+        f = Fingerprint(pending.count, rolling.digest(), pending.tokens, pending.sent, pending.at)
+        pending.rest = ()
+        if self._pending.get(conversation) is pending:
+            del self._pending[conversation]
+            if self._last.get(conversation) is pending:
+                self._last[conversation] = f
+            if pending.persist:
+                self._write(conversation, f)
+        return f
 
     async def last(self, conversation: str) -> Fingerprint | None:
         """The conversation's last forwarded prompt, when fresh."""
@@ -120,7 +156,12 @@ class PrefixTracker:
         return previous
 
     async def _previous(self, conversation: str, ask_store: bool = True) -> Fingerprint | None:
+        pending = self._pending.get(conversation)  # the newest, even if memory let it go
+        if pending is not None:
+            return self._finish(conversation, pending)
         found = self._last.get(conversation)
+        if isinstance(found, _Pending):
+            return self._finish(conversation, found)
         if found is not None or self._store is None or not ask_store:
             return found
         try:
@@ -130,7 +171,10 @@ class PrefixTracker:
         return _decode(raw) if raw else None
 
     async def drain(self) -> None:
-        """Wait for the background writes (at shutdown, before the store closes)."""
+        """Finish the fingerprints and wait for the background writes (at shutdown, before
+        the store closes)."""
+        for conversation, pending in list(self._pending.items()):
+            self._finish(conversation, pending)
         while self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from proxy.config.settings import load_settings
 from proxy.edge.runtime import Runtime, new_transport
+from proxy.request import conversations
 from proxy.request.conversations import STORE_PREFIX, PinMemory, PrefixTracker
 from proxy.stores import open_store
 
@@ -80,3 +83,47 @@ async def test_a_fingerprint_written_at_shutdown_reaches_the_store(tmp_path: Pat
         assert await store.get_blob(STORE_PREFIX + "c1") is not None
     finally:
         await store.close()
+
+
+async def test_a_fingerprint_is_finished_after_the_answer_or_when_asked_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new conversation's prompt is digested once its answer has gone (the next turn of the
+    event loop), not on its way; a next request that comes first finishes it itself."""
+    digested: list[object] = []
+    digest = conversations._digest
+
+    def counting(message: dict[str, str]) -> bytes:
+        digested.append(message)
+        return digest(message)
+
+    monkeypatch.setattr(conversations, "_digest", counting)
+    tracker = PrefixTracker()
+    first = [{"role": "system", "content": "s"}, {"role": "user", "content": "one"}]
+    assert (await tracker.see("c1", first, 10, 10, persist=False)).state == "new"
+    assert digested == []
+    await asyncio.sleep(0)
+    assert digested == first
+    second = [*first, {"role": "assistant", "content": "a"}, {"role": "user", "content": "two"}]
+    assert (await tracker.see("c1", second, 20, 20, persist=False)).state == "kept"
+    # No turn of the loop between them: the next request finishes the fingerprint it needs.
+    third = [*second, {"role": "assistant", "content": "b"}]
+    assert (await tracker.see("c1", third, 30, 30, persist=False)).state == "kept"
+    assert (await tracker.see("c1", first, 10, 10, persist=False)).state == "broken"  # shorter
+    edited = [first[0], {"role": "user", "content": "changed"}]
+    assert (await tracker.see("c1", edited, 10, 10, persist=False)).state == "broken"
+
+
+async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_still_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(conversations, "MAX_CONVERSATIONS", 1)
+    store = SlowStore()
+    tracker = PrefixTracker(store)
+    await tracker.see("c1", MESSAGES, 10, 10, persist=True)
+    await tracker.see("c2", MESSAGES, 10, 10, persist=True)  # c1 leaves memory at once
+    await tracker.drain()
+    assert sorted(store.blobs) == [STORE_PREFIX + "c1", STORE_PREFIX + "c2"]
+    again = PrefixTracker(store)
+    longer = [*MESSAGES, {"role": "assistant", "content": "a"}]
+    assert (await again.see("c1", longer, 12, 12)).state == "kept"
