@@ -13,9 +13,10 @@ prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any 
 cache). A request digests only the messages the comparison needs; its own fingerprint is
 finished once its answer has gone (or by the next request, if that comes first). Fingerprints
 live in memory and, with the TTL, in the checkpoint store, so replicas sharing a store (and a
-restarted proxy) know each other's last prompts. For prompts the proxy counted (near the limit: the fast path's small prompts stay in memory) the store is read when
-memory has no fingerprint for the conversation, and written in the background. A store fault
-only costs the comparison (the request reports ``new``).
+restarted proxy) know each other's last prompts. For prompts the proxy counted (near the
+limit: the fast path's small prompts stay in memory) the store is read when memory has no
+fingerprint for the conversation, and written in the background. A store fault only costs the
+comparison (the request reports ``new``).
 
 **Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
 header once, with the message, so the proxy remembers the pinned message's digest for its
