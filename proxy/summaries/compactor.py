@@ -126,12 +126,20 @@ class Compactor:
         ``dry_run`` (the preview) reads the store but never calls the summarizer nor writes:
         a reusable checkpoint is reported as reused, anything else as what would be
         summarized, with a placeholder where the summary would go."""
-        chain = prefix_chain(messages)
-        if len(chain) < 2:
+        head = prefix_chain(messages, 2)  # the conversation's key, all the store needs
+        if len(head) < 2:
             return None
         if session_memory:
             return self._session_memory(messages, budget, ctx, session_memory)
-        choice = await self._choose(messages, chain, budget, ctx)
+        candidates = await self._candidates(ctx.scope, head[1])
+        bare = Job(messages, head, None, cut_budget or budget, ctx, budget)
+        if not candidates and not self._flights.running(bare.key) and planned_cut(bare) is None:
+            # Nothing stored to reuse and nothing to summarize (a running task's steps):
+            # truncated, without digesting the whole conversation. Seen, as on_compact has it.
+            self._seen_before(bare, not dry_run)
+            return None
+        chain = prefix_chain(messages)
+        choice = self._choice(candidates, messages, chain, budget, ctx)
         job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
         action = on_compact(choice, lambda: self._seen_before(job, not dry_run), ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
@@ -178,7 +186,8 @@ class Compactor:
             # start cuts no sooner): a running task's steps, or recent turns only.
             return
         chain = prefix_chain(messages)
-        choice = await self._choose(messages, chain, budget, ctx)
+        candidates = await self._candidates(ctx.scope, chain[1])
+        choice = self._choice(candidates, messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
             self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
@@ -202,14 +211,21 @@ class Compactor:
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
-    async def _choose(
-        self, messages: list[Message], chain: list[str], budget: int, ctx: Context
-    ) -> Choice:
+    async def _candidates(self, scope: str, conversation: str) -> list[Checkpoint]:
         try:
-            candidates = await self.store.candidates(ctx.scope, chain[1])
+            return await self.store.candidates(scope, conversation)
         except Exception as exc:  # a store outage degrades to "no checkpoint"
             self._store_fault(exc)
-            candidates = []
+            return []
+
+    def _choice(
+        self,
+        candidates: list[Checkpoint],
+        messages: list[Message],
+        chain: list[str],
+        budget: int,
+        ctx: Context,
+    ) -> Choice:
         role = ctx.policy.summary_role
         return choose(
             candidates,

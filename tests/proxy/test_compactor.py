@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from proxy.config.policies import PolicyConfig
 from proxy.summaries.compactor import Compactor
 from proxy.summaries.job import Context
 from proxy.summaries.llm import Target
+from strategies import checkpoint
 from strategies.checkpoint import Checkpoint
 from strategies.messages import Message
 from strategies.tokens import FixedCounter
@@ -66,9 +69,15 @@ def context(running: bool) -> Context:
     return Context("t", FixedCounter(10), POLICY, Target("m"), 0, 10_000, running=running)
 
 
-async def test_a_running_task_with_nothing_before_it_costs_no_store_call() -> None:
+async def test_a_running_task_with_nothing_before_it_costs_no_store_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Its steps are never summarized: preparing asks nothing of the store once the
-    conversation is known, and a cut reads its checkpoints but takes no lock."""
+    conversation is known, and a cut reads its checkpoints but takes no lock, and digests
+    only the conversation's key (its system prompt and task) to find them."""
+    digested: list[Message] = []
+    digest = checkpoint._digest
+    monkeypatch.setattr(checkpoint, "_digest", lambda m: digested.append(m) or digest(m))
     store, writer = RecordingStore(), Writer()
     compactor = Compactor(store, writer)  # type: ignore[arg-type]
     msgs = task(20)  # 410 tokens against a budget of 300: over it, and past the soft limit
@@ -76,9 +85,28 @@ async def test_a_running_task_with_nothing_before_it_costs_no_store_call() -> No
         await compactor.precompact(msgs, 300, context(True))
         await compactor.drain()
     assert store.calls == []
+    assert digested == msgs[:2] * 3
     assert await compactor.compact(msgs, 300, context(True)) is None
     assert store.calls == ["candidates"]
+    assert digested == msgs[:2] * 4
     assert writer.calls == 0
+
+
+async def test_a_cut_with_nothing_to_summarize_still_remembers_the_conversation() -> None:
+    """Once the task is done and a new one stated, its steps can be summarized: the
+    conversation was seen by the cut before, so it is summarized, not truncated as on first
+    sight."""
+    store, writer = RecordingStore(), Writer()
+    compactor = Compactor(store, writer)  # type: ignore[arg-type]
+    msgs = task(20)
+    assert await compactor.compact(msgs, 300, context(True)) is None
+    later = [
+        *msgs,
+        {"role": "assistant", "content": "Fixed."},
+        {"role": "user", "content": "Next?"},
+    ]
+    made = await compactor.compact(later, 300, context(True))
+    assert made is not None and made.event == "created" and writer.calls == 1
 
 
 async def test_a_conversation_with_old_turns_is_prepared_and_summarized() -> None:
