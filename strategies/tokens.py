@@ -247,9 +247,14 @@ def _digest(message: Message) -> Hashable | None:
     """The cache key of a message. A message of short strings only (most chat messages) is its
     own key, as a tuple of its items: exact, and far cheaper than serializing it. Others are
     keyed by their JSON when short, else by a 128-bit BLAKE2b of it."""
-    values = message.values()
-    if all(type(v) is str for v in values) and sum(map(len, values)) <= SHORT_TEXT:
-        return tuple(message.items())
+    size = 0
+    for v in message.values():  # a loop: all() over a generator and sum() cost twice as much
+        if type(v) is not str:
+            break
+        size += len(v)
+    else:
+        if size <= SHORT_TEXT:
+            return tuple(message.items())
     try:
         raw = orjson.dumps(message)
     except TypeError:
