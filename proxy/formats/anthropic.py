@@ -16,6 +16,7 @@ cl100k estimate times a ratio, calibrated per model from the responses' ``usage`
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -127,7 +128,8 @@ class AnthropicFormat:
                 if skipped.get(SOURCE) is src:
                     break
                 marks += marks_of(skipped)
-            attach(out, marks)
+            if marks:
+                attach(out, marks)
             assert src is not None
             original, source_blocks = src["m"], src["b"]
             blocks = [m["content"]] if source_blocks is None else source_blocks
@@ -321,9 +323,7 @@ def _message(o: dict[str, Any]) -> dict[str, Any]:
     if isinstance(same["content"], str):
         text = content[0] if len(content) == 1 and isinstance(content[0], str) else content
         return same if text is same["content"] else {**same, "content": text}
-    if len(content) == len(same["content"]) and all(
-        a is b for a, b in zip(content, same["content"], strict=True)
-    ):
+    if len(content) == len(same["content"]) and all(map(operator.is_, content, same["content"])):
         return same  # every block kept as it came
     return {**same, "content": content}
 
