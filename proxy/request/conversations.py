@@ -136,11 +136,13 @@ class PrefixTracker:
         """``pending``'s fingerprint, in memory in its place (unless a newer prompt of the
         conversation took it), and written to the store when it was to be. Finishing it again
         changes nothing."""
-        rolling = pending.rolling
-        for m in pending.rest:
-            rolling.update(_digest(m))
-        f = Fingerprint(pending.count, rolling.digest(), pending.tokens, pending.sent, pending.at)
-        pending.rest = ()
+        if pending.rest:  # on a copy: a digest that fails leaves it to be finished again
+            rolling = pending.rolling.copy()
+            for m in pending.rest:
+                rolling.update(_digest(m))
+            pending.rolling, pending.rest = rolling, ()
+        digest = pending.rolling.digest()
+        f = Fingerprint(pending.count, digest, pending.tokens, pending.sent, pending.at)
         if self._pending.get(conversation) is pending:
             del self._pending[conversation]
             if self._last.get(conversation) is pending:

@@ -127,3 +127,24 @@ async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_st
     again = PrefixTracker(store)
     longer = [*MESSAGES, {"role": "assistant", "content": "a"}]
     assert (await again.see("c1", longer, 12, 12)).state == "kept"
+
+
+async def test_a_fingerprint_whose_digest_failed_is_finished_again_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    digest = conversations._digest
+    failures = [MESSAGES[1]]
+
+    def flaky(message: dict[str, str]) -> bytes:
+        if message in failures:
+            failures.remove(message)
+            raise RuntimeError("a digest that fails once")
+        return digest(message)
+
+    monkeypatch.setattr(conversations, "_digest", flaky)
+    tracker = PrefixTracker()
+    await tracker.see("c1", MESSAGES, 10, 10, persist=False)
+    with pytest.raises(RuntimeError):
+        tracker._finish("c1", tracker._pending["c1"])  # as the scheduled call would
+    longer = [*MESSAGES, {"role": "assistant", "content": "a"}]
+    assert (await tracker.see("c1", longer, 12, 12, persist=False)).state == "kept"
