@@ -95,6 +95,10 @@ class PrefixTracker:
         self._clock = clock
         self._writes: set[asyncio.Task[None]] = set()
         self._pending: dict[str, _Pending] = {}
+        # The event loop that finishes fingerprints, asked for once: on Python 3.11 each
+        # asyncio.get_running_loop() is a getpid system call. (A pending fingerprint whose
+        # call never runs is finished by the next request or by drain all the same.)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def see(
         self,
@@ -125,7 +129,10 @@ class PrefixTracker:
         self._last[conversation] = self._pending[conversation] = pending
         if len(self._last) > MAX_CONVERSATIONS:
             self._last.popitem(last=False)  # one still pending is written all the same
-        asyncio.get_running_loop().call_soon(self._finish, conversation, pending)
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        loop.call_soon(self._finish, conversation, pending)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
         kept = 0 < previous.count <= len(messages) and at_previous == previous.digest
