@@ -23,6 +23,7 @@ from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.light_trim import LightTrim
 from strategies.messages import (
+    ANSWERING,
     RESULT_ROLES,
     Message,
     iter_text,
@@ -332,7 +333,7 @@ def _run_passes(
         if last_user >= lead:
             rewritten[last_user] = messages[last_user]
         for i in range(task, len(messages)):
-            if i == task or i >= newest or role(messages[i]) not in RESULT_ROLES:
+            if i == task or i >= newest or messages[i].get("role") not in ANSWERING:
                 rewritten[i] = messages[i]
         if pinned:
             for i, original in enumerate(messages):

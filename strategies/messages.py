@@ -25,6 +25,8 @@ HIDDEN = "_hidden"
 
 LEADING_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})  # what answers a call
+# The same as a tuple: tested by equality, so a role of any JSON type (a list) is only unequal.
+ANSWERING = ("tool", "function")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +79,15 @@ def makes_calls(message: Message) -> bool:
 
 
 def result_role(message: Message) -> str | None:
-    """The role of the messages that answer ``message``'s calls: tool, function, or None."""
-    if tool_call_ids(message):
+    """The role of the messages that answer ``message``'s calls: tool, function, or None.
+    (``tool_call_ids`` and ``function_call`` without their lists: the engine asks this of
+    every message several times per fit.)"""
+    if message.get("role") != "assistant":
+        return None
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and any(isinstance(c, dict) for c in calls):
         return "tool"
-    return "function" if function_call(message) is not None else None
+    return "function" if isinstance(message.get("function_call"), dict) else None
 
 
 def iter_text(message: Message) -> Iterator[str]:
@@ -117,7 +124,7 @@ def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -
         j = i + 1
         answers = result_role(messages[i])
         if answers is not None:
-            while j < stop and role(messages[j]) == answers:
+            while j < stop and messages[j].get("role") == answers:
                 j += 1
         out.append(Unit(i, j))
         i = j
@@ -127,7 +134,7 @@ def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -
 def last_user_index(messages: Sequence[Message]) -> int:
     """Index of the last user message, or -1."""
     for i in range(len(messages) - 1, -1, -1):
-        if role(messages[i]) == "user":
+        if messages[i].get("role") == "user":
             return i
     return -1
 

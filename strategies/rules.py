@@ -22,8 +22,8 @@ from typing import Any, Literal
 from strategies.blocks import BlockReport
 from strategies.formatter import FormatterName, facts_of, inject_into_system
 from strategies.messages import (
+    ANSWERING,
     LEADING_ROLES,
-    RESULT_ROLES,
     Message,
     Unit,
     leading_count,
@@ -170,7 +170,7 @@ def _position(unit: Unit, lead: int, current: int, newest: int) -> Position:
 def current_turn_start(messages: Sequence[Message], lead: int) -> int:
     """Index where the current turn starts: the last user message, else the last unit."""
     for i in range(len(messages) - 1, lead - 1, -1):
-        if role(messages[i]) == "user":
+        if messages[i].get("role") == "user":
             return i
     tail = units(messages, lead)
     return tail[-1].start if tail else len(messages)
@@ -188,14 +188,14 @@ def running_task(
     first; the task and the newest step stay as they came."""
     task = -1
     for i in range(len(messages) - 1, lead - 1, -1):
-        if role(messages[i]) == "user" and id(messages[i]) not in continuing:
+        if messages[i].get("role") == "user" and id(messages[i]) not in continuing:
             task = i
             break
     if task < 0:
         start = current_turn_start(messages, lead)
         return start, start
     newest = next(
-        (i for i in range(len(messages) - 1, task, -1) if role(messages[i]) == "assistant"),
+        (i for i in range(len(messages) - 1, task, -1) if messages[i].get("role") == "assistant"),
         task,
     )
     return task, newest
@@ -252,7 +252,7 @@ def drop_broken_pairs(messages: list[Message]) -> list[Message]:
     i = 0
     while i < len(messages):
         m = messages[i]
-        if role(m) in RESULT_ROLES:
+        if m.get("role") in ANSWERING:
             i += 1
             continue  # a result not directly after its call
         answers = result_role(m)
@@ -261,7 +261,7 @@ def drop_broken_pairs(messages: list[Message]) -> list[Message]:
             i += 1
             continue
         j = i + 1
-        while j < len(messages) and role(messages[j]) == answers:
+        while j < len(messages) and messages[j].get("role") == answers:
             j += 1
         if answers == "function":
             complete = j > i + 1

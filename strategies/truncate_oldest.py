@@ -119,7 +119,7 @@ def _grouped(messages: Sequence[Message], atoms: list[Unit], opener: str) -> lis
     """Units grouped from each one that ``opener`` starts up to the next."""
     out: list[Unit] = []
     for a in atoms:
-        if out and role(messages[a.start]) != opener:
+        if out and messages[a.start].get("role") != opener:
             out[-1] = Unit(out[-1].start, a.end)
         else:
             out.append(a)
