@@ -39,10 +39,8 @@ from proxy.formats.responses_items import (
     TEXT_OUTPUTS,
     TEXT_PARTS,
     Facts,
-    Kind,
     Pairing,
     answered_key,
-    call_keys,
     check_input,
     facts_of,
     hidden_text,
@@ -152,11 +150,10 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
         reuse.viewing(items)
     first, out, answered, visible = _continued(items, reuse, facts)
     table = [facts(i) for i in items[first:]]  # each item's kind and ids, found once
-    pairs = [(item, f[0]) for item, f in zip(items[first:], table, strict=True)]
     answered |= {f[2] for f in table if f[0] == "output"}
     visible |= {k for f in table for k in f[1]}
     run: list[dict[str, Any]] = []
-    run_kinds: list[Kind] = []
+    run_facts: list[Facts] = []
     start = 0  # the index of the run's first item
     reference: Message | None = None  # the last ``item_reference``, standing for stored items
 
@@ -167,26 +164,23 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
         if not run:
             return
         # A run's message depends on nothing else but which of its calls have outputs.
-        keys = tuple(
-            _answer(facts(i)[1], answered)
-            for i, k in zip(run, run_kinds, strict=True)
-            if k == "call"
-        )
+        keys = tuple(_answer(f[1], answered) for f in run_facts if f[0] == "call")
         made = earlier(start, run[0])
         if made is None or made[0] != keys or not _same(made[1], run):
-            made = (keys, tuple(run), _assistant(list(run), run_kinds, answered))
+            made = (keys, tuple(run), _assistant(list(run), run_facts, keys))
         out.append(made[2])
         if reuse is not None:
             reuse.made(start, made)
         run.clear()
-        run_kinds.clear()
+        run_facts.clear()
 
-    for i, (item, kind) in enumerate(pairs, first):
+    for i, (item, f) in enumerate(zip(items[first:], table, strict=True), first):
+        kind = f[0]
         if kind in ("call", "assistant") or (kind == "message" and item["role"] == "assistant"):
             if not run:
                 start = i
             run.append(item)
-            run_kinds.append(kind)
+            run_facts.append(f)
             continue
         close_run()
         if kind != "output" and item.get("type") != "item_reference":
@@ -199,7 +193,7 @@ def _lower(items: list[dict[str, Any]], reuse: Reuse | None = None) -> list[Mess
             if reuse is not None:
                 reuse.made(i, made)
         if kind == "output":
-            key = facts(item)[2]
+            key = f[2]
             if key not in visible and reference is not None:
                 # Its call is a stored item the reference stands for (``store: true``): the
                 # reference carries the call, so the two stay together, kept or dropped.
@@ -264,14 +258,19 @@ def _answer(keys: list[str], answered: set[str | None]) -> str | None:
     return next((k for k in keys if k in answered), None)
 
 
-def _assistant(run: list[dict[str, Any]], kinds: list[Kind], answered: set[str | None]) -> Message:
+def _assistant(
+    run: list[dict[str, Any]], facts: list[Facts], keys: tuple[str | None, ...]
+) -> Message:
+    """The assistant message a run of items makes; ``keys``: by which id each of its calls is
+    answered (None: not in this input), in order."""
     parts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
-    for item, kind in zip(run, kinds, strict=True):
-        if kind == "message":
+    answers = iter(keys)
+    for item, f in zip(run, facts, strict=True):
+        if f[0] == "message":
             parts += _text_parts(item["content"])
-        elif kind == "call":
-            key = _answer(call_keys(item), answered)
+        elif f[0] == "call":
+            key = next(answers)
             if key is not None:
                 calls.append({"id": key, "type": "function", "function": _function(item)})
     message: Message = {"role": "assistant", "content": parts or None}
