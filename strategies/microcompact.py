@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strategies.messages import Message, function_call
+from strategies.messages import ANSWERING, Message, function_call
 from strategies.tokens import Counter
 
 CLEARED = "[Tool result cleared to save context"
@@ -54,7 +54,7 @@ class ToolResultMicrocompact:
         filtered = bool(self.include_tools or self.exclude_tools or self.min_result_tokens)
         for i in range(len(messages) - 1, -1, -1):
             m = messages[i]
-            if m.get("role") not in ANSWERS:  # most messages answer no call
+            if m.get("role") not in ANSWERING:  # most messages answer no call
                 continue
             call = _call_answered(messages, i, calls)
             if call is None or call[1] >= i:
@@ -96,9 +96,6 @@ class ToolResultMicrocompact:
         if tool in self.exclude_tools:
             return False
         return not self.min_result_tokens or counter.message(message) >= self.min_result_tokens
-
-
-ANSWERS = ("tool", "function")  # the roles of messages that answer a call
 
 
 def _starts(message: Message, fixed: str) -> bool:
