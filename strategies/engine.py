@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from strategies import registry
+from strategies.attached import ReattachedClear, stale_reminders
 from strategies.base import Strategy
 from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.light_trim import LightTrim
 from strategies.messages import (
-    ANSWERING,
     RESULT_ROLES,
     Message,
     iter_text,
@@ -33,6 +33,7 @@ from strategies.messages import (
 )
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.prompt_cut import cut_message_middle
+from strategies.protected import Protected, protected
 from strategies.repair import repair_tool_calls
 from strategies.rules import (
     DEFAULT_RULES,
@@ -62,7 +63,7 @@ class Policy:
     rules: tuple[Rule, ...] = DEFAULT_RULES
     history_strategy: str = "truncate_oldest"
     history_options: Mapping[str, Any] = field(default_factory=lambda: {"unit": "turn"})
-    passes: tuple[Pass, ...] = (ToolResultMicrocompact(), LightTrim())
+    passes: tuple[Pass, ...] = (ToolResultMicrocompact(), ReattachedClear(), LightTrim())
     repair_tool_calls: bool = False
     cache_cut_share: float = 0.3
     pins: tuple[Match, ...] = ()  # messages kept verbatim: never dropped, trimmed or summarized
@@ -236,10 +237,17 @@ def _fit(
         raise BudgetExceeded(
             f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
         )
+    kept = protected(current, policy.rules, run.atomic, run.continuing)
+    current, tokens, kept = _drop_stale(
+        current, tokens, counter, policy, run, pinned, kept, steps, actions
+    )
+    if tokens <= budget:
+        return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
     if run.atomic:
-        current, tokens = _cut_task(current, tokens, budget, counter, steps, actions, run, pinned)
+        current, tokens = _cut_task(current, tokens, budget, counter, steps, actions, kept, pinned)
+    keep = _kept(kept, run)
     current, tokens = _run_passes(
-        current, tokens, budget, counter, passes, steps, actions, run, pinned
+        current, tokens, budget, counter, passes, steps, actions, run, pinned, keep
     )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
@@ -257,7 +265,44 @@ def _fit(
         pinned,
         cut_share,
         run,
+        keep,
     )
+
+
+def _drop_stale(
+    messages: list[Message],
+    tokens: int,
+    counter: Counter,
+    policy: Policy,
+    run: Running,
+    pinned: frozenset[int],
+    kept: Protected,
+    steps: list[Step],
+    actions: list[str],
+) -> tuple[list[Message], int, Protected]:
+    """The conversation without the reminders a newer one of the same kind repeats (never one
+    in the newest step, nor a pinned one); the first thing a conversation over its budget
+    loses (strategies/attached.py)."""
+    keep = {i for i, m in enumerate(messages) if id(m) in pinned} if pinned else set()
+    stale = stale_reminders(messages, keep.union(kept.step))
+    if not stale:
+        return messages, tokens, kept
+    gone = set(stale)
+    out = [m for i, m in enumerate(messages) if i not in gone]
+    saved = sum(counter.message(messages[i]) for i in stale)
+    steps.append(Step("reminders", True, saved))
+    actions.append(f"reminders-dropped {len(stale)}")
+    return out, tokens - saved, protected(out, policy.rules, run.atomic, run.continuing)
+
+
+def _kept(kept: Protected, run: Running) -> frozenset[int]:
+    """The indices of a chat turn's task and newest step, which the engine holds as one strict
+    block (``newest``). A running task (atomic) has its own rule for them (``running-turn``),
+    which may cut its statement's middle when nothing else makes room."""
+    if run.atomic:
+        return frozenset()
+    step = frozenset(kept.step)
+    return step if kept.task < 0 else step | {kept.task}
 
 
 # A running task's statement and newest step, whole, before any of the policy's own rules.
@@ -274,9 +319,6 @@ def _steps_rule(policy: Policy) -> Rule:
     return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
 
 
-TASK_SHARE = 0.25  # a running task's statement past this share of the budget is cut
-
-
 def _cut_task(
     messages: list[Message],
     tokens: int,
@@ -284,17 +326,21 @@ def _cut_task(
     counter: Counter,
     steps: list[Step],
     actions: list[str],
-    run: Running,
+    kept: Protected,
     pinned: frozenset[int],
 ) -> tuple[list[Message], int]:
-    """A running task's statement stays verbatim unless it alone takes more than a quarter of
-    the budget once steps have begun: then its middle is cut, with a marker, so the steps keep
-    room."""
-    task, newest = running_task(messages, leading_count(messages), run.continuing)
-    if newest <= task or role(messages[task]) != "user" or id(messages[task]) in pinned:
+    """A running task's statement stays verbatim unless, once steps have begun, the protected
+    messages (the leading instructions, the task and its newest step) cannot fit beside it:
+    then its middle is cut, with a marker, to what they leave. The last resort before a
+    refusal, never a way to make room for older steps."""
+    task = kept.task
+    if task < 0 or kept.newest <= task + 1 or id(messages[task]) in pinned:
         return messages, tokens  # no step taken yet: a prompt that does not fit is refused
-    cap = int(budget * TASK_SHARE)
-    if counter.message(messages[task]) <= cap:
+    must = counter.priming + sum(counter.message(messages[i]) for i in kept.indices())
+    if must <= budget:
+        return messages, tokens
+    cap = counter.message(messages[task]) - (must - budget)
+    if cap <= 0:
         return messages, tokens
     cut = cut_message_middle(messages[task], cap, counter)
     if cut is None:
@@ -316,10 +362,11 @@ def _run_passes(
     actions: list[str],
     run: Running = Running(),
     pinned: frozenset[int] = frozenset(),
+    keep: frozenset[int] = frozenset(),
 ) -> tuple[list[Message], int]:
-    # The system prompt and the user's current message are never rewritten by a pass. In a
-    # running task (atomic) only the results of its completed steps may be: the task, every
-    # assistant message and the newest step go back as they came.
+    # The system prompt, the user's current message and the newest step (``keep``) are never
+    # rewritten by a pass. In a running task (atomic) only the results of its completed steps
+    # may be: the task and every assistant message go back as they came.
     lead = leading_count(messages)
     last_user = last_user_index(messages)
     task, newest = (
@@ -333,8 +380,10 @@ def _run_passes(
         if last_user >= lead:
             rewritten[last_user] = messages[last_user]
         for i in range(task, len(messages)):
-            if i == task or i >= newest or messages[i].get("role") not in ANSWERING:
+            if i == task or i >= newest or messages[i].get("role") in ("user", "assistant"):
                 rewritten[i] = messages[i]
+        for i in keep:
+            rewritten[i] = messages[i]
         if pinned:
             for i, original in enumerate(messages):
                 if id(original) in pinned:
@@ -364,8 +413,9 @@ def _allocate(
     pinned: frozenset[int] = frozenset(),
     cut_share: float | None = None,
     run: Running = Running(),
+    keep: frozenset[int] = frozenset(),
 ) -> Fit:
-    assignments = assign(messages, rules, policy.history, pinned, run.atomic, run.continuing)
+    assignments = assign(messages, rules, policy.history, pinned, run.atomic, run.continuing, keep)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
     blocks = [

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strategies.messages import Message
+from strategies.messages import Message, attached
 from strategies.tokens import Counter
 
 
@@ -32,7 +32,12 @@ class LightTrim:
 
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         stop = max(0, len(messages) - self.keep_recent)
-        return [self._trim_message(m) if i < stop else m for i, m in enumerate(messages)]
+        # An attached message (a client's mid-conversation instruction) goes whole or not at
+        # all: strategies/attached.py.
+        return [
+            self._trim_message(m) if i < stop and not attached(m) else m
+            for i, m in enumerate(messages)
+        ]
 
     def trim_text(self, text: str) -> str:
         if len(text) <= self.text_threshold:

@@ -6,7 +6,10 @@ re-serializes a message it does not change, so unknown fields survive untouched.
 A *unit* is the smallest run of messages that may be removed on its own: an assistant message
 with ``tool_calls`` together with every ``tool`` message answering it, an assistant message with
 a legacy ``function_call`` together with the ``function`` message answering it, or any other
-single message. A *turn* starts at a user message and runs to the next one.
+single message; after the leading system/developer messages, a unit also takes the *attached*
+messages that follow it (any role but user, assistant, tool and function: Claude Code's
+mid-conversation ``system`` reminders and instructions), which stand or fall with the step or
+message they follow. A *turn* starts at a user message and runs to the next one.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ HIDDEN = "_hidden"
 
 LEADING_ROLES = frozenset({"system", "developer"})
 RESULT_ROLES = frozenset({"tool", "function"})  # what answers a call
+# The roles of a conversation's own turns; any other role after the leading run is attached to
+# the message before it (a mid-conversation instruction or reminder).
+TURN_ROLES = frozenset({"user", "assistant", "tool", "function"})
 # The same as a tuple: tested by equality, so a role of any JSON type (a list) is only unequal.
 ANSWERING = ("tool", "function")
 
@@ -115,9 +121,11 @@ def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -
     An assistant message with tool calls absorbs the ``tool`` messages that follow it (in any
     order, possibly interleaved with nothing else); one with a ``function_call`` absorbs the
     ``function`` message after it. A result not preceded by its call is a unit of its own;
-    removing it can never orphan anything.
+    removing it can never orphan anything. Past the leading system/developer run, a unit then
+    absorbs the attached messages after it (see :func:`attached`).
     """
     stop = len(messages) if end is None else end
+    lead = leading_count(messages)
     out: list[Unit] = []
     i = start
     while i < stop:
@@ -126,9 +134,19 @@ def units(messages: Sequence[Message], start: int = 0, end: int | None = None) -
         if answers is not None:
             while j < stop and messages[j].get("role") == answers:
                 j += 1
+        if i >= lead:
+            while j < stop and attached(messages[j]):
+                j += 1
         out.append(Unit(i, j))
         i = j
     return out
+
+
+def attached(message: Message) -> bool:
+    """A message in a role other than the conversation's own turns (a mid-conversation
+    ``system`` or ``developer`` message, or a role the proxy does not know): it belongs to the
+    message before it."""
+    return message.get("role") not in TURN_ROLES
 
 
 def last_user_index(messages: Sequence[Message]) -> int:

@@ -103,6 +103,8 @@ class Assignment:
 
 # Pinned messages: kept verbatim, never dropped, trimmed or summarized (a strict block).
 PINNED_RULE = Rule("pinned", Match(), TIERS["core"], "strict")
+# The newest step (and a chat turn's task): what every plan keeps (strategies/protected.py).
+NEWEST_RULE = Rule("newest", Match(), TIERS["core"], "strict")
 
 
 def assign(
@@ -112,9 +114,11 @@ def assign(
     pinned: frozenset[int] = frozenset(),
     running: bool = False,
     continuing: frozenset[int] = frozenset(),
+    protected: frozenset[int] = frozenset(),
 ) -> list[Assignment]:
     """One assignment per rule (in rule order) plus the history rule last; with ``pinned``
-    (message ids), a first assignment takes every unit holding a pinned message.
+    (message ids), a first assignment takes every unit holding a pinned message, and with
+    ``protected`` (indices: the newest step, strategies/protected.py) one more takes theirs.
 
     ``running``: the current turn is a running task (see :func:`running_task`); its completed
     steps stand at position ``steps``, its task message and newest step at ``current``;
@@ -126,10 +130,13 @@ def assign(
         else (current_turn_start(messages, lead),) * 2
     )
     out = [Assignment(r) for r in (*rules, history)]
-    pins = Assignment(PINNED_RULE)
+    pins, kept = Assignment(PINNED_RULE), Assignment(NEWEST_RULE)
     for unit in units(messages):
         if pinned and any(id(messages[i]) in pinned for i in range(unit.start, unit.end)):
             pins.indices.extend(range(unit.start, unit.end))
+            continue
+        if protected and any(i in protected for i in range(unit.start, unit.end)):
+            kept.indices.extend(range(unit.start, unit.end))
             continue
         where = _position(unit, lead, current, newest)
         from_end = len(messages) - unit.start
@@ -138,7 +145,8 @@ def assign(
             out[-1],
         )
         target.indices.extend(range(unit.start, unit.end))
-    return [pins, *out] if pins.indices else out
+    first = [a for a in (pins, kept) if a.indices]
+    return [*first, *out] if first else out
 
 
 def pinned_ids(messages: Sequence[Message], pins: Sequence[Match]) -> frozenset[int]:
@@ -241,6 +249,11 @@ def reassemble(
         else:
             kept.insert(0, inject_into_system({"role": "system", "content": ""}, facts, kind))
     return drop_broken_pairs(kept)
+
+
+def pairs_whole(messages: Sequence[Message]) -> bool:
+    """No call without every one of its results, no result without its call."""
+    return len(drop_broken_pairs(list(messages))) == len(messages)
 
 
 def drop_broken_pairs(messages: list[Message]) -> list[Message]:

@@ -54,6 +54,7 @@ class WireRequest:
     bearer: str | None = None
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
+    cap: int | None = None  # the team's max_context_tokens: no prompt goes over it
     trim: bool = True
     pinned: frozenset[int] = frozenset()  # ids of view messages the request pins
     conversation: str = (
@@ -153,6 +154,7 @@ def build_request(
         bearer=caller_credential(headers) if who.forward_client_auth else None,
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,
+        cap=team.max_context_tokens,
         trim=controls.trim,
         units=models.calibration.ratio(who.team, spec.name) or 1.0,
         hidden_weight=models.calibration.hidden_weight(who.team, spec.name),

@@ -88,9 +88,8 @@ class AnthropicFormat:
         messages += wire
         count = len(payload["messages"]) + 1
         # A role other than user and assistant (Claude Code's mid-conversation ``system``
-        # messages, which re-attach files after its own compaction) is the client's instruction
-        # at that point: kept verbatim in its place (pinned), never handed to the summarizer.
-        own = frozenset(id(m) for m in wire if m["role"] not in ("user", "assistant", "tool"))
+        # messages: its reminders, and the files it re-attaches after its own compaction) is
+        # attached to the step it follows, and goes with it (strategies/messages.py: units).
         # The text after a message's tool results continues the tool loop (Claude Code's
         # reminders): not a new task.
         after = frozenset(
@@ -98,7 +97,7 @@ class AnthropicFormat:
             for k, m in enumerate(wire)
             if m["role"] == "user" and k and _same_source(m, wire[k - 1])
         )
-        return View(messages, True, count, _hidden_text(), own, after)
+        return View(messages, True, count, _hidden_text(), continuing=after)
 
     def stream_error(self, message: str) -> bytes:
         """Anthropic's ``error`` event (an ``api_error``), which the anthropic SDK raises."""

@@ -34,7 +34,6 @@ from proxy.formats.base import (
 )
 from proxy.formats.recent import Reuse
 from proxy.formats.responses_items import (
-    ROLES,
     SHOWN,
     TEXT_OUTPUTS,
     TEXT_PARTS,
@@ -103,11 +102,11 @@ class ResponsesFormat:
         if isinstance(items, str):
             messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
             return View(messages, atomic_current=True, items=1)
-        wire = _lower(items, reuse)
-        messages += wire
-        # A message item in a role the proxy does not know: kept verbatim in its place.
-        own = frozenset(id(m) for m in wire if m["role"] not in ROLES and m["role"] != "tool")
-        return View(messages, True, len(items), hidden_text(), own)
+        # A message item in a role the proxy does not know, or a system or developer message
+        # after the conversation began, is attached to the step it follows and goes with it
+        # (strategies/messages.py: units).
+        messages += _lower(items, reuse)
+        return View(messages, True, len(items), hidden_text())
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "input_tokens")

@@ -28,6 +28,7 @@ log = logging.getLogger("contextwarden.access")
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
 DRIFT_BUCKETS = (0.5, 0.8, 0.9, 0.95, 0.98, 1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
 UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
+FALLBACK = "plan-fallback"  # the action of a plan replaced by the safe plan: "plan-fallback <why>"
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -42,6 +43,8 @@ class TeamStats:
     summaries_created: int = 0
     summaries_reused: int = 0
     unfitted: int = 0
+    # Plans that broke the post-condition and were replaced by the safe plan (should stay 0).
+    plan_fallbacks: int = 0
     prefix_kept: int = 0
     prefix_broken: int = 0
     # Of the trimmed requests (fewer tokens forwarded than sent) of a conversation seen before:
@@ -174,6 +177,12 @@ class Metrics:
             "Requests forwarded untouched on a path the proxy does not fit",
             ("team", "path"),
         )
+        self.plan_fallbacks = self._counter(
+            "contextwarden_plan_fallbacks",
+            "Plans that broke the post-condition (proxy/request/postcondition.py) and were "
+            "replaced by the safe plan, by the promise they broke; a bug when not 0",
+            ("team", "reason"),
+        )
         self.teams: dict[str, TeamStats] = {}
 
     def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
@@ -205,7 +214,11 @@ class Metrics:
             for action in changed:
                 # The label is the action's name: its figures ("max-tokens-lowered 64000->9000",
                 # "steps-dropped 3") would make a label value per request.
-                self._child(self.rewritten, o.team, action.split(" ", 1)[0], o.format).inc()
+                name, _, detail = action.partition(" ")
+                self._child(self.rewritten, o.team, name, o.format).inc()
+                if name == FALLBACK:
+                    self._child(self.plan_fallbacks, o.team, detail).inc()
+                    stats.plan_fallbacks += 1
         if o.tokens_before is not None and o.tokens_after is not None:
             saved = max(0, o.tokens_before - o.tokens_after)
             self._child(self.tokens_before, o.team).observe(o.tokens_before)

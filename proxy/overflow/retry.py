@@ -57,6 +57,10 @@ class Retrying:
     learn: Callable[[Lesson, Plan], Awaitable[None]]
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
     lowers_output: bool = False  # the output limit may be lowered (proxy/request/budget.py)
+    # The plan with its output limit set to a number of the upstream's tokens; None when the
+    # request asked for no limit (there is nothing to lower).
+    with_output: Callable[[Plan, int], Plan | None] | None = None
+    output_floor: int = 1  # what an output limit is lowered to at least, while more is left
 
 
 async def send_with_overflow_retry(
@@ -71,22 +75,44 @@ async def send_with_overflow_retry(
         assert overflow is not None
         if plan.counted == "bound":  # the shrink must start from the real count, not a bound
             plan.tokens_after = do.recount()
-        try:
-            assert plan.budget is not None and plan.tokens_after is not None
-            lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
-            if lesson is not None:
-                await do.learn(lesson, plan)
-            budget, _ = budget_after_overflow(
-                plan, overflow, do.budget_for, trimming, do.lowers_output
-            )
-            retry = await do.refit(budget)
-        except ContextTooLarge as exc:
-            log.info("overflow not retried: %s; the upstream's own error stands", exc.message)
-            return reply, plan, retries
+        assert plan.budget is not None and plan.tokens_after is not None
+        lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
+        if lesson is not None:
+            await do.learn(lesson, plan)
+        # The upstream's own figures first: a prompt that fit beside a smaller reply limit is
+        # sent again as it was, with the limit those figures leave.
+        retry = lowered(plan, overflow, do, do.output_floor)
+        if retry is None:
+            try:
+                budget, _ = budget_after_overflow(
+                    plan, overflow, do.budget_for, trimming, do.lowers_output
+                )
+                retry = await do.refit(budget)
+            except ContextTooLarge as exc:
+                retry = lowered(plan, overflow, do, 1)  # any room beats the error
+                if retry is None:
+                    log.info("overflow not retried: %s; the upstream's error stands", exc.message)
+                    return reply, plan, retries
         await reply.aclose()
         retries += 1
         retry.actions = [*retry.actions, "overflow-retry"]
         plan = retry
+
+
+def lowered(plan: Plan, overflow: Overflow, do: Retrying, floor: int) -> Plan | None:
+    """``plan`` with its output limit lowered to what the upstream's figures leave beside the
+    prompt it counted (``a + b > c``: ``c - a``), when that is at least ``floor``; None when
+    the figures say the input alone is over, state no reply limit, or leave less."""
+    limit, prompt = overflow.limit, overflow.prompt
+    if do.with_output is None or not (limit and prompt and overflow.completion):
+        return None
+    room = limit - prompt
+    if room < max(1, floor) or room >= overflow.completion:
+        return None
+    retry = do.with_output(plan, room)
+    if retry is not None:
+        retry.actions = [*retry.actions, f"max-tokens-lowered {overflow.completion}->{room}"]
+    return retry
 
 
 def should_retry(overflow: Overflow | None, plan: Plan, retries: int, limit: int) -> bool:

@@ -4,6 +4,7 @@ exchange.py       handle: read, fit, forward, retry on overflow, answer, learn
 fitting.py        how a request is made to fit by kind of body: a conversation (the
                   planner) or legacy prompts (cut at token boundaries)
 plan.py           what to forward: the original bytes when they fit, a compacted body if not
+postcondition.py  what every plan keeps, checked before it is written (else the safe plan)
 budget.py         the one budget rule: how many tokens a request's messages may use
 usage.py          what the upstream says it counted, read from its answer
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)

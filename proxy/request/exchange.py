@@ -210,6 +210,8 @@ def retrying(
         learn=learn,
         recount=fitting.recount,
         lowers_output=fitting.lowers_output,
+        with_output=fitting.with_output,
+        output_floor=req.policy.config.min_output_tokens,
     )
 
 

@@ -10,7 +10,10 @@ retry, headers and metrics.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
+
+import orjson
 
 from proxy.edge.errors import BadRequest
 from proxy.edge.intake import WireRequest
@@ -34,6 +37,11 @@ class Fitting(Protocol):
     def budget_for(self, window: int) -> Budget: ...
 
     def recount(self) -> int: ...
+
+    def with_output(self, plan: Plan, limit: int) -> Plan | None:
+        """``plan`` with the reply limit the client asked for lowered to ``limit``; None when
+        there is none to lower."""
+        ...
 
     def sample(self, theirs: int, plan: Plan) -> Sample | None:
         """The upstream's count of what ``plan`` forwarded beside the proxy's, as a
@@ -73,6 +81,20 @@ class ConversationFitting:
 
     def sample(self, theirs: int, plan: Plan) -> Sample | None:
         return sample_of(self.req, plan, theirs)
+
+    def with_output(self, plan: Plan, limit: int) -> Plan | None:
+        """``plan``'s body with the reply limit the client asked for lowered to ``limit``;
+        None when it asked for none, the policy keeps it, or the format cannot take it (a
+        thinking budget must stay under the limit)."""
+        req = self.req
+        if not req.policy.config.lower_max_tokens or req.fmt.requested_output(req.payload) is None:
+            return None
+        payload = req.fmt.with_output(orjson.loads(plan.body), limit)
+        thinking = payload.get("thinking")
+        budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+        if isinstance(budget, int) and budget >= limit:
+            return None
+        return replace(plan, body=orjson.dumps(payload), actions=list(plan.actions))
 
 
 def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
@@ -128,6 +150,9 @@ class PromptFitting:
 
     def recount(self) -> int:
         return self.prompts.cut(self.budget_for(10**9)).after
+
+    def with_output(self, plan: Plan, limit: int) -> Plan | None:
+        return None  # a prompt over its window is cut, as the API's own limit allows
 
     def sample(self, theirs: int, plan: Plan) -> Sample | None:
         """One prompt's count (a batch's usage sums prompts each planned on its own)."""

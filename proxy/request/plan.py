@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -36,6 +37,7 @@ from proxy.request.conversations import (
     message_digest,
 )
 from proxy.request.cuts import CutMemory
+from proxy.request.postcondition import violation
 from proxy.request.recent import RecentCounts
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
@@ -45,12 +47,14 @@ from strategies.cost import cut_share
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index
+from strategies.protected import protected
 from strategies.repair import repair_tool_calls
 from strategies.rules import pinned_ids
 from strategies.sticky import record, replay
 from strategies.tokens import MemoCounter, count_prompt, each_message
 
 T = TypeVar("T")
+log = logging.getLogger("contextwarden.plan")
 
 
 @dataclass(slots=True)
@@ -111,7 +115,58 @@ class Planner:
         """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
 
         ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
-        preview) calls no summarizer and writes nothing."""
+        preview) calls no summarizer and writes nothing. The plan keeps the post-condition
+        (proxy/request/postcondition.py)."""
+        plan = await self._first(req, exact, dry_run)
+        return await self._guarded(req, plan, dry_run)
+
+    async def plan_fitted(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        tokens: int | None = None,
+        memo: MemoCounter | None = None,
+        dry_run: bool = False,
+    ) -> Plan:
+        """Compact (checkpoint, then the engine's fit) from the original messages, to
+        ``budget``: the overflow retry's entry point, always from the original transcript,
+        never from an already degraded view. The plan keeps the post-condition."""
+        plan = await self._fitted(req, budget, tokens, memo, dry_run)
+        return await self._guarded(req, plan, dry_run)
+
+    async def _guarded(self, req: WireRequest, plan: Plan, dry_run: bool) -> Plan:
+        """``plan`` when it keeps the post-condition; else the safe plan (the cut to the full
+        budget: no replay, no deep cut), counted as a fallback. Should even that break it, the
+        request goes as the client sent it: never worse than no proxy."""
+        reason = broken(req, plan)
+        if reason is None:
+            return plan
+        log.warning("plan fallback (%s): %s for model %s", reason, plan.actions, req.spec.name)
+        safe = await self._safe(req, plan, dry_run)
+        if safe is None or broken(req, safe) is not None:
+            safe = Plan(req.body, plan.budget, plan.tokens_before, plan.tokens_before, [])
+            safe.counted = plan.counted
+            reason = f"{reason}-unsafe"
+        safe.actions.append(f"plan-fallback {reason}")
+        return safe
+
+    async def _safe(self, req: WireRequest, plan: Plan, dry_run: bool) -> Plan | None:
+        """The cut to the budget ``plan`` was made for, from the original messages, with no
+        sticky replay and no deeper target (its cut is remembered, so the next requests replay
+        it); None when even that does not fit."""
+        assert plan.budget is not None
+        counter = MemoCounter(req.counter())
+        before = plan.tokens_before
+        if before is None:
+            before = count_prompt(counter, req.view.messages)
+        sticky = None if dry_run else self._sticky_key(req)
+        budget = plan.budget
+        try:
+            return await self._cut(req, budget, budget, before, counter, None, sticky, dry_run)
+        except ContextTooLarge:
+            return None
+
+    async def _first(self, req: WireRequest, exact: bool, dry_run: bool) -> Plan:
         if req.window is None:
             return Plan(req.body, None, actions=["unknown-window"], counted="none")
         if not req.trim:
@@ -162,27 +217,64 @@ class Planner:
     async def _fitted_or_uncertain(
         self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool
     ) -> Plan:
-        """The fitted plan; for a model the proxy only estimates, a request it cannot make fit
-        is refused only when it is certain: when the estimate's known error (it counts up to
-        ``estimate_ratio`` times what the model does) could not bring it under the window.
-        Otherwise it goes, fitted to the window that error allows, and the upstream decides:
-        its overflow error states its own figures, and the retry fits to those (never worse
-        than no proxy, which would have forwarded it whole)."""
+        """The fitted plan. A request is refused only when even what must be kept cannot fit
+        the window by the most favourable count, beside the output limit the client asked
+        for: a reply reserve the client did not ask for shrinks to what the window leaves
+        (``_roomy``), and for a model the proxy only estimates, the estimate's known error (it
+        counts up to ``estimate_ratio`` times what the model does) is given to it. Then the
+        request goes, fitted to the window that error allows, and the upstream decides: its
+        overflow error states its own figures, and the retry fits to those (never worse than no
+        proxy, which would have forwarded it whole). A team's ``max_context_tokens`` is a hard
+        cap: no error is given past it."""
         try:
-            return await self.plan_fitted(req, budget, tokens, memo, dry_run)
+            return await self._roomy(req, budget, tokens, memo, dry_run)
         except ContextTooLarge as certain:
             if req.spec.pricing.exact:
                 raise
-            error = self.settings.trimming.estimate_ratio
-            loose = replace(budget, window=math.floor(budget.window * error))
+            loose_window = math.floor(budget.window * self.settings.trimming.estimate_ratio)
+            if req.cap is not None:
+                loose_window = min(loose_window, req.cap)
+            if loose_window <= budget.window:
+                raise
             try:
-                plan = await self.plan_fitted(req, loose, tokens, memo, dry_run)
+                plan = await self._roomy(
+                    req, replace(budget, window=loose_window), tokens, memo, dry_run
+                )
             except ContextTooLarge:
                 raise certain from None
             plan.actions.append("uncertain-forwarded")
             return plan
 
-    async def plan_fitted(
+    async def _roomy(
+        self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool
+    ) -> Plan:
+        """The fitted plan; when what must be kept does not fit beside a reply reserve the
+        client did not ask for, the reserve (then the safety margin) shrinks by what is
+        missing, as often as that helps: the upstream takes a prompt that leaves less room for
+        the reply, so the proxy does too."""
+        while True:
+            try:
+                return await self._fitted(req, budget, tokens, memo, dry_run)
+            except ContextTooLarge as exc:
+                roomier = self._roomier(req, budget, exc)
+                if roomier is None:
+                    raise
+                budget = roomier
+
+    def _roomier(self, req: WireRequest, budget: Budget, exc: ContextTooLarge) -> Budget | None:
+        """``budget`` with its reserve (then its margin) shrunk by what ``exc`` says is missing
+        for what must be kept; None when the client asked for its output limit, or nothing is
+        left to shrink."""
+        if exc.kept is None or req.fmt.requested_output(req.payload) is not None:
+            return None
+        missing = exc.kept - budget.messages
+        if missing <= 0 or budget.reserve + budget.margin == 0:
+            return None
+        reserve = max(0, budget.reserve - missing)
+        margin = max(0, budget.margin - (missing - (budget.reserve - reserve)))
+        return replace(budget, reserve=reserve, margin=margin)
+
+    async def _fitted(
         self,
         req: WireRequest,
         budget: Budget,
@@ -200,7 +292,7 @@ class Planner:
             if replayed is not None:
                 return replayed
         last = None if dry_run else await self._last_prompt(req)
-        deeper = None if sticky is None else self._deeper(req, budget, before, last)
+        deeper = None if sticky is None else self._deeper(req, budget, before, last, counter)
         if deeper is not None:
             # Cut deep enough that the next requests only append (they replay this cut); when
             # what must be kept does not fit that deep, the cut is made to the budget itself.
@@ -211,7 +303,12 @@ class Planner:
         return await self._cut(req, budget, budget, before, counter, last, sticky, dry_run)
 
     def _deeper(
-        self, req: WireRequest, budget: Budget, before: int, last: Fingerprint | None
+        self,
+        req: WireRequest,
+        budget: Budget,
+        before: int,
+        last: Fingerprint | None,
+        counter: MemoCounter,
     ) -> Budget | None:
         """The budget a fresh cut of a growing conversation aims at, leaving room for it to grow
         in while its next requests replay the cut: ``STICKY_REQUESTS`` times its growth per
@@ -219,13 +316,33 @@ class Planner:
         cache grid share of the budget, at most ``DEEPEST`` of it (``DEEPEST_STEPS`` in a
         running task, whose cuts drop whole steps and never summarize). None for a
         conversation not seen growing (it may be a one-off: it is cut to the budget, on the
-        grid)."""
+        grid).
+
+        The deeper target drops only history: it never reaches into the current turn of a chat,
+        nor a running task's statement and newest step. Where those do not fit that deep, the
+        target shrinks to what they take; where they take the whole budget, None: the plain
+        cut."""
         if last is None or not 0 < last.sent < before:
             return None
         growth = STICKY_REQUESTS * (before - last.sent) / budget.messages
         deepest = DEEPEST_STEPS if req.view.atomic_current else DEEPEST
         share = min(max(req.policy.engine.cache_cut_share, growth), deepest)
-        return replace(budget, margin=budget.margin + int(budget.messages * share))
+        deeper = budget.messages - int(budget.messages * share)
+        floor = self._current_tokens(req, counter)
+        if floor >= budget.messages:
+            return None
+        return replace(budget, margin=budget.margin + budget.messages - max(deeper, floor))
+
+    def _current_tokens(self, req: WireRequest, counter: MemoCounter) -> int:
+        """What a deep cut keeps whatever else goes: the leading instructions, and the current
+        turn of a chat (or a running task's statement and newest step), with the reply
+        priming."""
+        messages, view = req.view.messages, req.view
+        guard = protected(messages, req.policy.engine.rules, view.atomic_current, view.continuing)
+        kept = guard.indices()
+        if not view.atomic_current and guard.task >= 0:
+            kept = [*guard.leading, *range(guard.task, guard.size)]
+        return counter.priming + sum(counter.message(messages[i]) for i in kept)
 
     async def _prepare(
         self, req: WireRequest, budget: Budget, tokens: int, counter: MemoCounter
@@ -238,7 +355,7 @@ class Planner:
         bytes either way."""
         assert self.compactor is not None
         last = await self._last_prompt(req) if self._sticky_key(req) else None
-        deeper = self._deeper(req, budget, tokens, last) or budget
+        deeper = self._deeper(req, budget, tokens, last, counter) or budget
         ctx = self._context(req, budget, counter)
         work = self.compactor.precompact(req.view.messages, budget.messages, ctx, deeper.messages)
         self.compactor.soon(work)
@@ -475,6 +592,10 @@ BLOCK_WORDS = {
     "current": "current turn (the newest user message and what follows it)",
     "running-turn": "running task (its task message and newest step)",
     "pinned": "pinned messages",
+    "newest": (
+        "current turn's task and newest step (the user message that opened it, and the last "
+        "assistant message with its calls and their results)"
+    ),
 }
 HINTS = {
     "leading": (
@@ -503,6 +624,12 @@ async def off_loop(fresh: int, fn: Callable[..., T], *args: Any, **kwargs: Any) 
     if fresh < INLINE_BYTES:
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def broken(req: WireRequest, plan: Plan) -> str | None:
+    """The promise of the post-condition ``plan`` breaks (proxy/request/postcondition.py)."""
+    kept = plan.fit.messages if plan.fit is not None else None
+    return violation(req, kept, plan.actions, plan.tokens_after, plan.budget)
 
 
 def growth(messages: list[Any], counter: MemoCounter) -> int:

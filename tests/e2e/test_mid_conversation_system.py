@@ -1,6 +1,7 @@
 """Claude Code puts ``{"role": "system"}`` messages inside ``messages`` (with its default tools,
 and after its own compaction, to re-attach the files it had read). The upstream accepts them, so
-the proxy does: forwarded as they are, in their place, byte for byte, and never summarized."""
+the proxy does: forwarded as they are, in their place, byte for byte, for as long as the message
+they follow is kept; when that message's turn is trimmed away, they go with it."""
 
 from __future__ import annotations
 
@@ -63,25 +64,28 @@ def test_a_system_message_inside_messages_goes_through(
     assert orjson.loads(capture.seen[0].body)["messages"] == messages
 
 
-def test_it_stays_verbatim_in_its_place_when_the_conversation_is_trimmed(
+def test_it_goes_with_the_turn_it_follows_and_stays_verbatim_in_the_current_one(
     capture: Capture, make_proxy: ProxyFactory
 ) -> None:
     capture.answer = answer
     proxy = proxy_for(capture, make_proxy)
-    got = post(proxy, conversation(40))  # far over the 8000-token window
+    current = {"role": "system", "content": "<system-reminder>answer briefly</system-reminder>"}
+    messages = [*conversation(40), current]
+    got = post(proxy, messages)  # far over the 8000-token window
     assert got.status_code == 200, got.text
     assert "truncate" in got.headers["x-contextwarden-actions"]
     sent = orjson.loads(capture.seen[0].body)["messages"]
-    assert REATTACHED in sent
-    assert len(sent) < len(conversation(40))
+    assert len(sent) < len(messages)
+    assert REATTACHED not in sent  # it went with the first turn, which was trimmed
+    assert sent[-2:] == messages[-2:]  # the current turn's, in its place, byte for byte
 
 
 def test_a_responses_role_the_proxy_does_not_know_goes_through_in_place(
     capture: Capture, make_proxy: ProxyFactory
 ) -> None:
     """Never stricter than the upstream: a message item in a role besides the four the proxy
-    knows is forwarded as it came, in its place, kept when the conversation is trimmed (it
-    was a 400 the upstream would not have given)."""
+    knows is forwarded as it came, in its place (it was a 400 the upstream would not have
+    given), and trimmed with the turn it follows."""
     critic = {"type": "message", "role": "critic", "content": "Check every step twice."}
     items: list[dict[str, Any]] = [{"role": "user", "content": "start"}, critic]
     for i in range(40):
@@ -89,11 +93,12 @@ def test_a_responses_role_the_proxy_does_not_know_goes_through_in_place(
             {"role": "assistant", "content": f"a{i} " + "w " * 300},
             {"role": "user", "content": f"u{i} " + "w " * 300},
         ]
+    items.append(critic)
     config = keys_config(capture)
     proxy = make_proxy(**config)
     with proxy.client(OTHER_KEY) as c:
         got = c.post("/v1/responses", json={"model": "gpt-4o", "input": items})
     assert got.status_code == 200, got.text
     sent = orjson.loads(capture.seen[0].body)["input"]
-    assert critic in sent
+    assert sent.count(critic) == 1 and sent[-2:] == items[-2:]
     assert len(sent) < len(items)

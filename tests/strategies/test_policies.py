@@ -157,7 +157,7 @@ def test_custom_tiers_and_caps() -> None:
     assert result.report is not None
     by_id = {b.id: b for b in result.report.blocks}
     assert by_id["scratch"].tokens_after <= 20
-    assert [b.id for b in result.report.blocks] == ["system", "current", "history", "scratch"]
+    assert [b.id for b in result.report.blocks] == ["system", "newest", "history", "scratch"]
 
 
 def test_growing_chat_keeps_its_prompt_prefix_between_cuts() -> None:

@@ -122,16 +122,30 @@ def test_running_task_invariants(steps: int, words: int, share: float) -> None:
     check(messages, result.messages, budget)
 
 
-def test_a_task_that_alone_takes_over_a_quarter_of_the_budget_has_its_middle_cut() -> None:
+def test_a_large_task_stays_whole_while_dropping_steps_makes_room() -> None:
     task = {"role": "user", "content": "Start here. " + "context " * 4000 + "End: do it now."}
     messages = loop(10)
     messages[1] = task
     budget = count_prompt(COUNTER, messages[2:]) + 500
     result = fit(messages, budget, COUNTER, atomic_current=True)
+    assert result.messages[1] is task
+    assert "task_middle_cut" not in result.actions
+    assert result.messages[-2:] == messages[-2:]
+    assert count_prompt(COUNTER, result.messages) <= budget
+
+
+def test_a_task_the_protected_messages_cannot_fit_beside_has_its_middle_cut() -> None:
+    """The last resort before a refusal: the leading instructions, the task and the newest step
+    do not fit whole, so the task's middle goes, to exactly what the others leave."""
+    task = {"role": "user", "content": "Start here. " + "context " * 4000 + "End: do it now."}
+    messages = loop(10)
+    messages[1] = task
+    protected = [messages[0], task, *messages[-2:]]
+    budget = count_prompt(COUNTER, protected) - COUNTER.message(task) // 2
+    result = fit(messages, budget, COUNTER, atomic_current=True)
     kept = result.messages[1]["content"]
     assert kept.startswith("Start here.") and kept.endswith("End: do it now.")
     assert "characters of this message removed to fit the context window" in kept
-    assert COUNTER.message(result.messages[1]) <= budget // 4
     assert "task_middle_cut" in result.actions
     assert result.messages[-2:] == messages[-2:]
     assert count_prompt(COUNTER, result.messages) <= budget

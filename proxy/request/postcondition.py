@@ -1,0 +1,79 @@
+"""The plan's post-condition: what every forwarded plan keeps, checked in one place, before the
+request is written.
+
+    violation(req, plan) -> reason | None
+
+- ``protected``: the leading instructions the policy keeps whole, the task and the newest step
+  (strategies/protected.py) are the very messages the client sent. A message nobody rewrote is
+  the same object, and the format writes it back from its own bytes. The one exception is a
+  running task's statement whose middle the engine cut (``task_middle_cut``): it does that only
+  when the protected messages could not fit whole, as the last step before a refusal.
+- ``pairs``: no call without every one of its results, no result without its call.
+- ``budget``: the prompt within the budget it was fitted to.
+- ``cap``: the prompt (messages and tool definitions) within the team's
+  ``max_context_tokens``, a hard cap.
+
+A plan that breaks it is never forwarded: the planner replaces it with the safe plan (the cut
+to the full budget: no sticky replay, no deep cut) and counts the fallback
+(``plan-fallback <reason>`` in the actions; ``contextwarden_plan_fallbacks_total``). The check
+costs a few identity comparisons and one walk over the forwarded messages, and runs only on
+plans that changed the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from proxy.edge.intake import WireRequest
+from strategies.budget import Budget
+from strategies.messages import Message
+from strategies.protected import Protected, protected
+from strategies.rules import pairs_whole
+
+MIDDLE_CUT = "task_middle_cut"
+
+
+def violation(
+    req: WireRequest,
+    kept: Sequence[Message] | None,
+    actions: Sequence[str],
+    tokens: int | None,
+    budget: Budget | None,
+) -> str | None:
+    """The first promise a plan breaks, by name; None when it keeps them all. ``kept``: the
+    messages it forwards (None, or the request's own: the conversation goes as sent),
+    ``tokens`` their count, ``budget`` the budget they were fitted to."""
+    sent = req.view.messages
+    if kept is None or budget is None or not actions or kept is sent:
+        return None
+    view = req.view
+    guard = protected(sent, req.policy.engine.rules, view.atomic_current, view.continuing)
+    if not keeps(sent, kept, guard, MIDDLE_CUT in actions):
+        return "protected"
+    if not pairs_whole(kept):
+        return "pairs"
+    if tokens is not None and tokens > budget.messages:
+        return "budget"
+    if req.cap is not None and (tokens or 0) + budget.tools > req.cap:
+        return "cap"
+    return None
+
+
+def keeps(
+    sent: Sequence[Message], kept: Sequence[Message], guard: Protected, middle_cut: bool
+) -> bool:
+    """Whether ``kept`` ends with the newest step as sent and holds the task and the leading
+    instructions, the same objects."""
+    tail = guard.size - guard.newest
+    if tail > len(kept):
+        return False
+    for mine, theirs in zip(kept[len(kept) - tail :], sent[guard.newest :], strict=True):
+        if mine is not theirs:
+            return False
+    others = [sent[i] for i in guard.leading]
+    if guard.task >= 0 and guard.task < guard.newest and not middle_cut:
+        others.append(sent[guard.task])
+    if not others:
+        return True
+    present = {id(m) for m in kept}
+    return all(id(m) in present for m in others)
