@@ -41,6 +41,7 @@ KEEP = 32
 MIN_SEEN = 3
 SLACK = 1.02
 LOW, HIGH = 0.5, 2.0  # the per-token ratio is clamped: a wild answer cannot unbound the budget
+WILD = 4.0  # a usage this far past the bounds counted something else: it is no sample
 MAX_HIDDEN = 2.0  # what a hidden token may cost, at most, in the upstream's tokens
 MAX_PER_MESSAGE = 64.0  # and a message of its own
 SIZE_SPREAD = 0.2  # prompts must differ in size by this share for a fixed cost to be fitted
@@ -96,7 +97,7 @@ class Fit:
         return self._size(sample.ours, sample.hidden, sample.messages)
 
     def _size(self, ours: int, hidden: int, messages: int) -> float:
-        per_token = self.per_token
+        per_token = max(1e-9, self.per_token)
         return (
             (ours - hidden)
             + self.hidden / per_token * hidden
@@ -155,6 +156,8 @@ class Calibration:
         """Record one exact count; the fit now in force (None: not yet)."""
         if sample.ours <= 0 or sample.theirs <= 0:
             return self.fit(team, model)
+        if not LOW / WILD <= sample.theirs / sample.ours <= HIGH * WILD:
+            return self.fit(team, model)  # not a count of this prompt (a truncation, a stub)
         state = self._states.setdefault((team, model), _State())
         state.samples.append(sample)
         if len(state.samples) >= MIN_SEEN:

@@ -47,11 +47,19 @@ class Stack:
 StackFactory = Callable[..., Stack]
 
 
+def unseen() -> dict[str, Any]:
+    """The ``policies:`` of a test about summary machinery that sends a long conversation
+    once and wants it summarized (by default, a conversation's first request is truncated:
+    it may be a one-off)."""
+    return {"default": {"summarizer": {"summarize_unseen": True}}}
+
+
 def first_request_summaries(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with every policy summarizing from a conversation's first request on.
 
     By default a conversation the proxy has never seen is truncated (it may be a one-off);
-    the tests of checkpoint machinery send a long conversation once and want its summary."""
+    the tests of checkpoint machinery that send a long conversation once and want its summary
+    say so with this, in the test (the harness runs at the defaults)."""
     policies = config.setdefault("policies", {})
     for policy in [policies.setdefault("default", {}), *policies.values()]:
         policy.setdefault("summarizer", {}).setdefault("summarize_unseen", True)
@@ -67,10 +75,12 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             count_scale: float = 1.0,
             proxy_window: int | None = None,
             models: dict[str, Any] | None = None,
-            summarize: bool = False,
+            summarize: bool | None = None,
             apis: list[str] | None = None,
             **settings: Any,
         ) -> Stack:
+            """The stack at the defaults a user gets; ``summarize`` (and ``settings``)
+            override them only where a test says so."""
             app = create_upstream(window=window, count_scale=count_scale)
             upstream = stack.enter_context(BackgroundServer(app))
             base_url = f"{upstream.url}/v1"
@@ -93,15 +103,30 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
                 **settings,
             }
             config.setdefault("data_dir", str(tmp_path / "data"))
-            policies = config.setdefault("policies", {})
-            for policy in [policies.setdefault("default", {}), *policies.values()]:
-                policy.setdefault("summarize", summarize)
-            first_request_summaries(config)
-            proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
+            if summarize is not None:
+                policies = config.setdefault("policies", {})
+                for policy in [policies.setdefault("default", {}), *policies.values()]:
+                    policy.setdefault("summarize", summarize)
+            proxy_app = create_app(load_settings(None, **config))
+            apps.append(proxy_app)
+            proxy = stack.enter_context(BackgroundServer(proxy_app))
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
             return Stack(app, proxy.url, client, window)
 
+        apps: list[Starlette] = []
         yield build
+        for proxy_app in apps:
+            assert_no_plan_fallbacks(proxy_app)
+
+
+def assert_no_plan_fallbacks(app: Starlette) -> None:
+    """No plan broke the post-condition (proxy/request/postcondition.py) in the proxy's life:
+    a fallback is a bug the safe plan hid."""
+    runtime = getattr(app.state, "runtime", None)
+    if runtime is None:
+        return  # never started
+    fallbacks = {t: s.plan_fallbacks for t, s in runtime.metrics.teams.items() if s.plan_fallbacks}
+    assert not fallbacks, f"plans fell back to the safe plan: {fallbacks}"
 
 
 @pytest.fixture

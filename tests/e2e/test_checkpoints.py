@@ -13,7 +13,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
 from proxy.edge.app import create_app
-from tests.e2e.conftest import MODEL, Stack, StackFactory, first_request_summaries
+from tests.e2e.conftest import MODEL, Stack, StackFactory, first_request_summaries, unseen
 from tests.e2e.redis_server import redis_server
 from tests.strategies.invariants import assert_tool_pairs_intact
 
@@ -176,7 +176,7 @@ def test_concurrent_requests_of_one_conversation_summarize_once(tmp_path: Path) 
 def test_failing_summarizer_trips_the_breaker_and_requests_still_succeed(
     make_stack: StackFactory,
 ) -> None:
-    stack = make_stack(summarize=True)
+    stack = make_stack(summarize=True, policies=unseen())
     stack.upstream_app.state.fail_summaries = True
     calls = []
     for k in range(5):
@@ -223,7 +223,7 @@ def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) ->
 def test_overflow_recovery_summarizes_from_the_original_transcript(
     make_stack: StackFactory,
 ) -> None:
-    stack = make_stack(summarize=True, count_scale=1.3)
+    stack = make_stack(summarize=True, count_scale=1.3, policies=unseen())
     raw = stack.client.chat.completions.with_raw_response.create(
         model=MODEL,
         messages=over_budget_conversation(16),

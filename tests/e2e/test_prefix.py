@@ -17,7 +17,7 @@ def test_a_long_chat_keeps_its_prefix_between_cuts_and_says_so(make_stack: Stack
     stack = make_stack(window=2048)
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
     states, actions = [], []
-    for turn in range(80):
+    for turn in range(200):
         messages.append({"role": "user", "content": f"{turn}: " + FILLER})
         raw = stack.client.chat.completions.with_raw_response.create(
             model=MODEL, messages=messages, max_tokens=64
@@ -29,7 +29,7 @@ def test_a_long_chat_keeps_its_prefix_between_cuts_and_says_so(make_stack: Stack
     first_cut = next(k for k, a in enumerate(actions) if a != "none")
     after = states[first_cut + 1 :]
     assert after.count("kept") / len(after) >= 0.9, after
-    assert "broken" in after  # the grid does cut now and then
+    assert "broken" in after  # a fresh cut now and then, once the replays stop fitting
     # Each state matches what the upstream received.
     for k in range(1, len(stack.received)):
         before, now = stack.received[k - 1]["messages"], stack.received[k]["messages"]

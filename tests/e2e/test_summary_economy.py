@@ -3,7 +3,7 @@ has one keeps it."""
 
 from __future__ import annotations
 
-from tests.e2e.conftest import MODEL, StackFactory
+from tests.e2e.conftest import MODEL, StackFactory, unseen
 from tests.e2e.test_checkpoints import over_budget_conversation
 
 
@@ -49,7 +49,7 @@ def test_one_offs_cost_no_summarizer_call(make_stack: StackFactory) -> None:
 def test_a_conversation_keeps_its_checkpoint_when_no_newer_one_can_be_made(
     make_stack: StackFactory,
 ) -> None:
-    stack = make_stack(summarize=True)
+    stack = make_stack(summarize=True, policies=unseen())
     made = ask(stack, 16)
     checkpoint = made.headers["x-contextwarden-checkpoint"].split()[1]  # type: ignore[attr-defined]
     stack.upstream_app.state.fail_summaries = True  # no update can be made from here on
