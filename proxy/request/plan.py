@@ -318,13 +318,16 @@ class Planner:
         conversation not seen growing (it may be a one-off: it is cut to the budget, on the
         grid).
 
-        The deeper target drops only history: it never reaches into the current turn of a chat,
-        nor a running task's statement and newest step. Where those do not fit that deep, the
-        target shrinks to what they take; where they take the whole budget, None: the plain
-        cut."""
-        if last is None or not 0 < last.sent < before:
+        The deeper target drops only history and completed steps: never the leading
+        instructions, the task or its newest step (strategies/protected.py). Where those do
+        not fit that deep, the target shrinks to what they take; where they take the whole
+        budget, None: the plain cut."""
+        # The last prompt's size counts its tool definitions (proxy/request/exchange.py:
+        # see_prefix), as the client sent it: compare like with like.
+        sent = before + budget.tools
+        if last is None or not 0 < last.sent < sent:
             return None
-        growth = STICKY_REQUESTS * (before - last.sent) / budget.messages
+        growth = STICKY_REQUESTS * (sent - last.sent) / budget.messages
         deepest = DEEPEST_STEPS if req.view.atomic_current else DEEPEST
         share = min(max(req.policy.engine.cache_cut_share, growth), deepest)
         deeper = budget.messages - int(budget.messages * share)
@@ -334,15 +337,11 @@ class Planner:
         return replace(budget, margin=budget.margin + budget.messages - max(deeper, floor))
 
     def _current_tokens(self, req: WireRequest, counter: MemoCounter) -> int:
-        """What a deep cut keeps whatever else goes: the leading instructions, and the current
-        turn of a chat (or a running task's statement and newest step), with the reply
-        priming."""
+        """What a deep cut keeps whatever else goes: the leading instructions, the task and
+        its newest step, with the reply priming."""
         messages, view = req.view.messages, req.view
         guard = protected(messages, req.policy.engine.rules, view.atomic_current, view.continuing)
-        kept = guard.indices()
-        if not view.atomic_current and guard.task >= 0:
-            kept = [*guard.leading, *range(guard.task, guard.size)]
-        return counter.priming + sum(counter.message(messages[i]) for i in kept)
+        return counter.priming + sum(counter.message(messages[i]) for i in guard.indices())
 
     async def _prepare(
         self, req: WireRequest, budget: Budget, tokens: int, counter: MemoCounter

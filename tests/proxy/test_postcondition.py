@@ -171,3 +171,30 @@ async def test_a_team_cap_is_a_hard_cap_for_an_estimated_model(
         )
     assert got.status_code == 400, got.text
     assert not route.called
+
+
+@respx.mock
+async def test_a_running_task_with_large_tool_definitions_gets_deep_cuts() -> None:
+    """The deep cut compares this prompt with the last one like with like (tool definitions
+    in both): with 2,000 tokens of tools, every cut used to be a plain one, and every other
+    request of a growing task was cut afresh, breaking the cached prefix."""
+    respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
+    tools = [{"type": "function", "function": {"name": f"tool_{k}", "description": "Do. " * 60,
+              "parameters": {"type": "object", "properties": {}}}} for k in range(8)]  # fmt: skip
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    messages.append({"role": "user", "content": "Read every file."})
+    states = []
+    async with running(config(models={"small": {"context_window": 12_000}})) as client:
+        for t in range(40):
+            fn = {"name": "tool_0", "arguments": f'{{"n": {t}}}'}
+            messages.append({"role": "assistant", "content": None,
+                             "tool_calls": [{"id": f"c{t}", "type": "function", "function": fn}]})  # fmt: skip
+            messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": "data " * 1500})
+            got = await client.post(
+                "/v1/chat/completions",
+                json={"model": "small", "messages": messages, "tools": tools},
+            )
+            assert got.status_code == 200
+            if got.headers["x-contextwarden-actions"] != "none":
+                states.append(got.headers["x-contextwarden-prefix"])
+    assert states.count("kept") >= 0.65 * len(states), states
