@@ -10,7 +10,9 @@ A request's own output limit that does not fit beside its prompt is lowered to w
 down to the policy's ``min_output_tokens`` (``lower_max_tokens``, on by default): a client that
 asks for 64000 tokens of a 72000-token window asks for as long a reply as the window allows,
 not for its conversation to be cut to make room. The budget then reserves only that floor, and
-``settled`` writes the lowered limit once the prompt is counted.
+``settled`` writes the lowered limit once the prompt is counted. When even what must be kept
+does not fit beside that floor, the planner lowers the limit further (to what the window
+leaves) before it would refuse (proxy/request/plan.py: ``_roomier``).
 """
 
 from __future__ import annotations
@@ -61,14 +63,15 @@ def output_floor(req: WireRequest, asked: int | None) -> int | None:
 
 def settled(req: WireRequest, budget: Budget, tokens: int) -> tuple[dict[str, Any], str] | None:
     """The payload with its output limit lowered to what is left beside a prompt of
-    ``tokens`` (messages) and the action that says so; None when the asked limit fits."""
+    ``tokens`` (messages) and the action that says so; None when the asked limit fits (or the
+    policy keeps it: ``lower_max_tokens: false``)."""
     asked = req.fmt.requested_output(req.payload)
-    if asked is None or output_floor(req, asked) is None:
+    if asked is None or not req.policy.config.lower_max_tokens:
         return None
     # The room in the upstream's units, which a reply limit is in (the window was converted to
     # the proxy's by the calibration: window_ours = window_theirs / units).
     room = math.floor((budget.window - budget.tools - budget.margin - tokens) * req.units)
     if asked <= room:
         return None
-    limit = max(room, budget.reserve)
+    limit = max(room, budget.reserve, 1)
     return req.fmt.with_output(req.payload, limit), f"max-tokens-lowered {asked}->{limit}"

@@ -219,31 +219,33 @@ class Planner:
     ) -> Plan:
         """The fitted plan. A request is refused only when even what must be kept cannot fit
         the window by the most favourable count, beside the output limit the client asked
-        for: a reply reserve the client did not ask for shrinks to what the window leaves
-        (``_roomy``), and for a model the proxy only estimates, the estimate's known error (it
-        counts up to ``estimate_ratio`` times what the model does) is given to it. Then the
-        request goes, fitted to the window that error allows, and the upstream decides: its
-        overflow error states its own figures, and the retry fits to those (never worse than no
-        proxy, which would have forwarded it whole). A team's ``max_context_tokens`` is a hard
-        cap: no error is given past it."""
+        for. For a model the proxy only estimates and has not calibrated yet, the estimate's
+        known error (it counts up to ``estimate_ratio`` times what the model does) is given
+        to it first: the request goes, fitted to the window that error allows, and the
+        upstream decides (its overflow error states its own figures, and the retry fits to
+        those: never worse than no proxy, which would have forwarded it whole). Then a reply
+        reserve the client did not ask for, or a limit it asked for that the policy may lower,
+        shrinks to what the window leaves by the proxy's own count (``_roomy``). A team's
+        ``max_context_tokens`` is a hard cap: no allowance is given past it."""
         try:
-            return await self._roomy(req, budget, tokens, memo, dry_run)
+            return await self._fitted(req, budget, tokens, memo, dry_run)
         except ContextTooLarge as certain:
-            if req.spec.pricing.exact:
-                raise
             loose_window = math.floor(budget.window * self.settings.trimming.estimate_ratio)
             if req.cap is not None:
                 loose_window = min(loose_window, req.cap)
-            if loose_window <= budget.window:
-                raise
+            if not req.spec.pricing.exact and not req.calibrated and loose_window > budget.window:
+                loose = replace(budget, window=loose_window)
+                try:
+                    plan = await self._roomy(req, loose, tokens, memo, dry_run)
+                except ContextTooLarge:
+                    pass
+                else:
+                    plan.actions.append("uncertain-forwarded")
+                    return plan
             try:
-                plan = await self._roomy(
-                    req, replace(budget, window=loose_window), tokens, memo, dry_run
-                )
+                return await self._roomy(req, budget, tokens, memo, dry_run)
             except ContextTooLarge:
                 raise certain from None
-            plan.actions.append("uncertain-forwarded")
-            return plan
 
     async def _roomy(
         self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool
@@ -263,14 +265,17 @@ class Planner:
 
     def _roomier(self, req: WireRequest, budget: Budget, exc: ContextTooLarge) -> Budget | None:
         """``budget`` with its reserve (then its margin) shrunk by what ``exc`` says is missing
-        for what must be kept; None when the client asked for its output limit, or nothing is
-        left to shrink."""
-        if exc.kept is None or req.fmt.requested_output(req.payload) is not None:
+        for what must be kept; None when nothing is left to shrink, or the reply limit the
+        client asked for is its own (``lower_max_tokens: false``). An asked limit is lowered
+        (``settled`` writes it) to 1 at the least; a reserve the client did not ask for, to 0."""
+        asked = req.fmt.requested_output(req.payload)
+        if exc.kept is None or (asked is not None and not req.policy.config.lower_max_tokens):
             return None
+        least = 0 if asked is None else 1
         missing = exc.kept - budget.messages
-        if missing <= 0 or budget.reserve + budget.margin == 0:
+        if missing <= 0 or budget.reserve + budget.margin <= least:
             return None
-        reserve = max(0, budget.reserve - missing)
+        reserve = max(least, budget.reserve - missing)
         margin = max(0, budget.margin - (missing - (budget.reserve - reserve)))
         return replace(budget, reserve=reserve, margin=margin)
 

@@ -58,11 +58,21 @@ def test_plain_ratios_take_the_largest_with_slack() -> None:
 def test_wild_answers_are_clamped() -> None:
     c = Calibration()
     for _ in range(3):
-        c.observe("t", "m", Sample(10, 1000))
+        c.observe("t", "m", Sample(300, 1000))
     assert c.ratio("t", "m") == pytest.approx(LOW)
     for _ in range(30):
-        c.observe("t", "m", Sample(50_000, 1000))
+        c.observe("t", "m", Sample(5_000, 1000))
     assert c.ratio("t", "m") == HIGH
+
+
+def test_an_answer_that_counted_something_else_is_no_sample() -> None:
+    """1 input token for a 1,000-token prompt (a stub's usage, or a server that truncated
+    it): not a count of the prompt, and it divided by zero in the fit."""
+    c = Calibration()
+    for _ in range(5):
+        c.observe("t", "m", Sample(1, 1000))
+        c.observe("t", "m", Sample(50_000, 1000))
+    assert c.ratio("t", "m") is None
 
 
 def test_a_fixed_cost_is_taken_out_so_small_prompts_calibrate_too() -> None:

@@ -44,7 +44,11 @@ async def test_preview_endpoint_reports_without_forwarding(respx_mock: respx.Moc
     assert report["budget"] == 700 - 100 - 16
     assert report["tokens_after"] <= report["budget"] < report["tokens_before"]
     assert report["actions"] == ["truncate_oldest"]
-    assert [s["name"] for s in report["steps"]] == ["tool_result_microcompact", "light_trim"]
+    assert [s["name"] for s in report["steps"]] == [
+        "tool_result_microcompact",
+        "reattached_clear",
+        "light_trim",
+    ]
     blocks = {b["id"]: b for b in report["blocks"]}
     assert blocks["history"]["label"] == "truncated"
     assert blocks["system"] == {
