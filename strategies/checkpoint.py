@@ -19,7 +19,7 @@ import orjson
 
 from strategies.memo import DigestMemo, ObjectMemo
 from strategies.messages import Message, leading_count
-from strategies.rules import running_task
+from strategies.rules import current_turn_start, running_task
 from strategies.summary import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
 from strategies.tokens import Counter
 
@@ -110,13 +110,18 @@ def next_cut(
     previous summary holds) and where it cuts, keeping the recent turns verbatim; None when
     there is nothing worth summarizing. One rule for making, estimating and session memory.
 
-    ``running``: the current turn is a running agent task, and the cut never goes past the
-    message that states it (its steps are cleared and dropped by the engine instead)."""
+    The cut never goes past the message that states the current task: the user message
+    that opened the current turn (or, with ``running``, the running agent task's statement).
+    Every plan keeps it as the client sent it (strategies/protected.py); the steps after it
+    are cleared and dropped by the engine instead."""
     lead = leading_count(messages)
     start = lead + covered
     cut = find_cut(messages, start, keep_recent_tokens(budget, keep), counter, budget // 2)
-    if cut is not None and running:
-        task = running_task(messages, lead, continuing)[0]
+    if cut is not None:
+        if running:
+            task = running_task(messages, lead, continuing)[0]
+        else:
+            task = current_turn_start(messages, lead)
         if cut.index > task:
             cut = Cut(task) if task > start else None
     return None if cut is None else (start, cut)

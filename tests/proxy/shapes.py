@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.demo.anthropic import sign
+
 SHAPES = ("one-call", "many-calls", "task", "claude-code", "codex", "rag")
 FORMATS = ("chat", "responses", "anthropic")
 WORDS = [
@@ -199,7 +201,8 @@ def messages(
         elif e.kind == "answer":
             out.append({"role": "assistant", "content": [{"type": "text", "text": e.text}]})
         elif e.kind == "call":
-            blocks = [{"type": "thinking", "thinking": "", "signature": "sig" + e.calls[0]}]
+            thought = f"Next, {e.text}."
+            blocks = [{"type": "thinking", "thinking": thought, "signature": sign(thought)}]
             blocks += [{"type": "tool_use", "id": c, "name": "Bash",
                         "input": {"command": f"cat {c}"}} for c in e.calls]  # fmt: skip
             out.append({"role": "assistant", "content": blocks})

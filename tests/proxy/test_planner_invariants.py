@@ -5,37 +5,37 @@ budget, and no plan ever falls back to the safe plan (tests/proxy/shapes.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-import httpx
-import orjson
-import respx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from starlette.applications import Starlette
 
-from proxy.demo.upstream import SUMMARIZER_MARK
+from proxy.demo.servers import BackgroundServer
+from proxy.demo.upstream import create_upstream
 from tests.proxy.shapes import FORMATS, SHAPES, protected, requests
-from tests.proxy.test_forwarding import BASE, running
+from tests.proxy.test_forwarding import running
 
 PATHS = {"chat": "chat/completions", "responses": "responses", "anthropic": "messages"}
-ANSWERS: dict[str, dict[str, Any]] = {
-    "chat": {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "finish_reason":
-             "stop", "message": {"role": "assistant", "content": "ok"}}]},
-    "responses": {"id": "r", "object": "response", "status": "completed", "output": [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text",
-                                                              "text": "ok"}]}]},
-    "anthropic": {"id": "m", "type": "message", "role": "assistant", "stop_reason": "end_turn",
-                  "content": [{"type": "text", "text": "ok"}],
-                  "usage": {"input_tokens": 1, "output_tokens": 1}},
-}  # fmt: skip
 
 
-def config(window: int, shape: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[tuple[str, Starlette]]:
+    """The demo upstream, with a window no request reaches (the proxy's is the one tested):
+    it answers every format, and the summarizer's calls too."""
+    app = create_upstream(window=10_000_000)
+    with BackgroundServer(app) as server:
+        yield f"{server.url}/v1", app
+
+
+def config(base: str, window: int, shape: str) -> dict[str, Any]:
     apis = ["chat_completions", "responses", "messages"]
     policy = {"rag": {"rules": [{"id": "documents", "match": {"position": "leading"},
                                  "tier": "rag", "strategy": "relevance_drop"}]}}  # fmt: skip
     return {
-        "upstreams": {"up": {"base_url": BASE, "apis": apis}},
+        "upstreams": {"up": {"base_url": base, "apis": apis}},
         "default_upstream": "up",
         "models": {
             "gpt-x": {"context_window": window, "tokenizer": "o200k_base"},
@@ -45,24 +45,15 @@ def config(window: int, shape: str) -> dict[str, Any]:
     }
 
 
-async def drive(shape: str, fmt: str, window: int, steps: int, seed: int) -> int:
-    """Send the conversation, step by step; check every forwarded request. The number of
-    requests that were trimmed."""
-    sent: list[dict[str, Any]] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        payload = orjson.loads(request.content)
-        path = request.url.path.removeprefix("/v1/")
-        first = (payload.get("messages") or [{}])[0]
-        if path == "chat/completions" and str(first.get("content")).startswith(SUMMARIZER_MARK):
-            return httpx.Response(200, json=ANSWERS["chat"])  # the summarizer's call
-        sent.append(payload)
-        return httpx.Response(200, json=ANSWERS[fmt])
-
-    respx.post(url__regex=rf"{BASE}/(chat/completions|responses|messages)").mock(side_effect=answer)
+async def drive(
+    upstream: tuple[str, Starlette], shape: str, fmt: str, window: int, steps: int, seed: int
+) -> tuple[int, int]:
+    """Send the conversation, step by step; check every forwarded request. How many were
+    trimmed, and how many summarized."""
+    base, app = upstream
     model = "claude-x" if fmt == "anthropic" else "gpt-x"
-    trimmed = 0
-    async with running(config(window, shape)) as client:
+    trimmed = summarized = 0
+    async with running(config(base, window, shape)) as client:
         for n, body in enumerate(requests(shape, fmt, steps, window, seed, model)):
             if fmt == "anthropic":
                 body["max_tokens"] = 32000 if window >= 16_000 else window // 4
@@ -71,15 +62,15 @@ async def drive(shape: str, fmt: str, window: int, steps: int, seed: int) -> int
             assert got.status_code == 200, (where, got.text)
             actions = got.headers["x-contextwarden-actions"]
             assert "plan-fallback" not in actions, where
-            forwarded = sent[-1]
-            check(fmt, body, forwarded, where)
+            check(fmt, body, app.state.received[-1], where)
             budget = got.headers["x-contextwarden-budget"]
             after = got.headers["x-contextwarden-tokens-after"]
             if budget != "unknown" and after.isdigit():
                 assert int(after) <= int(budget), where
             before = got.headers["x-contextwarden-tokens-before"]
             trimmed += before.isdigit() and after.isdigit() and int(after) < int(before)
-    return trimmed
+            summarized += "summarize" in actions
+    return trimmed, summarized
 
 
 def check(fmt: str, body: dict[str, Any], forwarded: dict[str, Any], where: str) -> None:
@@ -95,22 +86,28 @@ def check(fmt: str, body: dict[str, Any], forwarded: dict[str, Any], where: str)
         assert task in conversation, where
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     shape=st.sampled_from(SHAPES),
     fmt=st.sampled_from(FORMATS),
     window=st.sampled_from((2048, 4096, 8192, 16_000, 32_000)),
     seed=st.integers(0, 2**16),
 )
-@respx.mock
 async def test_every_plan_keeps_the_post_condition(
-    shape: str, fmt: str, window: int, seed: int
+    upstream: tuple[str, Starlette], shape: str, fmt: str, window: int, seed: int
 ) -> None:
-    await drive(shape, fmt, window, 24, seed)
+    await drive(upstream, shape, fmt, window, 24, seed)
 
 
-@respx.mock
-async def test_a_300_step_running_task_in_each_format() -> None:
+async def test_summaries_keep_it_too(upstream: tuple[str, Starlette]) -> None:
+    """Chat turns long enough to be summarized, in each format: the summary stands for older
+    turns, never for the current turn's task."""
     for fmt in FORMATS:
-        trimmed = await drive("claude-code", fmt, 16_000, 300, 7)
+        trimmed, summarized = await drive(upstream, "one-call", fmt, 4096, 40, 3)
+        assert summarized > 10 and trimmed > 20, fmt
+
+
+async def test_a_300_step_running_task_in_each_format(upstream: tuple[str, Starlette]) -> None:
+    for fmt in FORMATS:
+        trimmed, _ = await drive(upstream, "claude-code", fmt, 16_000, 300, 7)
         assert trimmed > 200, fmt
