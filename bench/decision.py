@@ -20,7 +20,7 @@ from proxy.formats.recent import RecentItems
 from proxy.request.conversations import PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.exchange import see_prefix
-from proxy.request.plan import Planner
+from proxy.request.plan import Planner, broken
 from proxy.windows.tokenizers import text_tokens
 from strategies.tokens import ChatCounter, count_prompt
 
@@ -66,9 +66,11 @@ def _rows(
         "warm vs naive",
         "warm, fits (no trim)",
         "warm, sticky replay",
+        "its post-condition check",
     ]
     rows = []
     last_actions: list[str] = []  # the last plan's
+    last_plan: list[Any] = []  # and the request it was made for, with the plan
     for tokens in sizes:
         settings = _settings(tokens)
         who = Principal("default", settings.teams["default"], False)
@@ -99,11 +101,12 @@ def _rows(
             made = loop.run_until_complete(planner.plan_first(req))
             elapsed = time.perf_counter() - t
             last_actions[:] = made.actions
+            last_plan[:] = [req, made]
             if planner.prefixes is not None:  # what the proxy notes once the answer is in
                 loop.run_until_complete(see_prefix(planner.prefixes, req, made))
             return elapsed
 
-        colds, warms, fits, replays = [], [], [], []
+        colds, warms, fits, replays, checks = [], [], [], [], []
         for _ in range(repeat):
             # A new proxy for the cold count; the warm one has seen the conversation's last
             # request (one planner serves every request, as in the proxy). Without the
@@ -113,6 +116,8 @@ def _rows(
             models, planner, recent = build_models(settings), Planner(settings, None), RecentItems()
             colds.append(plan(models, planner, recent, "over", convo))
             warms.append(plan(models, planner, recent, "over", grown))
+            # The post-condition, on the warm trimmed plan it was just made part of.
+            checks.append(_time(lambda p=list(last_plan): broken(*p), 21))
             plan(models, planner, recent, "fits", convo)
             fits.append(plan(models, planner, recent, "fits", grown))
             sticky, recent = Planner(settings, None, PrefixTracker(), CutMemory()), RecentItems()
@@ -132,6 +137,7 @@ def _rows(
                 f"{t_naive / warm:.0f}x faster",
                 f"{fit * 1000:.2f} ms",
                 f"{replayed * 1000:.2f} ms",
+                f"{statistics.median(checks) * 1e6:.0f} us",
             ]
         )
     return header, rows

@@ -252,8 +252,30 @@ def reassemble(
 
 
 def pairs_whole(messages: Sequence[Message]) -> bool:
-    """No call without every one of its results, no result without its call."""
-    return len(drop_broken_pairs(list(messages))) == len(messages)
+    """No call without every one of its results, no result without its call: what
+    ``drop_broken_pairs`` would leave as it is. One pass, nothing built for a message that makes
+    no call (the post-condition asks it of every plan that changed a conversation)."""
+    answers: object = None  # the role of the results the run being read takes
+    waiting: set[object] = set()  # the calls still without their result
+    for m in messages:
+        role_ = m.get("role")
+        if role_ == "tool" or role_ == "function":
+            if role_ != answers:
+                return False  # a result not directly after its call
+            waiting.discard(m.get("tool_call_id") if role_ == "tool" else None)
+            continue
+        if waiting:
+            return False  # a call whose results stopped before all had come
+        answers = None
+        if role_ != "assistant":
+            continue
+        calls = m.get("tool_calls")
+        if isinstance(calls, list) and any(isinstance(c, dict) for c in calls):
+            answers = "tool"
+            waiting = {str(c.get("id")) for c in calls if isinstance(c, dict)}
+        elif isinstance(m.get("function_call"), dict):
+            answers, waiting = "function", {None}
+    return not waiting
 
 
 def drop_broken_pairs(messages: list[Message]) -> list[Message]:

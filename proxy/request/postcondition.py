@@ -28,7 +28,7 @@ from proxy.edge.intake import WireRequest
 from strategies.budget import Budget
 from strategies.messages import Message
 from strategies.protected import Protected, protected
-from strategies.rules import pairs_whole
+from strategies.rules import drop_broken_pairs, pairs_whole
 
 MIDDLE_CUT = "task_middle_cut"
 
@@ -48,7 +48,8 @@ def violation(
         return None
     view = req.view
     guard = protected(sent, req.policy.engine.rules, view.atomic_current, view.continuing)
-    if not keeps(sent, kept, guard, MIDDLE_CUT in actions):
+    whole = keeps(sent, kept, guard, MIDDLE_CUT in actions)
+    if not whole and not unpaired_only(sent, kept, guard):
         return "protected"
     if not pairs_whole(kept):
         return "pairs"
@@ -57,6 +58,17 @@ def violation(
     if req.cap is not None and (tokens or 0) + budget.tools > req.cap:
         return "cap"
     return None
+
+
+def unpaired_only(sent: Sequence[Message], kept: Sequence[Message], guard: Protected) -> bool:
+    """Whether every protected message ``kept`` lacks is one the client's own conversation left
+    unpaired (a result with no call before it, a call whose results stop short): no plan can
+    forward those as they are, and the upstream would refuse them. Asked only when ``keeps``
+    fails, so a valid conversation pays nothing for it."""
+    valid = {id(m) for m in drop_broken_pairs(list(sent))}
+    present = {id(m) for m in kept}
+    missing = [sent[i] for i in guard.indices() if id(sent[i]) not in present]
+    return all(id(m) not in valid for m in missing)
 
 
 def keeps(

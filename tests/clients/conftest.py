@@ -24,6 +24,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.edge.app import create_app
 from tests.clients.scripted import Script, create_scripted
+from tests.conftest import assert_no_plan_fallbacks
 
 BIN = Path(__file__).parent / "node_modules" / ".bin"
 TASK = "read the step files in order"
@@ -136,8 +137,10 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             steps: int,
             models: list[str] | dict[str, Any],
             policy: dict[str, Any] | None = None,
+            lines: int = 120,
             **settings: Any,
         ) -> Agent:
+            """``lines``: of each step file (about 20 tokens a line)."""
             script = Script(steps=steps, window=window)
             upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]
@@ -156,10 +159,14 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             work, home = tmp_path / "work", tmp_path / "home"
             work.mkdir()
             home.mkdir()
-            write_steps(work, steps)
+            write_steps(work, steps, lines)
+            apps.append(recorder.app)
             return Agent(script, recorder, proxy.url, upstream.url, work, home)
 
+        apps: list[Any] = []
         yield build
+        for app in apps:
+            assert_no_plan_fallbacks(app)
 
 
 def same(value: Any) -> bytes:

@@ -213,3 +213,30 @@ def test_passthrough_summaries_spend_the_callers_own_key(make_agent: AgentFactor
     for call in agent.script.summaries:
         sent = call.headers.get("authorization", "") + call.headers.get("x-api-key", "")
         assert KEY in sent
+
+
+def check_answered(agent: Agent) -> None:
+    """Each of the client's requests, as the upstream finally took it (after an overflow
+    retry, if one was needed), kept its system prompt, tools, task and newest step."""
+    sent = agent.sent("/v1/messages")
+    taken = [r.body for r in agent.script.received if r.path == "messages" and r.status == 200]
+    assert len(sent) == len(taken)
+    for theirs, ours in zip(sent, taken, strict=True):
+        assert same(ours["system"]) == same(theirs["system"])
+        assert same(ours["tools"]) == same(theirs["tools"])
+        assert task_of(ours) == task_of(theirs)
+        assert same(newest_step(ours)) == same(newest_step(theirs))
+
+
+def test_a_100_step_task_at_24k_completes(make_agent: AgentFactory) -> None:
+    """Its system prompt and default tools take about 18,600 tokens of the 24,000: each step
+    (about 2,400) leaves room for little but the task and the newest step, and the reply
+    limit it asks for (64000) is lowered to what is left, under the policy's floor. Alone it
+    gets 2 steps; through the proxy all 100, with at most the first request refused (the
+    estimate is not calibrated until the upstream's first answer)."""
+    agent = make_agent(24_000, steps=100, models=[MODEL])
+    run = agent.run(claude(agent, TASK), env(agent), timeout=600)
+    assert run.returncode == 0, run
+    assert "Done after 100 steps" in run.stdout, run
+    assert len(agent.script.refused) <= 1
+    check_answered(agent)

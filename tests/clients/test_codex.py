@@ -11,6 +11,7 @@ prompt), so an answered run is a run whose every forwarded request was valid.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -83,3 +84,36 @@ def test_a_long_task_keeps_its_tools_and_prefix(make_agent: AgentFactory, model:
     calls = [[i for i in b["input"] if "call" in str(i.get("type"))] for b in forwarded]
     kept = [len([c for c in cs if not c["type"].endswith("output")]) for cs in calls]
     assert kept[-1] < STEPS
+
+
+def test_its_default_model_runs_100_steps_at_16k(make_agent: AgentFactory) -> None:
+    """Its prefix (the tools item and the developer messages) takes about 11,700 of the 16,000
+    tokens, and it asks for no output limit: the reply reserve the proxy would keep shrinks
+    to what the window leaves beside the task and the newest step, as the upstream accepts
+    (it was refused at step 2)."""
+    agent = make_agent(16_000, steps=100, models=[DEFAULT_MODEL])
+    argv, env = codex(agent, DEFAULT_MODEL)
+    run = agent.run(argv, env, timeout=600)
+    assert run.returncode == 0, run
+    assert "Done after 100 steps" in run.stdout, run
+    assert not agent.script.refused
+    sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
+    assert len(sent) == len(forwarded) == 101
+    for theirs, ours in zip(sent, forwarded, strict=True):
+        assert same(prefix(ours)) == same(prefix(theirs))
+        assert same(task_and_newest(ours)) == same(task_and_newest(theirs))
+
+
+def test_a_task_with_room_for_a_few_steps_keeps_its_prefix(make_agent: AgentFactory) -> None:
+    """``-m gpt-5.1-codex`` at 16k with steps of about 1,300 tokens: each fresh cut goes down to
+    the task and its newest step, so the next requests only append while they fit. Two in
+    three consecutive requests keep the previous prompt as their prefix (the most this window
+    holds: a cut leaves room for two more steps beside the 4,000-token reply reserve)."""
+    agent = make_agent(16_000, steps=60, models=["gpt-5.1-codex"], lines=40)
+    argv, env = codex(agent, "gpt-5.1-codex")
+    run = agent.run(argv, env, timeout=600)
+    assert run.returncode == 0, run
+    assert not agent.script.refused
+    inputs = [body["input"] for body in agent.forwarded("responses")]
+    kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(inputs))
+    assert kept >= 0.6 * (len(inputs) - 1), kept

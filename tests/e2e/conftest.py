@@ -16,6 +16,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import WindowCounter, create_upstream
 from proxy.edge.app import create_app
+from tests.conftest import assert_no_plan_fallbacks
 
 # The loopback proxy in front of a capture upstream, for end-to-end tests that check bytes.
 from tests.security.conftest import capture, keys, make_proxy  # noqa: F401
@@ -117,18 +118,3 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
         yield build
         for proxy_app in apps:
             assert_no_plan_fallbacks(proxy_app)
-
-
-def assert_no_plan_fallbacks(app: Starlette) -> None:
-    """No plan broke the post-condition (proxy/request/postcondition.py) in the proxy's life:
-    a fallback is a bug the safe plan hid."""
-    runtime = getattr(app.state, "runtime", None)
-    if runtime is None:
-        return  # never started
-    fallbacks = {t: s.plan_fallbacks for t, s in runtime.metrics.teams.items() if s.plan_fallbacks}
-    assert not fallbacks, f"plans fell back to the safe plan: {fallbacks}"
-
-
-@pytest.fixture
-def stack(make_stack: StackFactory) -> Stack:
-    return make_stack()

@@ -17,7 +17,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
 from proxy.edge.app import create_app
-from tests.e2e.conftest import assert_no_plan_fallbacks
+from tests.conftest import assert_no_plan_fallbacks
 from tests.proxy.shapes import SHAPES, requests
 
 PATHS = {"chat": "chat/completions", "responses": "responses", "anthropic": "messages"}

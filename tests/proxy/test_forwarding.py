@@ -14,6 +14,7 @@ import respx
 
 from proxy.config.settings import load_settings
 from proxy.edge.app import create_app
+from tests.conftest import assert_no_plan_fallbacks
 
 BASE = "http://upstream.test/v1"
 OK = {
@@ -26,22 +27,29 @@ OK = {
 
 
 @asynccontextmanager
-async def running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
-    """The app with its lifespan run, reached in-process through httpx's ASGI transport."""
+async def running(
+    config: dict[str, Any], fallbacks: bool = False
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its lifespan run, reached in-process through httpx's ASGI transport; no
+    plan may fall back to the safe plan in its life, unless the test is about ``fallbacks``."""
     with tempfile.TemporaryDirectory() as data:
         # respx mocks httpx, so these in-process tests use the httpx transport.
         config = {"data_dir": data, "upstream_client": "httpx", **config}
-        async with _running(config) as client:
+        async with _running(config, fallbacks) as client:
             yield client
 
 
 @asynccontextmanager
-async def _running(config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
+async def _running(
+    config: dict[str, Any], fallbacks: bool = False
+) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(load_settings(None, **config))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             yield c
+        if not fallbacks:
+            assert_no_plan_fallbacks(app)
 
 
 def config_with(monkeypatch: pytest.MonkeyPatch, **extra: Any) -> dict[str, Any]:

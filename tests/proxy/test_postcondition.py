@@ -70,7 +70,7 @@ async def test_a_plan_that_drops_the_newest_step_is_replaced_by_the_safe_plan(
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
     calls = breaking(monkeypatch, times=1)
     messages = tool_loop(4)
-    async with running(config()) as client:
+    async with running(config(), fallbacks=True) as client:
         got = await client.post("/v1/chat/completions", json=body(messages))
         metrics = (await client.get("/metrics")).text
     assert got.status_code == 200
@@ -89,7 +89,7 @@ async def test_when_even_the_safe_plan_breaks_it_the_request_goes_as_sent(
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
     breaking(monkeypatch, times=10)
     messages = tool_loop(4)
-    async with running(config()) as client:
+    async with running(config(), fallbacks=True) as client:
         got = await client.post("/v1/chat/completions", json=body(messages))
     assert got.status_code == 200
     assert "plan-fallback protected-unsafe" in got.headers["x-contextwarden-actions"]
@@ -109,7 +109,7 @@ async def test_a_sticky_replay_that_breaks_a_pair_is_never_forwarded(
 
     monkeypatch.setattr(plan_module, "replay", replay)
     messages = tool_loop(4)
-    async with running(config()) as client:
+    async with running(config(), fallbacks=True) as client:
         first = await client.post("/v1/chat/completions", json=body(messages))
         assert "plan-fallback" not in first.headers["x-contextwarden-actions"]
         messages += [{"role": "assistant", "content": "Read file 3."}]

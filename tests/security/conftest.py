@@ -21,6 +21,7 @@ from starlette.routing import Route
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.edge.app import create_app
+from tests.conftest import assert_no_plan_fallbacks
 
 UPSTREAM_KEY = "sk-operator-secret-0000"
 TEAM_KEY = "cw-team-key-1111"
@@ -131,10 +132,14 @@ def make_proxy(tmp_path: Path, keys: None) -> Iterator[ProxyFactory]:
         def build(**settings: Any) -> Proxy:
             settings.setdefault("data_dir", str(tmp_path / "data"))
             app = create_app(load_settings(None, **settings))
+            apps.append(app)
             server = stack.enter_context(BackgroundServer(app))
             return Proxy(server.url, settings)
 
+        apps: list[Any] = []
         yield build
+        for app in apps:
+            assert_no_plan_fallbacks(app)
 
 
 def keys_config(capture: Capture, **extra: Any) -> dict[str, Any]:
