@@ -118,3 +118,8 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
         yield build
         for proxy_app in apps:
             assert_no_plan_fallbacks(proxy_app)
+
+
+@pytest.fixture
+def stack(make_stack: StackFactory) -> Stack:
+    return make_stack()

@@ -1,0 +1,145 @@
+"""``python -m bench.agents``: the pinned agent CLIs' long tasks through the proxy, with figures.
+
+Each run starts the scripted upstream of ``tests/clients`` (it plays the model for a task of N
+steps, each reading a step file, and refuses what the real APIs refuse, an over-window prompt
+first) and the proxy at its defaults in front of it, with the client's model listed at the
+window, then runs the real CLI pinned in ``tests/clients/package.json`` (``npm ci --prefix
+tests/clients``). It prints, per run: the steps the task finished, the upstream's refusals
+(each one an overflow retry), what reached the client, and the share of consecutive requests
+that kept the previous forwarded prompt as their prefix (the provider's prompt cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from proxy.config.settings import load_settings
+from proxy.demo.servers import BackgroundServer
+from proxy.edge.app import create_app
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "tests" / "clients" / "node_modules" / ".bin"
+
+
+@dataclass(frozen=True)
+class Run:
+    client: str  # claude or codex
+    window: int
+    steps: int
+    model: str
+    lines: int = 120  # of each step file: about 20 tokens a line
+
+    @property
+    def label(self) -> str:
+        return f"{self.client} {self.model}, {self.steps} steps at {self.window // 1000}k"
+
+
+RUNS = (
+    Run("claude", 32_000, 300, "claude-opus-4-8"),
+    Run("claude", 24_000, 100, "claude-opus-4-8"),
+    Run("codex", 16_000, 100, "gpt-6.1-sol"),
+    Run("codex", 16_000, 100, "gpt-5.1-codex"),
+    Run("codex", 16_000, 100, "gpt-5.1-codex", lines=40),
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a tenth of the steps")
+    args = parser.parse_args()
+    if not (BIN / "claude").exists() or not (BIN / "codex").exists():
+        print("the pinned CLIs are not installed: npm ci --prefix tests/clients")
+        return 2
+    sys.path.insert(0, str(ROOT))
+    rows = []
+    for run in RUNS:
+        if args.quick:
+            run = Run(run.client, run.window, max(5, run.steps // 10), run.model, run.lines)
+        rows.append(measure(run))
+        print(" | ".join(rows[-1]), flush=True)
+    header = ["run", "finished", "refusals", "client errors", "prefix kept", "seconds"]
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+def measure(run: Run) -> list[str]:
+    from tests.clients.conftest import TASK, write_steps
+    from tests.clients.scripted import Script, create_scripted
+
+    work = Path(tempfile.mkdtemp(prefix="cw-agents-"))
+    with ExitStack() as stack:
+        script = Script(steps=run.steps, window=run.window)
+        upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
+        apis = ["chat_completions", "responses", "messages"]
+        config = {
+            "upstreams": {"scripted": {"base_url": f"{upstream.url}/v1", "apis": apis}},
+            "default_upstream": "scripted",
+            "data_dir": str(work / "data"),
+            "models": {run.model: {"context_window": run.window}},
+        }
+        proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
+        (work / "task").mkdir()
+        (work / "home").mkdir()
+        write_steps(work / "task", run.steps, run.lines)
+        argv, env, path = command(run, proxy.url, work / "home", TASK)
+        started = time.monotonic()
+        done = subprocess.run(
+            argv, cwd=work / "task", env=env, capture_output=True, text=True, timeout=3600,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        seconds = time.monotonic() - started
+    received = [r for r in script.received if r.path == path]
+    taken = [r.body for r in received if r.status == 200]
+    finished = f"Done after {run.steps} steps" in done.stdout
+    key = "input" if path == "responses" else "messages"
+    kept = sum(b[key][: len(a[key])] == a[key] for a, b in itertools.pairwise(taken))
+    return [
+        run.label + ("" if run.lines == 120 else f", {run.lines}-line steps"),
+        "yes" if finished else f"no (exit {done.returncode})",
+        str(len(received) - len(taken)),
+        "0" if done.returncode == 0 else "1",
+        f"{kept}/{max(0, len(taken) - 1)}",
+        f"{seconds:.0f}",
+    ]
+
+
+def command(run: Run, proxy: str, home: Path, task: str) -> tuple[list[str], dict[str, str], str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"}
+    if run.client == "claude":
+        (home / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+        env |= {
+            "ANTHROPIC_BASE_URL": proxy,
+            "ANTHROPIC_API_KEY": "sk-ant-bench",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+        }
+        return [str(BIN / "claude"), "-p", task, "--allowedTools", "Bash(cat:*)"], env, "messages"
+    codex_home = home / ".codex"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(
+        'model_provider = "cw"\n[model_providers.cw]\nname = "cw"\n'
+        f'base_url = "{proxy}/v1"\nenv_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
+    )
+    env |= {"OPENAI_API_KEY": "sk-bench", "CODEX_HOME": str(codex_home)}
+    argv = [str(BIN / "codex"), "exec", "--skip-git-repo-check"]
+    argv += ["--dangerously-bypass-approvals-and-sandbox", "-m", run.model, task]
+    return argv, env, "responses"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
