@@ -122,14 +122,23 @@ async def test_a_sticky_replay_that_breaks_a_pair_is_never_forwarded(
     assert sent[-2:] == messages[-2:]
 
 
+STREAM = b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n\ndata: [DONE]\n\n'
+
+
+@pytest.mark.parametrize("stream", [False, True])
 @respx.mock
-async def test_the_chat_tool_loop_keeps_its_newest_step_on_every_fresh_cut() -> None:
-    """The issue's first case, at the defaults: 30 turns of one call each at a 2,048 window;
-    every forwarded request ends with the newest tool result, byte for byte."""
+async def test_the_chat_tool_loop_keeps_its_newest_step_on_every_fresh_cut(stream: bool) -> None:
+    """The issue's first case, at the defaults: 30 turns of one call each at a 2,048 window,
+    streamed and not; every forwarded request ends with the newest tool result, byte for
+    byte."""
     seen: list[dict[str, Any]] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
         seen.append(orjson.loads(request.content))
+        if stream:
+            return httpx.Response(
+                200, content=STREAM, headers={"content-type": "text/event-stream"}
+            )
         return httpx.Response(200, json=OK)
 
     respx.post(f"{BASE}/chat/completions").mock(side_effect=answer)
@@ -141,7 +150,9 @@ async def test_the_chat_tool_loop_keeps_its_newest_step_on_every_fresh_cut() -> 
             messages.append({"role": "assistant", "content": None,
                              "tool_calls": [{"id": f"c{t}", "type": "function", "function": fn}]})  # fmt: skip
             messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": "lorem " * 300})
-            got = await client.post("/v1/chat/completions", json=body(messages))
+            got = await client.post(
+                "/v1/chat/completions", json={**body(messages), "stream": stream}
+            )
             assert got.status_code == 200
             assert "plan-fallback" not in got.headers["x-contextwarden-actions"]
             assert seen[-1]["messages"][-3:] == messages[-3:], (t, got.headers)
