@@ -2,7 +2,8 @@
 
 Messages older than the last ``keep_recent`` keep their first ``preserve_head`` and last
 ``preserve_tail`` characters of any text over ``text_threshold`` characters, with a marker saying
-how many were cut in between.
+how many were cut in between. A tool output that is an error (strategies/error_output.py) is
+never trimmed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strategies.error_output import is_error_result
 from strategies.messages import Message, attached
 from strategies.tokens import Counter
 
@@ -33,9 +35,9 @@ class LightTrim:
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]:
         stop = max(0, len(messages) - self.keep_recent)
         # An attached message (a client's mid-conversation instruction) goes whole or not at
-        # all: strategies/attached.py.
+        # all: strategies/attached.py. An error output is never trimmed.
         return [
-            self._trim_message(m) if i < stop and not attached(m) else m
+            self._trim_message(m) if i < stop and not attached(m) and not is_error_result(m) else m
             for i, m in enumerate(messages)
         ]
 

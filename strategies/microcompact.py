@@ -6,9 +6,11 @@ distinct calls (same name and arguments) are kept; every other candidate, older 
 kept call included, has its content replaced by a placeholder that says what was there: the
 tool, its arguments (the file or command, shortened) and the result's size. The placeholder
 depends only on the call and the result, so a cleared result has the same bytes in every later
-request (the prompt's cached prefix survives). Clearing is idempotent. A result marked as an
-error (``is_error``: an Anthropic ``tool_result`` that says so) is never cleared, as in the
-reference: a failed build's or test's output is what the agent needs most.
+request (the prompt's cached prefix survives). Clearing is idempotent. An error output is never
+cleared, as in the reference: one flagged (``is_error``: an Anthropic ``tool_result`` that says
+so) or one that reads as an error log, flag or not (strategies/error_output.py: chat and
+Responses results carry no flag). A failed build's or test's output is what the agent needs
+most.
 
 With ``batch`` above 1, results are cleared oldest first in whole batches: the set of cleared
 results, and with it the prompt's prefix that providers cache, changes only once every
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from strategies.error_output import is_error_result
 from strategies.messages import ANSWERING, Message, function_call
 from strategies.tokens import Counter
 
@@ -61,7 +64,7 @@ class ToolResultMicrocompact:
                 continue
             if filtered and not self._eligible(call[0], m, counter):
                 continue
-            if m.get("is_error"):
+            if is_error_result(m):
                 continue  # a failed build's or test's output is what the agent needs most
             key = (call[0], call[2])
             if key not in kept_keys and len(kept_keys) < self.keep_recent:
