@@ -3,7 +3,8 @@
     fit(messages, budget, counter, policy)
       1. tool-call repair              (opt-in; runs even when the request fits)
       2. fits already?                 -> returned untouched
-      3. compaction passes, in order,  each only while still over budget, each reporting savings
+      3. compaction passes, in order,  each only while still over budget, each reporting savings:
+         lossless re-encoding first, then clearing old outputs, then trimming long texts
       4. rules -> blocks -> allocation (tier order; each block's strategy only if it does not fit)
       5. reassembly in conversation order; formatted blocks merged into the system message
 
@@ -23,6 +24,7 @@ from strategies.base import Strategy
 from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
 from strategies.light_trim import LightTrim
+from strategies.lossless import Lossless
 from strategies.messages import (
     RESULT_ROLES,
     Message,
@@ -63,7 +65,12 @@ class Policy:
     rules: tuple[Rule, ...] = DEFAULT_RULES
     history_strategy: str = "truncate_oldest"
     history_options: Mapping[str, Any] = field(default_factory=lambda: {"unit": "turn"})
-    passes: tuple[Pass, ...] = (ToolResultMicrocompact(), ReattachedClear(), LightTrim())
+    passes: tuple[Pass, ...] = (
+        Lossless(),
+        ToolResultMicrocompact(),
+        ReattachedClear(),
+        LightTrim(),
+    )
     repair_tool_calls: bool = False
     cache_cut_share: float = 0.3
     pins: tuple[Match, ...] = ()  # messages kept verbatim: never dropped, trimmed or summarized

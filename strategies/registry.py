@@ -24,6 +24,7 @@ BUILTIN: dict[str, str] = {
 }
 # Compaction passes, by name, the same way: built-ins and ``module:Class`` alike.
 PASSES: dict[str, str] = {
+    "lossless": "strategies.lossless:Lossless",
     "tool_result_microcompact": "strategies.microcompact:ToolResultMicrocompact",
     "reattached_clear": "strategies.attached:ReattachedClear",
     "light_trim": "strategies.light_trim:LightTrim",

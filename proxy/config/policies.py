@@ -126,6 +126,7 @@ class PolicyConfig(_Strict):
         default_factory=lambda: [p.name for p in ENGINE.passes],
         description="compaction passes in order: built-in names or module:Class",
     )
+    lossless: dict[str, Any] = Field(default_factory=dict)
     tool_result_microcompact: dict[str, Any] = Field(default_factory=dict)
     light_trim: dict[str, Any] = Field(default_factory=dict)
     history: StrategyRef = Field(
@@ -182,7 +183,7 @@ class PolicyConfig(_Strict):
             _load(name, "pass")
         return value
 
-    @field_validator("tool_result_microcompact", "light_trim")
+    @field_validator("lossless", "tool_result_microcompact", "light_trim")
     @classmethod
     def _pass_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         assert info.field_name is not None

@@ -45,6 +45,7 @@ async def test_preview_endpoint_reports_without_forwarding(respx_mock: respx.Moc
     assert report["tokens_after"] <= report["budget"] < report["tokens_before"]
     assert report["actions"] == ["truncate_oldest"]
     assert [s["name"] for s in report["steps"]] == [
+        "lossless",
         "tool_result_microcompact",
         "reattached_clear",
         "light_trim",

@@ -64,7 +64,7 @@ def test_rag_documents_are_dropped_whole_when_they_do_not_fit() -> None:
     assert result.messages[-1] is msgs[-1]
 
 
-def agent_request(loops: int) -> list[dict[str, Any]]:
+def agent_request(loops: int, line: str = "code line\n") -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the bug."},
@@ -80,18 +80,22 @@ def agent_request(loops: int) -> list[dict[str, Any]]:
             {
                 "role": "tool",
                 "tool_call_id": f"c{i}",
-                "content": f"# file {i}\n" + "code line\n" * 150,
+                # A repeated line: lossless re-encoding collapses it (distinct lines, with a
+                # {j}, it cannot).
+                "content": f"# file {i}\n" + "".join(line.format(j=j) for j in range(150)),
             },
         ]
     return msgs
 
 
 def test_agent_loop_clears_old_tool_results_before_cutting_anything() -> None:
-    msgs = agent_request(12)
+    msgs = agent_request(12, "code {j}\n")
     budget = count_prompt(COUNTER, msgs) // 2
     result = fit(msgs, budget, COUNTER)
-    assert [s.name for s in result.steps][:1] == ["tool_result_microcompact"]
-    assert result.steps[0].applied and result.steps[0].tokens_saved > 0
+    # Lossless re-encoding runs first; distinct lines of code leave it nothing to do.
+    assert [s.name for s in result.steps][:2] == ["lossless", "tool_result_microcompact"]
+    assert not result.steps[0].applied
+    assert result.steps[1].applied and result.steps[1].tokens_saved > 0
     assert "tool_result_microcompact" in result.actions
     assert len(result.messages) == len(msgs)  # nothing dropped: clearing was enough
     cleared = [

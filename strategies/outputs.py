@@ -1,0 +1,71 @@
+"""Tool outputs as the compaction passes see them: which ones a pass may rewrite, their text,
+and the handle that names an original the proxy keeps for recall.
+
+A pass never rewrites the newest step's outputs (the results of the last assistant message
+that made calls: what the model acts on next), nor an error output (strategies/error_output.py).
+The engine protects the leading instructions, the task and, in a running task, the newest step
+on top of that (strategies/engine.py).
+
+The handle depends only on the call's id and the output's text, so a rewritten output names
+the same handle in every later request (the cached prefix survives), and the proxy finds the
+original under it (proxy/request/recall.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+
+from strategies.error_output import is_error_result
+from strategies.messages import ANSWERING, Message, iter_text, result_role
+
+HANDLE = re.compile(r"\br[0-9a-f]{12}\b")
+
+
+def output_text(message: Message) -> str:
+    """A tool output's text (its text parts joined by newlines)."""
+    content = message.get("content")
+    return content if isinstance(content, str) else "\n".join(iter_text(message))
+
+
+def handle_of(message: Message) -> str:
+    """The recall handle of a tool output, as it was before any pass rewrote it."""
+    h = hashlib.blake2b(digest_size=6)
+    h.update(str(message.get("tool_call_id", "")).encode())
+    h.update(b"\0")
+    h.update(output_text(message).encode("utf-8", "surrogatepass"))
+    return "r" + h.hexdigest()
+
+
+def newest_step(messages: Sequence[Message]) -> range:
+    """The indices of the newest step's outputs: those after the last assistant message that
+    made calls (empty when none did)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "assistant":
+            answers = result_role(messages[i])
+            if answers is None:
+                return range(0)
+            end = i + 1
+            while end < len(messages) and messages[end].get("role") == answers:
+                end += 1
+            return range(i + 1, end)
+    return range(0)
+
+
+def rewritable(messages: Sequence[Message]) -> Iterator[int]:
+    """Indices of the tool outputs a pass may rewrite, oldest first: not in the newest step,
+    not an error, with text."""
+    newest = newest_step(messages)
+    for i, m in enumerate(messages):
+        if m.get("role") not in ANSWERING or i in newest:
+            continue
+        if is_error_result(m):
+            continue
+        yield i
+
+
+def with_text(message: Message, text: str) -> Message:
+    """``message`` with ``text`` as its whole content (a list of parts becomes one text part,
+    so the wire formats write it back as they write a cleared output)."""
+    return {**message, "content": text}
