@@ -12,6 +12,9 @@ so) or one that reads as an error log, flag or not (strategies/error_output.py: 
 Responses results carry no flag). A failed build's or test's output is what the agent needs
 most.
 
+With ``handles`` (a policy with ``recall``), each placeholder also names the handle under which
+the proxy keeps the original, for the model to recall it (strategies/outputs.py).
+
 With ``batch`` above 1, results are cleared oldest first in whole batches: the set of cleared
 results, and with it the prompt's prefix that providers cache, changes only once every
 ``batch`` results instead of on every request (each change re-bills the whole prompt after it
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from strategies.error_output import is_error_result
 from strategies.messages import ANSWERING, Message, function_call
+from strategies.outputs import named
 from strategies.tokens import Counter
 
 CLEARED = "[Tool result cleared to save context"
@@ -40,6 +44,7 @@ class ToolResultMicrocompact:
     min_result_tokens: int = 0
     placeholder: str = PLACEHOLDER
     batch: int = 1
+    handles: bool = False  # set by a policy with ``recall``: each placeholder names its handle
 
     name = "tool_result_microcompact"
 
@@ -83,7 +88,7 @@ class ToolResultMicrocompact:
     def _text(self, call: tuple[str, int, str], message: Message, counter: Counter) -> str:
         """The placeholder for ``message``, the result of ``call``: its fields filled in."""
         if "{" not in self.placeholder:
-            return self.placeholder
+            return named(self.placeholder, message, self.handles)
         args = " ".join(call[2].split())
         if len(args) > MAX_ARGS_CHARS:
             args = args[: MAX_ARGS_CHARS - 3] + "..."
@@ -91,7 +96,7 @@ class ToolResultMicrocompact:
         text = self.placeholder
         for key, value in fields.items():
             text = text.replace(key, value)
-        return text
+        return named(text, message, self.handles)
 
     def _eligible(self, tool: str, message: Message, counter: Counter) -> bool:
         if self.include_tools and tool not in self.include_tools:

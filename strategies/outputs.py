@@ -38,6 +38,32 @@ def handle_of(message: Message) -> str:
     return "r" + h.hexdigest()
 
 
+def handle_for(message: Message) -> str | None:
+    """The handle a rewritten output names: the one its text names already (a digest that is
+    now cleared keeps its original's), else its own; None for an output with no call id (a
+    legacy ``function`` result), which cannot be recalled."""
+    if message.get("role") != "tool" or not isinstance(message.get("tool_call_id"), str):
+        return None
+    text = output_text(message)
+    if text.startswith("["):
+        found = HANDLE.search(text.split("\n", 1)[0])
+        if found is not None:
+            return found.group(0)
+    return handle_of(message)
+
+
+def named(text: str, original: Message, handles: bool) -> str:
+    """``text``, a placeholder or digest that opens with a bracketed line standing for
+    ``original``, naming the handle that recalls it (when ``handles``)."""
+    handle = handle_for(original) if handles else None
+    if handle is None:
+        return text
+    head, bracket, rest = text.partition("]")
+    if not bracket:
+        return f"{text} recall: {handle}"
+    return f"{head.rstrip('.')}; recall: {handle}]{rest}"
+
+
 def newest_step(messages: Sequence[Message]) -> range:
     """The indices of the newest step's outputs: those after the last assistant message that
     made calls (empty when none did)."""

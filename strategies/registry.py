@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
 # Compaction passes, by name, the same way: built-ins and ``module:Class`` alike.
 PASSES: dict[str, str] = {
     "lossless": "strategies.lossless:Lossless",
+    "content_compact": "strategies.content_compact:ContentCompact",
     "tool_result_microcompact": "strategies.microcompact:ToolResultMicrocompact",
     "reattached_clear": "strategies.attached:ReattachedClear",
     "light_trim": "strategies.light_trim:LightTrim",

@@ -127,6 +127,7 @@ class PolicyConfig(_Strict):
         description="compaction passes in order: built-in names or module:Class",
     )
     lossless: dict[str, Any] = Field(default_factory=dict)
+    content_compact: dict[str, Any] = Field(default_factory=dict)
     tool_result_microcompact: dict[str, Any] = Field(default_factory=dict)
     light_trim: dict[str, Any] = Field(default_factory=dict)
     history: StrategyRef = Field(
@@ -183,7 +184,7 @@ class PolicyConfig(_Strict):
             _load(name, "pass")
         return value
 
-    @field_validator("lossless", "tool_result_microcompact", "light_trim")
+    @field_validator("lossless", "content_compact", "tool_result_microcompact", "light_trim")
     @classmethod
     def _pass_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         assert info.field_name is not None
