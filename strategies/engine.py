@@ -48,6 +48,7 @@ from strategies.rules import (
     reassemble,
     running_task,
 )
+from strategies.standing import DEFAULT_SHARE, standing_ids
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
 
@@ -74,6 +75,9 @@ class Policy:
     repair_tool_calls: bool = False
     cache_cut_share: float = 0.3
     pins: tuple[Match, ...] = ()  # messages kept verbatim: never dropped, trimmed or summarized
+    # User messages that state a standing rule are kept as if pinned, up to this share of the
+    # budget (strategies/standing.py); 0: only pins keep them.
+    standing_share: float = DEFAULT_SHARE
     _built: dict[str, Strategy] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -164,7 +168,9 @@ def fit(
     instead of stating a task (see :func:`strategies.rules.running_task`).
 
     ``pinned`` (message ids) and the policy's ``pins`` name messages kept verbatim: no pass
-    rewrites them, and their units form a strict block. ``cut_share`` deepens the history's
+    rewrites them, and their units form a strict block. So do user messages that state a
+    standing rule, up to the policy's ``standing_share`` of the budget (strategies/standing.py).
+    ``cut_share`` deepens the history's
     cache-grid cut for this request (strategies/cost.py: cut_share).
 
     ``keeps_prefix`` says whether a result keeps the conversation's previous forwarded prompt as
@@ -175,12 +181,14 @@ def fit(
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message, pinned messages) cannot fit.
     """
-    pinned = pinned | pinned_ids(messages, policy.pins)
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
+    pinned = pinned | pinned_ids(messages, policy.pins)
     run = Running(atomic_current, continuing)
     if tokens is None:
         tokens = count_prompt(counter, messages)
+    if policy.standing_share > 0 and tokens > budget:
+        pinned |= standing_ids(messages, counter, budget, policy.standing_share, continuing)
     args = (messages, tokens, budget, counter, policy, summarizer, run, pinned, cut_share)
     result = _fit(*args, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)

@@ -27,6 +27,8 @@ from strategies.rules import TIERS, Match, Rule
 from strategies.summary import FileTools, Prompts
 
 ENGINE = Policy()  # the engine's defaults, which the config's defaults are
+# The built-in passes whose placeholders name a recall handle under a policy with ``recall``.
+HANDLING_PASSES = ("tool_result_microcompact", "content_compact")
 
 
 class _Strict(BaseModel):
@@ -142,6 +144,23 @@ class PolicyConfig(_Strict):
         default_factory=list,
         description="messages kept verbatim: never summarized, dropped or light-trimmed",
     )
+    recall: bool = Field(
+        False,
+        description="cleared or compacted tool outputs can be recalled: each placeholder names "
+        "a handle, the originals are kept in the checkpoint store, and the model is offered one "
+        "extra tool whose calls the proxy answers itself (the client never sees it)",
+    )
+    max_recalls: int = Field(
+        3, ge=1, le=32, description="recall calls answered per client request, at most"
+    )
+    standing_rules: float = Field(
+        ENGINE.standing_share,
+        ge=0,
+        lt=1,
+        description='user messages that state a standing rule ("from now on ...", "for the '
+        'rest of this session ...", "always ...", "never ...") are kept as if pinned, up '
+        "to this share of the budget; 0: only pin rules keep them",
+    )
     fallbacks: list[str] = Field(
         default_factory=list,
         description="larger-window models to answer a request that cannot be made to fit its "
@@ -196,6 +215,8 @@ class PolicyConfig(_Strict):
         passes: list[Pass] = []
         for name in self.pipeline:
             options = getattr(self, name, None) if name in registry.PASSES else None
+            if self.recall and name in HANDLING_PASSES:
+                options = {"handles": True, **(options or {})}
             try:
                 built = plugins.build(_load(name, "pass"), options or {})
             except ValueError as exc:
@@ -211,6 +232,7 @@ class PolicyConfig(_Strict):
             repair_tool_calls=self.repair_tool_calls,
             cache_cut_share=self.cache_cut_share,
             pins=tuple(_match(m) for m in self.pin),
+            standing_share=self.standing_rules,
         )
         for rule in (*self._policy.rules, self._policy.history):
             self._policy.strategy(rule)  # a strategy that cannot be built fails now

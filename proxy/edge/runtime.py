@@ -18,6 +18,7 @@ from proxy.overflow.retry import Lesson
 from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
+from proxy.request.recall import RecallMemory
 from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
@@ -68,7 +69,8 @@ class Runtime:
         metrics.watch(compactor.figures)
         writer = BlobWriter(store)
         prefixes = PrefixTracker(writer)
-        planner = Planner(settings, compactor, prefixes, CutMemory(writer))
+        recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds)
+        planner = Planner(settings, compactor, prefixes, CutMemory(writer), recalls)
         try:
             secret = await store.scope_secret()
         except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
@@ -93,6 +95,8 @@ class Runtime:
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         if self.planner.cuts is not None:
             await self.planner.cuts.drain()
+        if self.planner.recalls is not None:
+            await self.planner.recalls.drain()
         if self.writer is not None:
             await self.writer.drain()
         await self.store.close()

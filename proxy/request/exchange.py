@@ -32,6 +32,7 @@ from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
+from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, join_url, respond
@@ -64,6 +65,10 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock, fitting), rt.settings.trimming
         )
+        recalled = 0
+        if plan.recall and reply.status == 200:
+            rounds = recalling(request, rt, req, who, clock, plan)
+            reply, recalled = await settle(reply, req.fmt, req.payload, rounds)
     except ProxyError as exc:  # refused by the proxy itself: counted and logged too
         elapsed = time.perf_counter() - started
         outcome = Outcome(
@@ -90,14 +95,19 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             await rt.owners.claim(team, made)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
-    if reply.stream is not None and reply.status == 200 and plan.counted_prompt is not None:
+    # After recalls, the answer is to a continuation the proxy planned: its usage is not this
+    # plan's, so it teaches nothing.
+    counted = plan.counted_prompt if not recalled else None
+    if reply.stream is not None and reply.status == 200 and counted is not None:
         reply.stream = tapped(
             reply.stream, req.fmt, lambda n: learn_usage(rt, req, fitting, plan, n)
         )
     # A fallback answered: the model that did (``model`` is the one the client asked for).
     answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
-    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered])
-    await observe_usage(rt, req, fitting, reply, plan)
+    more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
+    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more])
+    if not recalled:
+        await observe_usage(rt, req, fitting, reply, plan)
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -173,6 +183,45 @@ async def learn_usage(
     sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
     if sample is not None:
         await rt.calibrate(req.team, req.spec.name, sample)
+
+
+def recalling(
+    request: Request,
+    rt: Runtime,
+    req: WireRequest,
+    who: Principal,
+    clock: UpstreamClock,
+    plan: Plan,
+) -> Round:
+    """How the request path continues ``req`` when the model calls the recall tool
+    (proxy/request/recall.py): each continuation is built, planned and sent as a request of
+    its own conversation, with the overflow retry, but never shown to the client."""
+    args = (request.headers, rt.settings, rt.models, who, req.fmt, rt.pins, None)
+
+    async def build(body: bytes, offer: bool) -> WireRequest:
+        nxt = await rt.admission.run(body, build_request, body, *args)
+        nxt.continuation, nxt.offer_recall = True, offer
+        return nxt
+
+    async def send(nxt: WireRequest) -> tuple[Reply, Plan]:
+        fitting = fitting_for(rt, nxt)
+        first = await fitting.first()
+        reply, made, _ = await send_with_overflow_retry(
+            first, retrying(request, rt, nxt, who, clock, fitting), rt.settings.trimming
+        )
+        return reply, made
+
+    assert rt.planner.recalls is not None and plan.budget is not None
+    config = req.policy.config
+    return Round(
+        build,
+        send,
+        rt.planner.recalls,
+        req.conversation_key(),
+        req.counter(),
+        plan.budget.messages,
+        config.max_recalls,
+    )
 
 
 @dataclass(slots=True)

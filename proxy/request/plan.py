@@ -29,6 +29,7 @@ import orjson
 from proxy.config.settings import Settings
 from proxy.edge.errors import ContextTooLarge
 from proxy.edge.intake import WireRequest
+from proxy.formats.recall import offer
 from proxy.request.budget import budget_for, settled
 from proxy.request.conversations import (
     Fingerprint,
@@ -38,6 +39,7 @@ from proxy.request.conversations import (
 )
 from proxy.request.cuts import CutMemory
 from proxy.request.postcondition import violation
+from proxy.request.recall import RecallMemory, originals
 from proxy.request.recent import RecentCounts
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
@@ -50,6 +52,7 @@ from strategies.messages import last_user_index
 from strategies.protected import protected
 from strategies.repair import repair_tool_calls
 from strategies.rules import pinned_ids
+from strategies.standing import standing_ids
 from strategies.sticky import record, replay
 from strategies.tokens import MemoCounter, count_prompt, each_message
 
@@ -70,6 +73,7 @@ class Plan:
     fit: Fit | None = None
     checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
     far: bool = False  # counted, though the byte bound alone put it far under the limit
+    recall: bool = False  # the body offers the recall tool (proxy/request/recall.py)
 
     @property
     def near(self) -> bool:
@@ -102,11 +106,13 @@ class Planner:
         compactor: Compactor | None,
         prefixes: PrefixTracker | None = None,
         cuts: CutMemory | None = None,
+        recalls: RecallMemory | None = None,
     ) -> None:
         self.settings = settings
         self.compactor = compactor
         self.prefixes = prefixes
         self.cuts = cuts
+        self.recalls = recalls
         self.recent = RecentCounts()
 
     async def plan_first(
@@ -408,10 +414,10 @@ class Planner:
             raise
         result.tokens_after += pending
         actions += [a for a in result.actions if a not in actions]
-        if sticky is not None and self.cuts is not None and actions:
+        if sticky is not None and self.cuts is not None and actions and not req.continuation:
             cut = record(original, result.messages, actions, full.messages, message_digest)
             self.cuts.remember(sticky, replace(cut, checkpoint=checkpoint))
-        return self._written(req, full, before, result, actions, checkpoint)
+        return self._written(req, full, before, result, actions, checkpoint, dry_run)
 
     def _written(
         self,
@@ -421,6 +427,7 @@ class Planner:
         result: Fit,
         actions: list[str],
         checkpoint: str | None,
+        dry_run: bool = False,
     ) -> Plan:
         """The plan that forwards ``result``: the original bytes when nothing changed."""
         counted = "exact" if req.spec.pricing.exact else "estimate"
@@ -435,10 +442,28 @@ class Planner:
             return Plan(
                 orjson.dumps(payload), budget, before, result.tokens_after, actions, counted, result
             )
-        trimmed = orjson.dumps(req.fmt.write(payload, req.view, result.messages))
-        return Plan(
+        written = req.fmt.write(payload, req.view, result.messages)
+        offered = self._recalling(req, result.messages, written, dry_run)
+        trimmed = orjson.dumps(offered or written)
+        plan = Plan(
             trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint
         )
+        plan.recall = offered is not None
+        return plan
+
+    def _recalling(
+        self, req: WireRequest, kept: list[Any], written: dict[str, Any], dry_run: bool
+    ) -> dict[str, Any] | None:
+        """Under a policy with ``recall``, the originals of the outputs ``kept`` names handles
+        for are kept, and the payload to forward offers the recall tool (None: not offered)."""
+        if not req.policy.config.recall:
+            return None
+        found = originals(req.view.messages, kept)
+        if not found:
+            return None
+        if self.recalls is not None and not dry_run:
+            self.recalls.keep(req.conversation_key(), found)
+        return offer(req.fmt, written) if req.offer_recall else None
 
     def _recent_key(self, req: WireRequest) -> tuple[str, str, str, float, float]:
         """Whose last counts a request may reuse (proxy/request/recent.py): its conversation's,
@@ -575,7 +600,15 @@ class Planner:
             if req.team in self.settings.teams
             else None,
             req.scope,
-            req.pinned | pinned_ids(req.view.messages, req.policy.engine.pins),
+            req.pinned
+            | pinned_ids(req.view.messages, req.policy.engine.pins)
+            | standing_ids(
+                req.view.messages,
+                counter,
+                budget.messages,
+                req.policy.engine.standing_share,
+                req.view.continuing,
+            ),
             req.view.atomic_current,
             req.view.continuing,
         )

@@ -23,7 +23,7 @@ import pytest
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.edge.app import create_app
-from tests.clients.scripted import Script, create_scripted
+from tests.clients.scripted import KEY, Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 
 BIN = Path(__file__).parent / "node_modules" / ".bin"
@@ -43,10 +43,14 @@ def client(name: str) -> Path:
 def write_steps(work: Path, steps: int, lines: int = 120, start: int = 1) -> None:
     """``step-NN.txt`` files of ``lines`` distinct lines each (about 2,400 tokens at 120)."""
     for k in range(start, start + steps):
-        text = "".join(
-            f"step {k} line {i}: the quick brown fox {i * k} jumps over {k} lazy dogs near "
-            f"river {i}\n"
-            for i in range(lines)
+        text = (
+            KEY.format(k=k)
+            + f"{k * 7919 % 10007:05d}\n"
+            + "".join(
+                f"step {k} line {i}: the quick brown fox {i * k} jumps over {k} lazy dogs near "
+                f"river {i}\n"
+                for i in range(lines)
+            )
         )
         (work / f"step-{k:02d}.txt").write_text(text)
 

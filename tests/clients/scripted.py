@@ -8,6 +8,11 @@ working directory, with a signed thinking block (Messages) or an encrypted reaso
 the client sent back, never from how many came before, so it holds when older steps were
 trimmed away.
 
+With ``lag``, some steps need an earlier output: step ``k`` (every ``every``-th, past ``lag``)
+needs the key line of step ``k - lag``. When that output is not in the prompt as it was read,
+the model recalls it when the proxy offers the recall tool and a placeholder names its handle,
+and otherwise runs the tool again (a re-run): ``reruns`` and ``recalls`` count them.
+
 It rejects what the real APIs reject, in their words: a prompt over ``window`` (its own count:
 Anthropic's tokenizer for Messages, o200k for Responses), a call without its output or an
 output without its call, a reasoning item without its following item, more than four
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +42,8 @@ from proxy.demo.upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
 
 STEP = re.compile(r"step-(\d+)\.txt")
+KEY = "key of step {k:02d}: "
+RECALL = "contextwarden_recall"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUTS = {
     "function_call_output": "function_call",
@@ -60,6 +68,31 @@ class Script:
     window: int
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
+    lag: int = 0
+    every: int = 1
+    reruns: int = 0
+    recalls: int = 0
+
+    def needs(self, k: int) -> int | None:
+        """The earlier step whose output step ``k`` needs, if any."""
+        if self.lag and k > self.lag and k % self.every == 0:
+            return k - self.lag
+        return None
+
+    def decide(self, payload: dict[str, Any], calls: list[str], answered: bool) -> Any:
+        """("read", step), ("recall", handle) or ("done", steps taken)."""
+        k = next_step(calls, answered, self.needs)
+        m = self.needs(k) if k <= self.steps else None
+        if m is not None:
+            text = orjson.dumps(payload).decode()
+            if KEY.format(k=m) not in text:
+                handle = placeholder(text, m)
+                if handle is not None and RECALL.encode() in orjson.dumps(payload.get("tools")):
+                    self.recalls += 1
+                    return "recall", handle
+                self.reruns += 1
+                return "read", m
+        return ("read", k) if k <= self.steps else ("done", k - 1)
 
     @property
     def accepted(self) -> list[Received]:
@@ -147,16 +180,22 @@ def create_scripted(script: Script) -> Starlette:
             return _json({"error": {**error, "code": code}}, 400)
         messages = payload["messages"]
         calls = [c["function"]["arguments"] for m in messages for c in m.get("tool_calls") or []]
-        step = next_step(calls, messages[-1]["role"] == "tool")
+        action, value = script.decide(payload, calls, messages[-1]["role"] == "tool")
         message: dict[str, Any] = {"role": "assistant", "content": None}
-        if step <= script.steps:
-            args = orjson.dumps({"path": f"step-{step:02d}.txt"}).decode()
-            call = {"name": "read_file", "arguments": args}
+        if action == "done":
+            message["content"] = f"Done after {value} steps ({tokens} tokens)."
+        else:
+            name, args = (
+                ("read_file", {"path": f"step-{value:02d}.txt"})
+                if action == "read"
+                else (RECALL, {"handle": value})
+            )
+            call = {"name": name, "arguments": orjson.dumps(args).decode()}
             message["tool_calls"] = [
                 {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": call}
             ]
-        else:
-            message["content"] = f"Done after {step - 1} steps ({tokens} tokens)."
+        if payload.get("stream"):
+            return StreamingResponse(chat_events(payload, message), media_type="text/event-stream")
         return _json(_completion(payload, message))
 
     return Starlette(
@@ -176,6 +215,29 @@ def _completion(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, A
     return {**body, "model": payload["model"], "choices": [choice], "usage": usage}
 
 
+async def chat_events(payload: dict[str, Any], message: dict[str, Any]) -> Any:
+    """A chat answer as the API streams it: a role chunk, the content or each call's name
+    and then its arguments in two pieces, the finish reason, ``[DONE]``."""
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk"}
+    base |= {"created": 0, "model": payload["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    if message.get("content"):
+        yield chunk({"content": message["content"]})
+    for k, call in enumerate(message.get("tool_calls") or []):
+        fn, args = call["function"], call["function"]["arguments"]
+        head = {"index": k, "id": call["id"], "type": "function"}
+        yield chunk({"tool_calls": [{**head, "function": {"name": fn["name"], "arguments": ""}}]})
+        for piece in (args[: len(args) // 2], args[len(args) // 2 :]):
+            yield chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]})
+    yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
+    yield b"data: [DONE]\n\n"
+
+
 def _json(body: dict[str, Any], status: int = 200) -> Response:
     return Response(orjson.dumps(body), status, media_type="application/json")
 
@@ -186,12 +248,24 @@ def _summarizing(payload: dict[str, Any]) -> bool:
     return SYSTEM_PROMPT[:40] in text
 
 
-def next_step(calls: list[str], answered: bool) -> int:
-    """The step to take: 1 for a new task, else one after the newest call's step."""
-    if not answered or not calls:
+def next_step(
+    calls: list[str], answered: bool, needs: Callable[[int], int | None] | None = None
+) -> int:
+    """The step to take: 1 for a new task, else one after the newest step read. A re-read of
+    the step that the step after the one before it ``needs`` is not the newest: that step
+    comes next. Calls that read no step (a recall) are passed over."""
+    steps = [int(STEP.findall(c)[-1]) for c in calls if STEP.search(c)]
+    if not answered or not steps:
         return 1
-    found = STEP.findall(calls[-1])
-    return int(found[-1]) + 1 if found else 1
+    if needs is not None and len(steps) >= 2 and needs(steps[-2] + 1) == steps[-1]:
+        return steps[-2] + 1
+    return steps[-1] + 1
+
+
+def placeholder(text: str, step: int) -> str | None:
+    """The recall handle a placeholder names for the output of ``step``'s read, if any."""
+    found = re.search(rf"step-{step:02d}\.txt[^\[\]]*?recall: (r[0-9a-f]{{12}})", text)
+    return found.group(1) if found else None
 
 
 # Messages -------------------------------------------------------------------------------------
@@ -208,13 +282,24 @@ def _message(payload: dict[str, Any], script: Script, tokens: int) -> dict[str, 
     ]
     last = turns[-1]["content"] if turns else ""
     answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-    step = next_step(calls, answered)
+    action, step = script.decide(payload, calls, answered)
     names = {t.get("name") for t in payload.get("tools") or []}
     text = f"Step {step}: reading the next file ({uuid.uuid4().hex[:8]})."
     blocks: list[dict[str, Any]] = []
     if payload.get("thinking"):
         blocks.append({"type": "thinking", "thinking": text, "signature": sign(text)})
-    if "Bash" in names and step <= script.steps:
+    if action == "recall":
+        use = {"handle": step}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                "name": RECALL,
+                "input": use,
+            }
+        )
+        reason = "tool_use"
+    elif "Bash" in names and action == "read":
         command = f"cat step-{step:02d}.txt"
         use = {"command": command, "description": f"Read step {step}"}
         blocks.append(
@@ -227,7 +312,8 @@ def _message(payload: dict[str, Any], script: Script, tokens: int) -> dict[str, 
         )
         reason = "tool_use"
     else:
-        blocks.append({"type": "text", "text": f"Done after {step - 1} steps ({tokens} tokens)."})
+        taken = step if action == "done" else step - 1
+        blocks.append({"type": "text", "text": f"Done after {taken} steps ({tokens} tokens)."})
         reason = "end_turn"
     usage = {
         "input_tokens": tokens,
@@ -293,7 +379,7 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
         str(i.get("arguments") or i.get("input") or "") for i in items if i.get("type") in CALLS
     ]
     answered = bool(items) and items[-1].get("type") in OUTPUTS
-    step = next_step(calls, answered)
+    action, step = script.decide(payload, calls, answered)
     shell = _shell(payload)
     reasoning: dict[str, Any] = {
         "id": f"rs_{uuid.uuid4().hex}",
@@ -304,7 +390,16 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
     command = f"cat step-{step:02d}.txt"
     call_id = f"call_{uuid.uuid4().hex[:16]}"
     answer: dict[str, Any]
-    if shell is not None and step <= script.steps:
+    if action == "recall":
+        answer = {
+            "id": f"fc_{uuid.uuid4().hex}",
+            "type": "function_call",
+            "status": "completed",
+            "call_id": call_id,
+            "name": RECALL,
+            "arguments": orjson.dumps({"handle": step}).decode(),
+        }
+    elif shell is not None and action == "read":
         kind, name = shell
         if kind == "exec":
             code = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(r);"
@@ -331,5 +426,6 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
                 "arguments": orjson.dumps(args).decode(),
             }
     else:
-        answer = text_item(f"Done after {step - 1} steps ({tokens} tokens).")
+        taken = step if action == "done" else step - 1
+        answer = text_item(f"Done after {taken} steps ({tokens} tokens).")
     return completed(payload, [reasoning, answer], tokens)

@@ -1,0 +1,254 @@
+"""The recall tool in each wire format (chat, Responses, Messages): offered to the model, its
+calls read from an answer (whole or streamed), and answered by continuing the request.
+
+    offer(fmt, payload)       the payload with the recall tool among its tools (None: it
+                              cannot be offered, as beside legacy ``functions`` or ``n`` > 1)
+    withdraw(fmt, payload)    the payload without it (a request's last round)
+    answer_of(fmt, raw)       the answer's recall calls and its assistant turn, from a JSON
+                              body or an event stream
+    continued(fmt, payload, answer, results)
+                              the payload with the answer's turn (its own calls only, not the
+                              client's, which were never run) and the recalled outputs appended
+
+The client never sees any of it: the request path answers the recall calls itself and relays
+only an answer that makes none (proxy/request/recall.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.formats.base import WireFormat
+
+RECALL = "contextwarden_recall"
+DESCRIPTION = (
+    "Bring back the full original of an earlier tool output that was cleared or shortened to "
+    "save context. Pass the handle its placeholder names after 'recall:'. Use it instead of "
+    "running the tool again."
+)
+PARAMETERS = {
+    "type": "object",
+    "properties": {"handle": {"type": "string", "description": "the handle, such as r1a2b3c4d5e6"}},
+    "required": ["handle"],
+}
+
+
+@dataclass(slots=True)
+class Answer:
+    """An upstream answer's recall calls ((call id, handle)) and its assistant turn: a chat
+    message, Responses output items, or a Messages assistant message."""
+
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    turn: Any = None
+
+
+def offer(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any] | None:
+    tools = payload.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return None
+    tools = list(tools or [])
+    if any(_tool_name(fmt, t) == RECALL for t in tools):
+        return payload
+    if fmt.name == "chat":
+        if "functions" in payload or (payload.get("n") or 1) != 1:
+            return None
+        tool: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": RECALL, "description": DESCRIPTION, "parameters": PARAMETERS},
+        }
+    elif fmt.name == "responses":
+        tool = {"type": "function", "name": RECALL, "description": DESCRIPTION}
+        tool |= {"parameters": PARAMETERS, "strict": False}
+    elif fmt.name == "anthropic":
+        tool = {"name": RECALL, "description": DESCRIPTION, "input_schema": PARAMETERS}
+    else:
+        return None
+    return {**payload, "tools": [*tools, tool]}
+
+
+def withdraw(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any]:
+    tools = [t for t in payload.get("tools") or [] if _tool_name(fmt, t) != RECALL]
+    out = {k: v for k, v in payload.items() if k != "tools"}
+    return {**out, "tools": tools} if tools else out
+
+
+def _tool_name(fmt: WireFormat, tool: Any) -> Any:
+    if not isinstance(tool, dict):
+        return None
+    if fmt.name == "chat":
+        fn = tool.get("function")
+        return fn.get("name") if isinstance(fn, dict) else None
+    return tool.get("name")
+
+
+def answer_of(fmt: WireFormat, raw: bytes, streamed: bool) -> Answer:
+    """The recall calls ``raw`` (an answer's body, or its whole event stream) makes."""
+    try:
+        if fmt.name == "chat":
+            message = _chat_stream(raw) if streamed else _chat_body(raw)
+            return _chat_answer(message)
+        if fmt.name == "responses":
+            items = _responses_stream(raw) if streamed else orjson.loads(raw).get("output")
+            return _responses_answer(items if isinstance(items, list) else [])
+        if fmt.name == "anthropic":
+            message = _anthropic_stream(raw) if streamed else orjson.loads(raw)
+            return _anthropic_answer(message)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError, IndexError):
+        pass  # not an answer this module can read: relayed as it is
+    return Answer()
+
+
+def continued(
+    fmt: WireFormat, payload: dict[str, Any], answer: Answer, results: list[str]
+) -> dict[str, Any]:
+    ids = [c[0] for c in answer.calls]
+    if fmt.name == "chat":
+        outputs = [
+            {"role": "tool", "tool_call_id": i, "content": r}
+            for i, r in zip(ids, results, strict=True)
+        ]
+        return {**payload, "messages": [*payload["messages"], answer.turn, *outputs]}
+    if fmt.name == "responses":
+        given = payload.get("input")
+        items = given if isinstance(given, list) else [{"role": "user", "content": given}]
+        outputs = [
+            {"type": "function_call_output", "call_id": i, "output": r}
+            for i, r in zip(ids, results, strict=True)
+        ]
+        return {**payload, "input": [*items, *answer.turn, *outputs]}
+    blocks = [
+        {"type": "tool_result", "tool_use_id": i, "content": r}
+        for i, r in zip(ids, results, strict=True)
+    ]
+    user = {"role": "user", "content": blocks}
+    return {**payload, "messages": [*payload["messages"], answer.turn, user]}
+
+
+def _handle(arguments: Any) -> str:
+    args = orjson.loads(arguments) if isinstance(arguments, str | bytes) else arguments
+    handle = args.get("handle") if isinstance(args, dict) else None
+    return handle if isinstance(handle, str) else ""
+
+
+# chat ----------------------------------------------------------------------------------------
+
+
+def _chat_body(raw: bytes) -> dict[str, Any]:
+    message: dict[str, Any] = orjson.loads(raw)["choices"][0]["message"]
+    return message
+
+
+def _chat_answer(message: dict[str, Any]) -> Answer:
+    calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == RECALL]
+    if not calls:
+        return Answer()
+    turn = {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
+    return Answer([(c["id"], _handle(c["function"].get("arguments"))) for c in calls], turn)
+
+
+def _chat_stream(raw: bytes) -> dict[str, Any]:
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for event in events(raw):
+        choices = event.get("choices") or []
+        delta = choices[0].get("delta") or {} if choices else {}
+        if isinstance(delta.get("content"), str):
+            text.append(delta["content"])
+        for part in delta.get("tool_calls") or []:
+            call = calls.setdefault(
+                part.get("index", 0), {"type": "function", "function": {"arguments": ""}}
+            )
+            if part.get("id"):
+                call["id"] = part["id"]
+            fn = part.get("function") or {}
+            if fn.get("name"):
+                call["function"]["name"] = fn["name"]
+            call["function"]["arguments"] += fn.get("arguments") or ""
+    made = [calls[k] for k in sorted(calls)]
+    return {"role": "assistant", "content": "".join(text) or None, "tool_calls": made}
+
+
+# Responses -----------------------------------------------------------------------------------
+
+
+def _responses_answer(items: list[Any]) -> Answer:
+    recall = [i for i in items if i.get("type") == "function_call" and i.get("name") == RECALL]
+    if not recall:
+        return Answer()
+    # The client's own calls were never run: they go, and the model calls them again if it
+    # still wants to. Reasoning and text stay, in order.
+    kept = [i for i in items if "call" not in str(i.get("type")) or i in recall]
+    return Answer([(i["call_id"], _handle(i.get("arguments"))) for i in recall], kept)
+
+
+def _responses_stream(raw: bytes) -> list[Any]:
+    done: list[Any] = []
+    for event in events(raw):
+        kind = event.get("type")
+        if kind in ("response.completed", "response.incomplete"):
+            output = event["response"].get("output")
+            if isinstance(output, list) and output:
+                return output
+        elif kind == "response.output_item.done":
+            done.append(event["item"])
+    return done
+
+
+# Messages ------------------------------------------------------------------------------------
+
+
+def _anthropic_answer(message: dict[str, Any]) -> Answer:
+    blocks = message.get("content") or []
+    recall = [b for b in blocks if b.get("type") == "tool_use" and b.get("name") == RECALL]
+    if not recall:
+        return Answer()
+    kept = [b for b in blocks if b.get("type") != "tool_use" or b in recall]
+    turn = {"role": "assistant", "content": kept}
+    return Answer([(b["id"], _handle(b.get("input"))) for b in recall], turn)
+
+
+def _anthropic_stream(raw: bytes) -> dict[str, Any]:
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, list[str]] = {}
+    for event in events(raw):
+        kind, index = event.get("type"), event.get("index", 0)
+        if kind == "content_block_start":
+            blocks[index] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            _apply_delta(blocks[index], event["delta"], partial.setdefault(index, []))
+    for index, parts in partial.items():
+        if parts and blocks[index].get("type") == "tool_use":
+            blocks[index]["input"] = orjson.loads("".join(parts))
+    return {"role": "assistant", "content": [blocks[k] for k in sorted(blocks)]}
+
+
+def _apply_delta(block: dict[str, Any], delta: dict[str, Any], partial: list[str]) -> None:
+    kind = delta.get("type")
+    if kind == "text_delta":
+        block["text"] = block.get("text", "") + delta["text"]
+    elif kind == "thinking_delta":
+        block["thinking"] = block.get("thinking", "") + delta["thinking"]
+    elif kind == "signature_delta":
+        block["signature"] = block.get("signature", "") + delta["signature"]
+    elif kind == "input_json_delta":
+        partial.append(delta.get("partial_json", ""))
+
+
+def events(raw: bytes) -> list[dict[str, Any]]:
+    """The JSON data of each server-sent event in ``raw`` (``[DONE]`` and other lines left
+    out)."""
+    out = []
+    for line in raw.replace(b"\r\n", b"\n").split(b"\n"):
+        if line.startswith(b"data:"):
+            data = line[5:].strip()
+            if data and data != b"[DONE]":
+                try:
+                    value = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(value, dict):
+                    out.append(value)
+    return out

@@ -1,0 +1,195 @@
+"""Recall: cleared output comes back on demand.
+
+Under a policy with ``recall: true``, the passes that clear or compact tool outputs name a
+handle in each placeholder (strategies/outputs.py). When a plan forwards such placeholders, the
+planner keeps the originals here (``RecallMemory``: in memory, and in the checkpoint store
+under the conversation's key, which names its caller, with the store's TTL) and offers the
+model one extra tool (proxy/formats/recall.py).
+
+When the model calls it, ``settle`` answers the call itself: it reads the upstream's answer
+whole (a stream is buffered, then relayed chunk by chunk as it came), appends the call and the
+original as the tool's result to the request, plans that continuation like any request (the
+recalled text is fitted with the rest, capped at ``RECALLED_SHARE`` of the budget) and sends
+it again. The client only ever sees an answer that makes no recall call: the final text or its
+own tools' calls. At most ``max_recalls`` calls are answered per client request; past them
+the tool is withdrawn and any further call is answered with a note.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.edge.errors import UpstreamUnavailable
+from proxy.formats.recall import Answer, answer_of, continued
+from proxy.request.conversations import BlobStore
+from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
+from strategies.messages import Message
+from strategies.outputs import output_text
+from strategies.prompt_cut import cut_message_middle
+from strategies.tokens import Counter
+
+STORE_PREFIX = "recall\t"
+MAX_IN_MEMORY = 2048
+MAX_ORIGINAL_BYTES = 4 << 20  # an output larger than this is not kept (nor recallable)
+RECALLED_SHARE = 0.5  # of the continuation's budget, at most, for one recalled output
+NAMED = re.compile(r"recall: (r[0-9a-f]{12})\b")
+NOT_KEPT = (
+    "No output is kept under the handle {handle} (it expired, or the handle is not one a "
+    "placeholder names): run the tool again if you need its output."
+)
+LIMIT = (
+    "The recall limit of this request is reached: answer with what you have, or run the tool "
+    "again if you need its output."
+)
+
+
+class RecallMemory:
+    """The originals of cleared or compacted outputs, by conversation and handle."""
+
+    def __init__(self, store: BlobStore | None = None, ttl_seconds: float = 7 * 86400) -> None:
+        self._recent: OrderedDict[str, str] = OrderedDict()
+        self._store = store
+        self._ttl = ttl_seconds
+        self._writes: set[asyncio.Task[None]] = set()
+
+    def keep(self, conversation: str, originals: dict[str, str]) -> None:
+        """Hold ``originals`` (handle -> text) now; write the new ones to the store in the
+        background (a recall in this request's answer finds them in memory)."""
+        new = []
+        for handle, text in originals.items():
+            key = f"{STORE_PREFIX}{conversation}\t{handle}"
+            if key in self._recent:
+                self._recent.move_to_end(key)
+                continue
+            self._recent[key] = text
+            new.append((key, text.encode("utf-8", "surrogatepass"), self._ttl))
+        while len(self._recent) > MAX_IN_MEMORY:
+            self._recent.popitem(last=False)
+        if new and self._store is not None:
+            task = asyncio.ensure_future(self._write(self._store, new))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+
+    async def get(self, conversation: str, handle: str) -> str | None:
+        key = f"{STORE_PREFIX}{conversation}\t{handle}"
+        text = self._recent.get(key)
+        if text is not None or self._store is None:
+            return text
+        try:
+            raw = await self._store.get_blob(key)
+        except Exception:  # the store is down: the model is told to run the tool again
+            return None
+        return raw.decode("utf-8", "surrogatepass") if raw else None
+
+    async def _write(self, store: BlobStore, items: list[tuple[str, bytes, float]]) -> None:
+        for key, value, ttl in items:
+            try:
+                await store.put_blob(key, value, ttl)
+            except Exception:  # kept in memory all the same
+                return
+
+    async def drain(self) -> None:
+        while self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+
+def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str, str]:
+    """handle -> original text, for each forwarded tool output whose text names a handle and
+    differs from the output the client sent with the same call id."""
+    by_id = {m.get("tool_call_id"): m for m in sent if m.get("role") == "tool"}
+    out: dict[str, str] = {}
+    for m in forwarded:
+        if m.get("role") != "tool":
+            continue
+        text = output_text(m)
+        found = NAMED.search(text.split("\n", 1)[0])
+        original = by_id.get(m.get("tool_call_id"))
+        if found is None or original is None:
+            continue
+        before = output_text(original)
+        if before != text and len(before.encode("utf-8", "surrogatepass")) <= MAX_ORIGINAL_BYTES:
+            out[found.group(1)] = before
+    return out
+
+
+def fitted(text: str, counter: Counter, limit: int) -> str:
+    """A recalled original, its middle cut (with a marker) when it alone would take more than
+    ``limit`` tokens."""
+    message: Message = {"role": "tool", "content": text}
+    if counter.message(message) <= limit:
+        return text
+    cut = cut_message_middle(message, limit, counter)
+    return text if cut is None else str(cut["content"])
+
+
+async def read_whole(reply: Reply) -> list[bytes]:
+    """The reply's body as the chunks it came in (a stream is read to its end)."""
+    if reply.body is not None:
+        return [reply.body]
+    assert reply.stream is not None
+    return [chunk async for chunk in reply.stream]
+
+
+async def replayed(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+@dataclass(slots=True)
+class Round:
+    """What one continuation needs from the request path: build a request from a body, plan
+    and send it (with the overflow retry); the conversation, counter and budget it belongs to."""
+
+    build: Callable[[bytes, bool], Awaitable[Any]]  # (body, offer the tool) -> WireRequest
+    send: Callable[[Any], Awaitable[tuple[Reply, Any]]]  # WireRequest -> (reply, plan)
+    memory: RecallMemory
+    conversation: str
+    counter: Counter
+    budget: int
+    max_recalls: int
+
+
+async def settle(
+    reply: Reply, fmt: Any, payload: dict[str, Any], rounds: Round
+) -> tuple[Reply, int]:
+    """The reply the client gets: ``reply`` when it makes no recall call, else the answer to
+    the request continued with the recalled outputs (as often as the model recalls, up to
+    ``max_recalls``); and how many recalls were answered."""
+    used = 0
+    while reply.status == 200:
+        chunks = await read_whole(reply)
+        streamed = reply.body is None
+        raw = decoded(b"".join(chunks), reply.headers)
+        answer = answer_of(fmt, raw, streamed and is_event_stream(reply.headers))
+        if not answer.calls:
+            if streamed:
+                reply.stream = replayed(chunks)
+            break
+        if used >= rounds.max_recalls:
+            raise UpstreamUnavailable("the model called the recall tool after it was withdrawn")
+        results, used = await _answers(answer, rounds, used)
+        payload = continued(fmt, payload, answer, results)
+        req = await rounds.build(orjson.dumps(payload), used < rounds.max_recalls)
+        reply, _ = await rounds.send(req)
+    return reply, used
+
+
+async def _answers(answer: Answer, rounds: Round, used: int) -> tuple[list[str], int]:
+    out = []
+    limit = int(rounds.budget * RECALLED_SHARE)
+    for _, handle in answer.calls:
+        if used >= rounds.max_recalls:
+            out.append(LIMIT)
+            continue
+        used += 1
+        text = await rounds.memory.get(rounds.conversation, handle)
+        kept = NOT_KEPT.format(handle=handle) if text is None else None
+        out.append(kept or fitted(text or "", rounds.counter, limit))
+    return out, used
