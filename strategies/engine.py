@@ -78,6 +78,10 @@ class Policy:
     # User messages that state a standing rule are kept as if pinned, up to this share of the
     # budget (strategies/standing.py); 0: only pins keep them.
     standing_share: float = DEFAULT_SHARE
+    # Cleared outputs can be recalled (their placeholders name handles): a cut that clears is
+    # kept even when it does not keep the previous prompt as its prefix, since a step dropped
+    # instead is gone for good (the next requests replay either cut alike: sticky cuts).
+    recall: bool = False
     _built: dict[str, Strategy] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -174,8 +178,8 @@ def fit(
     cache-grid cut for this request (strategies/cost.py: cut_share).
 
     ``keeps_prefix`` says whether a result keeps the conversation's previous forwarded prompt as
-    its prefix. When the compaction passes rewrote older messages so that it does not, the fit
-    is made again without them: a cut on the cache grid keeps the prefix until the next grid
+    its prefix. When the compaction passes rewrote older messages so that it does not (and the
+    policy does not ``recall``), the fit is made again without them: a cut on the cache grid keeps the prefix until the next grid
     step, while a rewrite in place re-bills the whole prompt after it on every request.
 
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
@@ -192,7 +196,8 @@ def fit(
     args = (messages, tokens, budget, counter, policy, summarizer, run, pinned, cut_share)
     result = _fit(*args, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
-    if rewrote and keeps_prefix is not None and not keeps_prefix(result.messages):
+    keep = keeps_prefix is None or policy.recall
+    if rewrote and not keep and keeps_prefix is not None and not keeps_prefix(result.messages):
         result = _fit(*args, ())
     if atomic_current and result.actions:
         result.actions += _running_report(messages, result.messages, continuing)
@@ -264,6 +269,10 @@ def _fit(
     current, tokens = _run_passes(
         current, tokens, budget, counter, passes, steps, actions, run, pinned, keep
     )
+    if policy.recall and passes and tokens > budget:
+        current, tokens = _clear_deeper(
+            current, tokens, budget, counter, steps, actions, run, pinned
+        )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
     rules = (RUNNING_TURN_RULE, _steps_rule(policy), *policy.rules) if run.atomic else policy.rules
@@ -365,6 +374,38 @@ def _cut_task(
     steps.append(Step("task_middle_cut", True, tokens - after))
     actions.append("task_middle_cut")
     return out, after
+
+
+def _clear_deeper(
+    messages: list[Message],
+    tokens: int,
+    budget: int,
+    counter: Counter,
+    steps: list[Step],
+    actions: list[str],
+    run: Running,
+    pinned: frozenset[int],
+) -> tuple[list[Message], int]:
+    """Under ``recall``, a cut clears older outputs, the oldest first, down to the newest
+    one's, before it drops whole steps: a cleared output can be recalled, a dropped one is
+    gone."""
+    start = tokens
+    made: list[Step] = []
+    for keep in range(DEEPER_KEEP, 0, -1):
+        clearing = ToolResultMicrocompact(keep_recent=keep, handles=True)
+        messages, tokens = _run_passes(
+            messages, tokens, budget, counter, (clearing,), made, [], run, pinned
+        )
+        if tokens <= budget:
+            break
+    if tokens < start:
+        steps.append(Step("recall_clearing", True, start - tokens))
+        if ToolResultMicrocompact.name not in actions:
+            actions.append(ToolResultMicrocompact.name)
+    return messages, tokens
+
+
+DEEPER_KEEP = 4  # under recall, the kept outputs are cleared one by one down to the newest
 
 
 def _run_passes(

@@ -233,6 +233,7 @@ class PolicyConfig(_Strict):
             cache_cut_share=self.cache_cut_share,
             pins=tuple(_match(m) for m in self.pin),
             standing_share=self.standing_rules,
+            recall=self.recall,
         )
         for rule in (*self._policy.rules, self._policy.history):
             self._policy.strategy(rule)  # a strategy that cannot be built fails now

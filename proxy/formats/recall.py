@@ -4,6 +4,8 @@ calls read from an answer (whole or streamed), and answered by continuing the re
     offer(fmt, payload)       the payload with the recall tool among its tools (None: it
                               cannot be offered, as beside legacy ``functions`` or ``n`` > 1)
     withdraw(fmt, payload)    the payload without it (a request's last round)
+    scrubbed(raw, streamed)   an answer without the tool where it echoes the request's tools
+                              (a Responses object)
     answer_of(fmt, raw)       the answer's recall calls and its assistant turn, from a JSON
                               body or an event stream
     continued(fmt, payload, answer, results)
@@ -25,13 +27,20 @@ from proxy.formats.base import WireFormat
 
 RECALL = "contextwarden_recall"
 DESCRIPTION = (
-    "Bring back the full original of an earlier tool output that was cleared or shortened to "
-    "save context. Pass the handle its placeholder names after 'recall:'. Use it instead of "
-    "running the tool again."
+    "Bring back the full original of an earlier tool output of this conversation that was "
+    "cleared, shortened or left out to save context. Pass the handle its placeholder names "
+    "after 'recall:'; for an output no longer shown at all, pass the file, command or tool it "
+    "came from. Use it instead of running the tool again."
 )
 PARAMETERS = {
     "type": "object",
-    "properties": {"handle": {"type": "string", "description": "the handle, such as r1a2b3c4d5e6"}},
+    "properties": {
+        "handle": {
+            "type": "string",
+            "description": "a placeholder's handle (such as r1a2b3c4d5e6), or a file name or "
+            "command the output came from",
+        }
+    },
     "required": ["handle"],
 }
 
@@ -125,6 +134,41 @@ def continued(
     ]
     user = {"role": "user", "content": blocks}
     return {**payload, "messages": [*payload["messages"], answer.turn, user]}
+
+
+def scrubbed(raw: bytes, streamed: bool) -> bytes:
+    """``raw`` (an answer's body or whole event stream) without the recall tool where the
+    answer echoes the request's tools (a Responses object does, in its body and in the
+    ``response`` of its stream's events); every other byte as it came."""
+    if RECALL.encode() not in raw:
+        return raw
+    if not streamed:
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return raw
+        return orjson.dumps(_without_tool(data)) if isinstance(data, dict) else raw
+    lines = raw.split(b"\n")
+    for k, line in enumerate(lines):
+        if line.startswith(b"data:") and RECALL.encode() in line:
+            try:
+                event = orjson.loads(line[5:].strip())
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(event, dict) and isinstance(event.get("response"), dict):
+                event["response"] = _without_tool(event["response"])
+                lines[k] = b"data: " + orjson.dumps(event)
+    return b"\n".join(lines)
+
+
+def _without_tool(response: dict[str, Any]) -> dict[str, Any]:
+    tools = response.get("tools")
+    if not isinstance(tools, list):
+        return response
+    return {
+        **response,
+        "tools": [t for t in tools if not (isinstance(t, dict) and t.get("name") == RECALL)],
+    }
 
 
 def _handle(arguments: Any) -> str:

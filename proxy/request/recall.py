@@ -27,16 +27,18 @@ from typing import Any
 import orjson
 
 from proxy.edge.errors import UpstreamUnavailable
-from proxy.formats.recall import Answer, answer_of, continued
+from proxy.formats.recall import Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.messages import Message
-from strategies.outputs import output_text
+from strategies.outputs import HANDLE, handle_for, output_text
 from strategies.prompt_cut import cut_message_middle
 from strategies.tokens import Counter
 
 STORE_PREFIX = "recall\t"
+INDEX_PREFIX = "recall-index\t"
 MAX_IN_MEMORY = 2048
+MAX_INDEX = 1024  # calls indexed per conversation (the oldest go first)
 MAX_ORIGINAL_BYTES = 4 << 20  # an output larger than this is not kept (nor recallable)
 RECALLED_SHARE = 0.5  # of the continuation's budget, at most, for one recalled output
 NAMED = re.compile(r"recall: (r[0-9a-f]{12})\b")
@@ -51,42 +53,81 @@ LIMIT = (
 
 
 class RecallMemory:
-    """The originals of cleared or compacted outputs, by conversation and handle."""
+    """The originals of cleared, compacted or dropped outputs, by conversation and handle,
+    with each conversation's index: which call (tool and arguments) each handle answered, so
+    an output no longer shown at all can be recalled by what it was."""
 
     def __init__(self, store: BlobStore | None = None, ttl_seconds: float = 7 * 86400) -> None:
         self._recent: OrderedDict[str, str] = OrderedDict()
+        self._index: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._store = store
         self._ttl = ttl_seconds
         self._writes: set[asyncio.Task[None]] = set()
 
-    def keep(self, conversation: str, originals: dict[str, str]) -> None:
-        """Hold ``originals`` (handle -> text) now; write the new ones to the store in the
-        background (a recall in this request's answer finds them in memory)."""
+    def keep(self, conversation: str, originals: dict[str, tuple[str, str]]) -> None:
+        """Hold ``originals`` (handle -> (text, call)) now; write the new ones and the index
+        to the store in the background (a recall in this request's answer finds them in
+        memory)."""
         new = []
-        for handle, text in originals.items():
+        index = self._index.setdefault(conversation, {})
+        self._index.move_to_end(conversation)
+        for handle, (text, call) in originals.items():
             key = f"{STORE_PREFIX}{conversation}\t{handle}"
+            index.setdefault(handle, call)
             if key in self._recent:
                 self._recent.move_to_end(key)
                 continue
             self._recent[key] = text
             new.append((key, text.encode("utf-8", "surrogatepass"), self._ttl))
+        while len(self._index[conversation]) > MAX_INDEX:
+            del index[next(iter(index))]
         while len(self._recent) > MAX_IN_MEMORY:
             self._recent.popitem(last=False)
+        while len(self._index) > MAX_IN_MEMORY:
+            self._index.popitem(last=False)
         if new and self._store is not None:
+            new.append((f"{INDEX_PREFIX}{conversation}", orjson.dumps(index), self._ttl))
             task = asyncio.ensure_future(self._write(self._store, new))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
 
-    async def get(self, conversation: str, handle: str) -> str | None:
+    async def get(self, conversation: str, wanted: str) -> str | None:
+        """The original under a handle, or, for anything else (a file name, a command), the
+        newest one whose call names it."""
+        handle = wanted.strip()
+        if not HANDLE.fullmatch(handle):
+            found = await self._find(conversation, handle)
+            if found is None:
+                return None
+            handle = found
         key = f"{STORE_PREFIX}{conversation}\t{handle}"
         text = self._recent.get(key)
         if text is not None or self._store is None:
             return text
+        raw = await self._read(key)
+        return raw.decode("utf-8", "surrogatepass") if raw else None
+
+    async def _find(self, conversation: str, query: str) -> str | None:
+        index = self._index.get(conversation)
+        if index is None:
+            raw = await self._read(f"{INDEX_PREFIX}{conversation}")
+            try:
+                index = orjson.loads(raw) if raw else {}
+            except orjson.JSONDecodeError:
+                index = {}
+        wanted = query.lower()
+        if not wanted or not isinstance(index, dict):
+            return None
+        hits = [h for h, call in index.items() if isinstance(call, str) and wanted in call.lower()]
+        return hits[-1] if hits else None
+
+    async def _read(self, key: str) -> bytes | None:
+        if self._store is None:
+            return None
         try:
-            raw = await self._store.get_blob(key)
+            return await self._store.get_blob(key)
         except Exception:  # the store is down: the model is told to run the tool again
             return None
-        return raw.decode("utf-8", "surrogatepass") if raw else None
 
     async def _write(self, store: BlobStore, items: list[tuple[str, bytes, float]]) -> None:
         for key, value, ttl in items:
@@ -100,22 +141,47 @@ class RecallMemory:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
 
 
-def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str, str]:
-    """handle -> original text, for each forwarded tool output whose text names a handle and
-    differs from the output the client sent with the same call id."""
+def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str, tuple[str, str]]:
+    """handle -> (original text, the call it answered), for each forwarded tool output whose
+    text names a handle and differs from the output the client sent with the same call id,
+    and for each output the client sent that is not forwarded at all (its step was dropped)."""
+    calls = _calls(sent)
     by_id = {m.get("tool_call_id"): m for m in sent if m.get("role") == "tool"}
-    out: dict[str, str] = {}
+    shown = set()
+    out: dict[str, tuple[str, str]] = {}
     for m in forwarded:
         if m.get("role") != "tool":
             continue
+        shown.add(m.get("tool_call_id"))
         text = output_text(m)
         found = NAMED.search(text.split("\n", 1)[0])
         original = by_id.get(m.get("tool_call_id"))
-        if found is None or original is None:
-            continue
-        before = output_text(original)
-        if before != text and len(before.encode("utf-8", "surrogatepass")) <= MAX_ORIGINAL_BYTES:
-            out[found.group(1)] = before
+        if found is not None and original is not None and output_text(original) != text:
+            _add(out, found.group(1), original, calls)
+    for call_id, original in by_id.items():
+        if call_id not in shown and isinstance(call_id, str):
+            _add(out, handle_for(original) or "", original, calls)
+    return out
+
+
+def _add(
+    out: dict[str, tuple[str, str]], handle: str, original: Message, calls: dict[str, str]
+) -> None:
+    text = output_text(original)
+    if handle and len(text.encode("utf-8", "surrogatepass")) <= MAX_ORIGINAL_BYTES:
+        out[handle] = (text, calls.get(str(original.get("tool_call_id")), ""))
+
+
+def _calls(messages: Sequence[Message]) -> dict[str, str]:
+    """tool_call_id -> "name arguments" (whitespace runs as one space)."""
+    out = {}
+    for m in messages:
+        calls = m.get("tool_calls") if m.get("role") == "assistant" else None
+        for call in calls if isinstance(calls, list) else []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                text = f"{fn.get('name', '')} {fn.get('arguments', '')}"
+                out[str(call.get("id"))] = " ".join(text.split())
     return out
 
 
@@ -169,8 +235,7 @@ async def settle(
         raw = decoded(b"".join(chunks), reply.headers)
         answer = answer_of(fmt, raw, streamed and is_event_stream(reply.headers))
         if not answer.calls:
-            if streamed:
-                reply.stream = replayed(chunks)
+            _relay(reply, chunks, raw, streamed)
             break
         if used >= rounds.max_recalls:
             raise UpstreamUnavailable("the model called the recall tool after it was withdrawn")
@@ -179,6 +244,22 @@ async def settle(
         req = await rounds.build(orjson.dumps(payload), used < rounds.max_recalls)
         reply, _ = await rounds.send(req)
     return reply, used
+
+
+def _relay(reply: Reply, chunks: list[bytes], raw: bytes, streamed: bool) -> None:
+    """The final answer, to the client: as it came, chunk by chunk, unless it echoes the
+    recall tool (a Responses object echoes the request's tools): then without it (and
+    uncompressed, when it came compressed)."""
+    clean = scrubbed(raw, streamed)
+    if clean is raw:
+        if streamed:
+            reply.stream = replayed(chunks)
+        return
+    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-encoding"]
+    if streamed:
+        reply.stream = replayed([clean])
+    else:
+        reply.body = clean
 
 
 async def _answers(answer: Answer, rounds: Round, used: int) -> tuple[list[str], int]:

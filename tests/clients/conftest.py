@@ -67,11 +67,13 @@ class Run:
 
 class Recorder:
     """The proxy's app, recording each body a client sends it (in order) before the proxy
-    sees it: what a forwarded request is compared with."""
+    sees it: what a forwarded request is compared with; and each answer's status and bytes,
+    as the client received them (``answers``: path, status, body or whole stream)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.answers: list[tuple[str, int, bytes]] = []
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -93,7 +95,18 @@ class Recorder:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        status, chunks = 0, []
+
+        async def sending(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, replay, sending)
+        self.answers.append((scope["path"], status, b"".join(chunks)))
 
 
 @dataclass

@@ -10,8 +10,9 @@ trimmed away.
 
 With ``lag``, some steps need an earlier output: step ``k`` (every ``every``-th, past ``lag``)
 needs the key line of step ``k - lag``. When that output is not in the prompt as it was read,
-the model recalls it when the proxy offers the recall tool and a placeholder names its handle,
-and otherwise runs the tool again (a re-run): ``reruns`` and ``recalls`` count them.
+the model recalls it when the proxy offers the recall tool (by the handle a placeholder names,
+else by its file name), and otherwise runs the tool again (a re-run): ``reruns`` and
+``recalls`` count them.
 
 It rejects what the real APIs reject, in their words: a prompt over ``window`` (its own count:
 Anthropic's tokenizer for Messages, o200k for Responses), a call without its output or an
@@ -86,8 +87,9 @@ class Script:
         if m is not None:
             text = orjson.dumps(payload).decode()
             if KEY.format(k=m) not in text:
-                handle = placeholder(text, m)
-                if handle is not None and RECALL.encode() in orjson.dumps(payload.get("tools")):
+                # A placeholder's handle, else the file: the output may have been dropped.
+                handle = placeholder(text, m) or f"step-{m:02d}.txt"
+                if RECALL.encode() in orjson.dumps(payload.get("tools")):
                     self.recalls += 1
                     return "recall", handle
                 self.reruns += 1
@@ -387,7 +389,7 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
         "summary": [],
         "encrypted_content": "gAAAA" + uuid.uuid4().hex * 6,
     }
-    command = f"cat step-{step:02d}.txt"
+    command = f"cat step-{step:02d}.txt" if action == "read" else ""
     call_id = f"call_{uuid.uuid4().hex[:16]}"
     answer: dict[str, Any]
     if action == "recall":
