@@ -155,10 +155,12 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             models: list[str] | dict[str, Any],
             policy: dict[str, Any] | None = None,
             lines: int = 120,
+            lag: int = 0,
+            every: int = 1,
             **settings: Any,
         ) -> Agent:
             """``lines``: of each step file (about 20 tokens a line)."""
-            script = Script(steps=steps, window=window)
+            script = Script(steps=steps, window=window, lag=lag, every=every)
             upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]
             config: dict[str, Any] = {
@@ -184,6 +186,15 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
         yield build
         for app in apps:
             assert_no_plan_fallbacks(app)
+
+
+def never_shown(agent: Agent, name: str) -> None:
+    """No answer or stream the client received names ``name``, nor anything it sent."""
+    assert agent.recorder.answers
+    for path, _, body in agent.recorder.answers:
+        assert name.encode() not in body, path
+    for path, body in agent.recorder.sent:
+        assert name.encode() not in orjson.dumps(body), path
 
 
 def same(value: Any) -> bytes:

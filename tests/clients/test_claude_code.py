@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.clients.conftest import TASK, Agent, AgentFactory, client, same
-from tests.clients.scripted import STEP, Received
+from tests.clients.conftest import TASK, Agent, AgentFactory, client, never_shown, same
+from tests.clients.scripted import RECALL, STEP, Received
 
 MODEL = "claude-opus-4-8"  # what this version asks for by default; no model table knows it
 # Claude Code's system prompt and tools take about 18,600 tokens by the upstream's count: the
@@ -133,6 +133,23 @@ def test_a_30_step_task_at_16k_beyond_its_prompt_completes(make_agent: AgentFact
     assert not agent.script.refused
     check_forwarded(agent)
     assert trimmed(agent.script.received) >= 20
+
+
+def test_a_30_step_task_with_recall_never_shows_it_the_tool(make_agent: AgentFactory) -> None:
+    """Steps 9, 12, ... need the output of the step six before, cleared or dropped by then:
+    with ``recall: true`` the model recalls it through the proxy instead of running ``cat``
+    again, and Claude Code never sees the recall tool in any answer or stream."""
+    agent = make_agent(
+        18_600 + 16_000, steps=30, models=[MODEL], policy={"recall": True}, lag=6, every=3
+    )
+    run = agent.run(claude(agent, TASK), env(agent))
+    assert run.returncode == 0, run
+    assert "Done after 30 steps" in run.stdout, run
+    assert not agent.script.refused
+    assert agent.script.recalls >= 3
+    assert agent.script.reruns == 0
+    never_shown(agent, RECALL)
+    assert RECALL not in run.stdout + run.stderr
 
 
 def test_its_64000_reply_limit_against_a_72k_upstream_the_proxy_overrates(

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import TASK, Agent, AgentFactory, client, same
+from tests.clients.conftest import TASK, Agent, AgentFactory, client, never_shown, same
+from tests.clients.scripted import RECALL
 
 DEFAULT_MODEL = "gpt-6.1-sol"  # what this version asks for with no -m
 # The prefix (tools item and developer messages) is about 11,700 tokens for the default
@@ -117,3 +118,21 @@ def test_a_task_with_room_for_a_few_steps_keeps_its_prefix(make_agent: AgentFact
     inputs = [body["input"] for body in agent.forwarded("responses")]
     kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(inputs))
     assert kept >= 0.6 * (len(inputs) - 1), kept
+
+
+def test_a_long_task_with_recall_never_shows_it_the_tool(make_agent: AgentFactory) -> None:
+    """Steps 9, 12, ... need the output of the step six before: with ``recall: true`` the
+    model recalls it through the proxy instead of running the command again, and Codex never
+    sees the recall tool in any answer or stream."""
+    model = DEFAULT_MODEL
+    policy = {"recall": True}
+    agent = make_agent(WINDOWS[model], steps=STEPS, models=[model], policy=policy, lag=6, every=3)
+    argv, env = codex(agent, model)
+    run = agent.run(argv, env)
+    assert run.returncode == 0, run
+    assert f"Done after {STEPS} steps" in run.stdout, run
+    assert not agent.script.refused
+    assert agent.script.recalls >= 3
+    assert agent.script.reruns == 0
+    never_shown(agent, RECALL)
+    assert RECALL not in run.stdout + run.stderr

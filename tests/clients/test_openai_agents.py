@@ -6,10 +6,12 @@ one strict block."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import openai
 
-from tests.clients.conftest import TASK, AgentFactory
+from tests.clients.conftest import TASK, AgentFactory, never_shown
+from tests.clients.scripted import RECALL
 
 MODEL = "gpt-4.1"
 WINDOW = 24_000
@@ -17,10 +19,31 @@ STEPS = 20
 
 
 async def test_one_run_of_twenty_steps_completes(make_agent: AgentFactory) -> None:
+    agent = make_agent(WINDOW, steps=STEPS, models=[MODEL])
+    await run_task(agent)
+    forwarded = agent.forwarded("responses")
+    assert len(forwarded) == STEPS + 1
+    # The window forced trimming, and every request kept the task.
+    assert len(forwarded[-1]["input"]) < 2 * STEPS
+    assert all(b["input"][0] == {"content": TASK, "role": "user"} for b in forwarded)
+
+
+async def test_with_recall_it_recalls_instead_of_re_running_and_never_sees_the_tool(
+    make_agent: AgentFactory,
+) -> None:
+    """Steps 9, 12, ... need the output of the step six before (cleared by then): with
+    ``recall: true`` the proxy answers the model's recall calls itself."""
+    agent = make_agent(WINDOW, steps=STEPS, models=[MODEL], policy={"recall": True}, lag=6, every=3)
+    await run_task(agent)
+    assert agent.script.recalls >= 3
+    assert agent.script.reruns == 0
+    never_shown(agent, RECALL)
+
+
+async def run_task(agent: Any) -> None:
     from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
     set_tracing_disabled(True)
-    agent = make_agent(WINDOW, steps=STEPS, models=[MODEL])
 
     @function_tool
     def read_file(path: str) -> str:
@@ -38,8 +61,3 @@ async def test_one_run_of_twenty_steps_completes(make_agent: AgentFactory) -> No
     await client.close()
     assert result.final_output.startswith(f"Done after {STEPS} steps")
     assert not agent.script.refused
-    forwarded = agent.forwarded("responses")
-    assert len(forwarded) == STEPS + 1
-    # The window forced trimming, and every request kept the task.
-    assert len(forwarded[-1]["input"]) < 2 * STEPS
-    assert all(b["input"][0] == {"content": TASK, "role": "user"} for b in forwarded)
