@@ -36,7 +36,10 @@ from bench.families import family_rows
 from bench.formats import format_rows
 from bench.hostile import hostile_rows
 from bench.load import load_rows
+from bench.outputs import output_rows
 from bench.quality import quality_rows
+from bench.recall import recall_rows
+from bench.rules import rules_rows
 from bench.summaries import summary_rows
 
 HERE = Path(__file__).resolve().parent
@@ -563,11 +566,34 @@ async def main_async(sizes: Sizes) -> str:
     return "\n\n".join(sections)
 
 
+# Sections that run on their own (``--only``), in process: what keeps what an agent needs.
+OWN = {
+    "outputs": "Tool outputs re-encoded, by kind (tokens, o200k)",
+    "recall": "Recall on the long-task workload (scripted agent; re-runs of a tool)",
+    "rules": "Standing rules kept without a pin (conpact's 15 side constraints, 4k budget)",
+}
+
+
+def own_sections(names: list[str], quick: bool) -> str:
+    rows = {"outputs": output_rows, "recall": recall_rows, "rules": rules_rows}
+    return "\n\n".join(f"## {OWN[n]}\n\n" + table(*rows[n](quick)) for n in names)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md")
+    parser.add_argument(
+        "--only", help=f"comma-separated sections to run alone: {', '.join(OWN)} (print only)"
+    )
     args = parser.parse_args()
+    if args.only:
+        names = [n.strip() for n in args.only.split(",")]
+        unknown = [n for n in names if n not in OWN]
+        if unknown:
+            parser.error(f"unknown section(s) {', '.join(unknown)}: use {', '.join(OWN)}")
+        print(own_sections(names, args.quick))
+        return 0
     sizes = QUICK if args.quick else FULL
     body = asyncio.run(main_async(sizes))
     body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
@@ -587,6 +613,7 @@ def main() -> int:
     body += "\n\n## Sticky cuts: prefix kept by family, beside the summarizer (summaries on)\n\n"
     body += table(*family_rows(args.quick))
     body += "\n\n" + (HERE / "families_before.md").read_text().strip()
+    body += "\n\n" + own_sections(list(OWN), args.quick)
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
     when = time.strftime("%Y-%m-%d")

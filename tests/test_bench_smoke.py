@@ -30,6 +30,9 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Trimming quality",
         "Summarizer calls",
         "Sticky cuts: prefix kept by family",
+        "Tool outputs re-encoded, by kind",
+        "Recall on the long-task workload",
+        "Standing rules kept without a pin",
     ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out
@@ -37,6 +40,8 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     assert "| contextwarden (default)" in out and "| litellm" in out
     assert "0 wrong, 0 errors" in out
     assert "| agent tool loops" in out and "| all families" in out
+    assert "| JSON outputs parsed back to a different value | 0 " in out
+    assert "| chat, 16k | recall: true | 0 " in out  # no re-run with recall
 
 
 def test_request_path_traces_each_kind_of_request() -> None:
