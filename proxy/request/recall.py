@@ -12,7 +12,9 @@ original as the tool's result to the request, plans that continuation like any r
 recalled text is fitted with the rest, capped at ``RECALLED_SHARE`` of the budget) and sends
 it again. The client only ever sees an answer that makes no recall call: the final text or its
 own tools' calls. At most ``max_recalls`` calls are answered per client request; past them
-the tool is withdrawn and any further call is answered with a note.
+the tool is withdrawn, a further call is answered once with a note that the limit is reached,
+and a model that still calls it gets the client a 502 (bounded: at most ``max_recalls`` + 1
+continuations per client request).
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ async def settle(
     """The reply the client gets: ``reply`` when it makes no recall call, else the answer to
     the request continued with the recalled outputs (as often as the model recalls, up to
     ``max_recalls``); and how many recalls were answered."""
-    used = 0
+    used = after = 0
     while reply.status == 200:
         chunks = await read_whole(reply)
         streamed = reply.body is None
@@ -238,7 +240,11 @@ async def settle(
             _relay(reply, chunks, raw, streamed)
             break
         if used >= rounds.max_recalls:
-            raise UpstreamUnavailable("the model called the recall tool after it was withdrawn")
+            # Withdrawn, yet called (the model saw it in the turns before): told once that
+            # the limit is reached; a model that still calls it gets a 502, never the call.
+            after += 1
+            if after > 1:
+                raise UpstreamUnavailable("the model kept calling the withdrawn recall tool")
         results, used = await _answers(answer, rounds, used)
         payload = continued(fmt, payload, answer, results)
         req = await rounds.build(orjson.dumps(payload), used < rounds.max_recalls)

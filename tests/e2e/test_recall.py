@@ -163,7 +163,8 @@ def test_recall_replaces_re_runs_and_the_client_never_sees_it(
     assert without.script.reruns >= 5  # the needed outputs were cleared
     assert with_recall.script.recalls >= 5
     assert with_recall.script.reruns <= without.script.reruns // 5  # at least 80% fewer
-    # The recall tool reached the upstream, never the client, either way.
+    # Without recall it is never offered; with it, it reached the upstream, never the client.
+    assert not any(RECALL in orjson.dumps(r.body).decode() for r in without.script.received)
     assert any(RECALL in orjson.dumps(r.body).decode() for r in with_recall.script.received)
     seen = b"".join(body for _, _, body in with_recall.recorder.answers)
     assert with_recall.recorder.answers and RECALL.encode() not in seen
