@@ -179,8 +179,10 @@ def fit(
 
     ``keeps_prefix`` says whether a result keeps the conversation's previous forwarded prompt as
     its prefix. When the compaction passes rewrote older messages so that it does not (and the
-    policy does not ``recall``), the fit is made again without them: a cut on the cache grid keeps the prefix until the next grid
-    step, while a rewrite in place re-bills the whole prompt after it on every request.
+    policy does not ``recall``), the fit is made again without them: a cut on the cache grid
+    keeps the prefix until the next grid step, while a rewrite in place re-bills the whole
+    prompt after it on every request. Under ``recall`` a cut clears outputs (recallable)
+    rather than dropping steps (gone).
 
     Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
     user's current message, pinned messages) cannot fit.
