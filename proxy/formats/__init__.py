@@ -11,6 +11,8 @@
     recent.py            each conversation's last request's items: the next request's equal
                          leading items become those objects, checked and viewed once;
                          written.py: where a compact body holds its items, byte for byte
+    recall.py            the recall tool in each format: offered, its calls read from an
+                         answer (whole or streamed), answered by continuing the request
 
 A new format is a new adapter module and its tests: the request path
 (proxy/request/exchange.py), the planner, the budget rule, the overflow retry and the headers

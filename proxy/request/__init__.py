@@ -10,4 +10,5 @@ usage.py          what the upstream says it counted, read from its answer
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
 cuts.py           a conversation's last cut, remembered so later requests replay it (sticky)
 recent.py         a conversation's last counts, reused by its next request's same messages
+recall.py         the originals of cleared outputs kept; the model's recall calls answered
 """
