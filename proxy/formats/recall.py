@@ -45,6 +45,13 @@ PARAMETERS = {
 }
 
 
+# In the chat shape: what the budget reserves for the tool (proxy/request/budget.py).
+RECALL_TOOL = {
+    "type": "function",
+    "function": {"name": RECALL, "description": DESCRIPTION, "parameters": PARAMETERS},
+}
+
+
 @dataclass(slots=True)
 class Answer:
     """An upstream answer's recall calls ((call id, handle)) and its assistant turn: a chat
@@ -64,10 +71,7 @@ def offer(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any] | None:
     if fmt.name == "chat":
         if "functions" in payload or (payload.get("n") or 1) != 1:
             return None
-        tool: dict[str, Any] = {
-            "type": "function",
-            "function": {"name": RECALL, "description": DESCRIPTION, "parameters": PARAMETERS},
-        }
+        tool: dict[str, Any] = RECALL_TOOL
     elif fmt.name == "responses":
         tool = {"type": "function", "name": RECALL, "description": DESCRIPTION}
         tool |= {"parameters": PARAMETERS, "strict": False}

@@ -23,6 +23,7 @@ from typing import Any
 from proxy.config.settings import Trimming
 from proxy.edge.errors import ContextTooLarge
 from proxy.edge.intake import WireRequest
+from proxy.formats.recall import RECALL_TOOL
 from strategies.budget import Budget, reply_reserve
 
 
@@ -37,8 +38,16 @@ def budget_for(req: WireRequest, window: int, trimming: Trimming) -> Budget:
     asked = req.fmt.requested_output(req.payload)
     floor = output_floor(req, asked)
     reserve = reply_reserve(asked if floor is None else floor, default, req.spec.max_output, window)
-    tools = req.spec.pricing.counter.tools(req.payload.get("tools"), req.payload.get("functions"))
+    counter = req.spec.pricing.counter
+    tools = counter.tools(req.payload.get("tools"), req.payload.get("functions"))
+    if req.policy.config.recall:  # the recall tool the plan may offer (proxy/formats/recall.py)
+        tools += counter.tools([RECALL_TOOL], None) + RECALL_SLACK
     return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
+
+
+# The recall tool's definition is counted in its chat shape; the other formats' shapes differ
+# by a few tokens of structure.
+RECALL_SLACK = 16
 
 
 def checked(budget: Budget) -> Budget:
