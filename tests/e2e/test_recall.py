@@ -169,3 +169,37 @@ def test_recall_replaces_re_runs_and_the_client_never_sees_it(
     seen = b"".join(body for _, _, body in with_recall.recorder.answers)
     assert with_recall.recorder.answers and RECALL.encode() not in seen
     assert not any(RECALL in orjson.dumps(body).decode() for _, body in with_recall.recorder.sent)
+
+
+def test_the_same_request_is_forwarded_with_the_same_bytes_and_a_failed_build_is_kept(
+    session: Callable[[bool], Session],
+) -> None:
+    """Determinism: under ``recall`` the same conversation is cut, cleared and offered the
+    tool with the same bytes each time (the provider's cached prefix survives); and the output
+    of a failed build, an early step's, is forwarded whole however much else is cleared."""
+    s = session(True)
+    failed = "Compiling app\n" + "  compiling module\n" * 40 + "error: build failed\nexit status 2"
+    messages: list[Any] = [{"role": "system", "content": "Use the tools."}]
+    messages.append({"role": "user", "content": TASK})
+    for k in range(1, 13):
+        args = orjson.dumps({"path": f"step-{k:02d}.txt"}).decode()
+        call = {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": args},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        output = failed if k == 2 else step_text(f"step-{k:02d}.txt")
+        messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": output})
+    tool = {"type": "function", "function": {"name": "read_file", "parameters": {}}}
+    body = {"model": "gpt-4.1", "messages": messages, "tools": [tool]}
+    client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0)
+    for _ in range(2):
+        raw = client.chat.completions.with_raw_response.create(**body)
+        assert "tool_result_microcompact" in raw.headers["x-contextwarden-actions"]
+    first, second = s.script.received[-2].body, s.script.received[-1].body
+    assert orjson.dumps(first) == orjson.dumps(second)
+    assert RECALL in orjson.dumps(first["tools"]).decode()
+    kept = {m.get("tool_call_id"): m["content"] for m in first["messages"] if m["role"] == "tool"}
+    assert kept["c2"] == failed
+    assert sum("recall: r" in str(c) for c in kept.values()) >= 5
