@@ -62,13 +62,18 @@ _CJK = (
     r"|これから(?:は|ずっと)|今後は|以降は|常に|絶対に)"
 )
 STANDING = re.compile(f"{_OPEN}(?:{_SCOPE})|{_CJK}", re.IGNORECASE)
+REMINDER = re.compile(r"<system-reminder>.*?(?:</system-reminder>|$)", re.DOTALL)
 QUESTION = re.compile("[?\uff1f]\\s*$")
 DEFAULT_SHARE = 0.15  # of the budget, at most, for standing rules kept without a pin
 
 
 def states_rule(text: str) -> bool:
     """Whether ``text`` states a standing rule (a sentence that opens with a scope or an
-    imperative always/never, and is not a question)."""
+    imperative always/never, and is not a question). What a client wrapped in its own tags
+    (Claude Code's ``<system-reminder>``: "NEVER create files unless ...") is the client's,
+    not the user's: it is not read."""
+    if "<system-reminder>" in text:
+        text = REMINDER.sub("", text)
     for found in STANDING.finditer(text):
         end = _sentence_end(text, found.end())
         if not QUESTION.search(text[found.start() : end + 1]):

@@ -38,6 +38,7 @@ ORDINARY = [
     "Write a poem about the sea that never ends",
     "Summarize this article: the company has always been profitable.",
     "How do I fix this error in my Python code?",
+    "<system-reminder>\nNEVER create files unless necessary.\nALWAYS prefer editing.\n</system-reminder>\nFix the bug.",
     "",
 ]
 
