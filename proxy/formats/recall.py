@@ -3,7 +3,6 @@ calls read from an answer (whole or streamed), and answered by continuing the re
 
     offer(fmt, payload)       the payload with the recall tool among its tools (None: it
                               cannot be offered, as beside legacy ``functions`` or ``n`` > 1)
-    withdraw(fmt, payload)    the payload without it (a request's last round)
     scrubbed(raw, streamed)   an answer without the tool where it echoes the request's tools
                               (a Responses object)
     answer_of(fmt, raw)       the answer's recall calls and its assistant turn, from a JSON
@@ -80,12 +79,6 @@ def offer(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any] | None:
     else:
         return None
     return {**payload, "tools": [*tools, tool]}
-
-
-def withdraw(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any]:
-    tools = [t for t in payload.get("tools") or [] if _tool_name(fmt, t) != RECALL]
-    out = {k: v for k, v in payload.items() if k != "tools"}
-    return {**out, "tools": tools} if tools else out
 
 
 def _tool_name(fmt: WireFormat, tool: Any) -> Any:
