@@ -273,7 +273,7 @@ def _fit(
     )
     if policy.recall and passes and tokens > budget:
         current, tokens = _clear_deeper(
-            current, tokens, budget, counter, steps, actions, run, pinned
+            current, tokens, budget, counter, steps, actions, run, pinned, keep
         )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
@@ -387,16 +387,17 @@ def _clear_deeper(
     actions: list[str],
     run: Running,
     pinned: frozenset[int],
+    keep: frozenset[int] = frozenset(),
 ) -> tuple[list[Message], int]:
     """Under ``recall``, a cut clears older outputs, the oldest first, down to the newest
     one's, before it drops whole steps: a cleared output can be recalled, a dropped one is
-    gone."""
+    gone. ``keep``: the newest step and task (never cleared)."""
     start = tokens
     made: list[Step] = []
     for keep in range(DEEPER_KEEP, 0, -1):
         clearing = ToolResultMicrocompact(keep_recent=keep, handles=True)
         messages, tokens = _run_passes(
-            messages, tokens, budget, counter, (clearing,), made, [], run, pinned
+            messages, tokens, budget, counter, (clearing,), made, [], run, pinned, keep
         )
         if tokens <= budget:
             break
