@@ -394,8 +394,8 @@ def _clear_deeper(
     gone. ``keep``: the newest step and task (never cleared)."""
     start = tokens
     made: list[Step] = []
-    for keep in range(DEEPER_KEEP, 0, -1):
-        clearing = ToolResultMicrocompact(keep_recent=keep, handles=True)
+    for recent in range(DEEPER_KEEP, 0, -1):
+        clearing = ToolResultMicrocompact(keep_recent=recent, handles=True)
         messages, tokens = _run_passes(
             messages, tokens, budget, counter, (clearing,), made, [], run, pinned, keep
         )
