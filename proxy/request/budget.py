@@ -83,4 +83,6 @@ def settled(req: WireRequest, budget: Budget, tokens: int) -> tuple[dict[str, An
     if asked <= room:
         return None
     limit = max(room, budget.reserve, 1)
+    if limit >= asked:
+        return None  # the reserve was the asked limit itself: nothing is lowered
     return req.fmt.with_output(req.payload, limit), f"max-tokens-lowered {asked}->{limit}"

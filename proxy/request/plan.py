@@ -30,7 +30,7 @@ from proxy.config.settings import Settings
 from proxy.edge.errors import ContextTooLarge
 from proxy.edge.intake import WireRequest
 from proxy.formats.recall import offer
-from proxy.request.budget import budget_for, settled
+from proxy.request.budget import budget_for, output_floor, settled
 from proxy.request.conversations import (
     Fingerprint,
     PrefixTracker,
@@ -225,27 +225,29 @@ class Planner:
     ) -> Plan:
         """The fitted plan. A request is refused only when even what must be kept cannot fit
         the window by the most favourable count, beside the output limit the client asked
-        for. For a model the proxy only estimates and has not calibrated yet, the estimate's
-        known error (it counts up to ``estimate_ratio`` times what the model does) is given
-        to it first: the request goes, fitted to the window that error allows, and the
-        upstream decides (its overflow error states its own figures, and the retry fits to
-        those: never worse than no proxy, which would have forwarded it whole). Then a reply
-        reserve the client did not ask for, or a limit it asked for that the policy may lower,
-        shrinks to what the window leaves by the proxy's own count (``_roomy``). A team's
-        ``max_context_tokens`` is a hard cap: no allowance is given past it."""
+        for. For a model the proxy only estimates, the estimate's known error (it counts up to
+        ``estimate_ratio`` times what the model does) is given to it first: the request goes,
+        fitted to the window that error allows, and the upstream decides (its overflow error
+        states its own figures, and the retry fits to those: never worse than no proxy, which
+        would have forwarded it whole); a large reply limit it asked for is lowered to what
+        the window itself leaves by the proxy's count (``_within``), not the loose one. Then a
+        reply reserve the client did not ask for, or a limit it asked for that the policy may
+        lower, shrinks to what the window leaves by the proxy's own count (``_roomy``). A
+        team's ``max_context_tokens`` is a hard cap: no allowance is given past it."""
         try:
             return await self._fitted(req, budget, tokens, memo, dry_run)
         except ContextTooLarge as certain:
             loose_window = math.floor(budget.window * self.settings.trimming.estimate_ratio)
             if req.cap is not None:
                 loose_window = min(loose_window, req.cap)
-            if not req.spec.pricing.exact and not req.calibrated and loose_window > budget.window:
+            if not req.spec.pricing.exact and loose_window > budget.window:
                 loose = replace(budget, window=loose_window)
                 try:
                     plan = await self._roomy(req, loose, tokens, memo, dry_run)
                 except ContextTooLarge:
                     pass
                 else:
+                    plan = within(req, budget, plan)
                     plan.actions.append("uncertain-forwarded")
                     return plan
             try:
@@ -661,6 +663,27 @@ async def off_loop(fresh: int, fn: Callable[..., T], *args: Any, **kwargs: Any) 
     if fresh < INLINE_BYTES:
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def within(req: WireRequest, budget: Budget, plan: Plan) -> Plan:
+    """``plan`` (fitted to the estimate's loose window) with a large reply limit the client
+    asked for lowered to what ``budget``'s own window leaves beside the prompt, by the proxy's
+    count: a limit set by the loose window would be refused whenever the count was right (a
+    Claude Code session: every request, then a retry). A small limit, or one the count leaves
+    no room for, stays as the plan has it: the upstream's figures correct it if need be."""
+    asked = req.fmt.requested_output(req.payload)
+    if asked is None or plan.tokens_after is None or output_floor(req, asked) is None:
+        return plan
+    room = math.floor(
+        (budget.window - budget.tools - budget.margin - plan.tokens_after) * req.units
+    )
+    payload = orjson.loads(plan.body)
+    current = req.fmt.requested_output(payload)
+    if room < 1 or current is None or current <= room:
+        return plan
+    lowered = orjson.dumps(req.fmt.with_output(payload, room))
+    actions = [a for a in plan.actions if not a.startswith("max-tokens-lowered")]
+    return replace(plan, body=lowered, actions=[*actions, f"max-tokens-lowered {asked}->{room}"])
 
 
 def broken(req: WireRequest, plan: Plan) -> str | None:
