@@ -67,6 +67,7 @@ class WireRequest:
     # calibration found the upstream counts it (proxy/windows/calibration.py).
     hidden_weight: float = 1.0
     message_weight: float = 0.0  # and a message's own cost, in shown tokens
+    calibrated: bool = False  # the upstream's answers have calibrated the count already
     # Counted even when a byte bound shows it fits: the calibration wants it as a sample.
     sampled: bool = False
     # Bytes of the body that are items its conversation's last request sent as they are
@@ -161,6 +162,7 @@ def build_request(
         cap=team.max_context_tokens,
         trim=controls.trim,
         units=models.calibration.ratio(who.team, spec.name) or 1.0,
+        calibrated=models.calibration.ratio(who.team, spec.name) is not None,
         hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
         message_weight=models.calibration.message_weight(who.team, spec.name),
         sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),

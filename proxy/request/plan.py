@@ -225,35 +225,69 @@ class Planner:
     ) -> Plan:
         """The fitted plan. A request is refused only when even what must be kept cannot fit
         the window by the most favourable count, beside the output limit the client asked
-        for. For a model the proxy only estimates, the estimate's known error (it counts up to
-        ``estimate_ratio`` times what the model does) is given to it first: the request goes,
-        fitted to the window that error allows, and the upstream decides (its overflow error
-        states its own figures, and the retry fits to those: never worse than no proxy, which
-        would have forwarded it whole); a large reply limit it asked for is lowered to what
-        the window itself leaves by the proxy's count (``_within``), not the loose one. Then a
-        reply reserve the client did not ask for, or a limit it asked for that the policy may
-        lower, shrinks to what the window leaves by the proxy's own count (``_roomy``). A
-        team's ``max_context_tokens`` is a hard cap: no allowance is given past it."""
+        for. A reply reserve the client did not ask for, or a limit it asked for that the
+        policy may lower, shrinks to what the window leaves by the proxy's own count
+        (``_roomy``). For a model the proxy only estimates, the estimate's known error (it
+        counts up to ``estimate_ratio`` times what the model does) is given to it first: the
+        request goes, fitted to the window that error allows, and the upstream decides (its
+        overflow error states its own figures, and the retry fits to those: never worse than
+        no proxy, which would have forwarded it whole); a large reply limit it asked for is
+        lowered to what the window itself leaves by the proxy's count (``within``). The one
+        exception: a large limit the policy lowers, once the upstream has calibrated the count,
+        gives way first (``_roomy`` at the window itself) and the allowance comes only when
+        that cannot hold what must be kept: a prompt fitted to the loose window leaves the
+        reply nothing whenever the count is right (a Claude Code session: a refusal and a
+        retry per request, each retry's reply limited to a few hundred tokens). A team's
+        ``max_context_tokens`` is a hard cap: no allowance is given past it."""
         try:
             return await self._fitted(req, budget, tokens, memo, dry_run)
         except ContextTooLarge as certain:
-            loose_window = math.floor(budget.window * self.settings.trimming.estimate_ratio)
-            if req.cap is not None:
-                loose_window = min(loose_window, req.cap)
-            if not req.spec.pricing.exact and loose_window > budget.window:
-                loose = replace(budget, window=loose_window)
-                try:
-                    plan = await self._roomy(req, loose, tokens, memo, dry_run)
-                except ContextTooLarge:
-                    pass
-                else:
-                    plan = within(req, budget, plan)
-                    plan.actions.append("uncertain-forwarded")
+            loose = self._loose(req, budget)
+            asked = req.fmt.requested_output(req.payload)
+            # A large reply limit the policy lowers gives way first, once the count is known.
+            giving = req.calibrated and output_floor(req, asked) is not None
+            if loose is not None and not giving:
+                plan = await self._uncertain(req, budget, loose, tokens, memo, dry_run)
+                if plan is not None:
                     return plan
             try:
                 return await self._roomy(req, budget, tokens, memo, dry_run)
             except ContextTooLarge:
-                raise certain from None
+                pass
+            if loose is not None and giving:
+                plan = await self._uncertain(req, budget, loose, tokens, memo, dry_run)
+                if plan is not None:
+                    return plan
+            raise certain from None
+
+    def _loose(self, req: WireRequest, budget: Budget) -> Budget | None:
+        """``budget`` with the estimate's known error given to its window (never past a team's
+        cap); None for an exact count, or when that gives nothing."""
+        loose_window = math.floor(budget.window * self.settings.trimming.estimate_ratio)
+        if req.cap is not None:
+            loose_window = min(loose_window, req.cap)
+        if req.spec.pricing.exact or loose_window <= budget.window:
+            return None
+        return replace(budget, window=loose_window)
+
+    async def _uncertain(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        loose: Budget,
+        tokens: int,
+        memo: MemoCounter,
+        dry_run: bool,
+    ) -> Plan | None:
+        """The plan fitted to the ``loose`` window, its large asked limit set by ``budget``'s
+        own (``within``); None when even the loose window cannot hold what must be kept."""
+        try:
+            plan = await self._roomy(req, loose, tokens, memo, dry_run)
+        except ContextTooLarge:
+            return None
+        plan = within(req, budget, plan)
+        plan.actions.append("uncertain-forwarded")
+        return plan
 
     async def _roomy(
         self, req: WireRequest, budget: Budget, tokens: int, memo: MemoCounter, dry_run: bool

@@ -156,7 +156,9 @@ class Calibration:
         """Record one exact count; the fit now in force (None: not yet)."""
         if sample.ours <= 0 or sample.theirs <= 0:
             return self.fit(team, model)
-        if not LOW / WILD <= sample.theirs / sample.ours <= HIGH * WILD:
+        # Hidden content (earlier turns' thinking) may cost the upstream next to nothing: only
+        # what the view shows bounds a sample from below.
+        if not LOW / WILD * max(sample.shown, 0) <= sample.theirs <= HIGH * WILD * sample.ours:
             return self.fit(team, model)  # not a count of this prompt (a truncation, a stub)
         state = self._states.setdefault((team, model), _State())
         state.samples.append(sample)

@@ -24,7 +24,7 @@ import httpx
 import orjson
 import pytest
 import respx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from proxy.windows.calibration import MIN_SEEN
@@ -182,6 +182,12 @@ async def learned(client: httpx.AsyncClient) -> dict[str, Any]:
     return dict(answer.json())
 
 
+# Thinking-heavy prompts the upstream counts at a tenth of the proxy's estimate: real samples
+# of the hidden weight, not wild ones (proxy/windows/calibration.py).
+THINKING_HEAVY = [
+    [("plain", 4, 0), ("thinking", 27, 14), ("thinking", 55, 978808), ("tools", 6, 0)],
+    [("plain", 68, 0), ("thinking", 4, 0), ("thinking", 4, 1), ("tools", 7, 0)],
+]
 requests = st.lists(
     st.tuples(st.sampled_from(["plain", "thinking", "tools"]), st.integers(4, 70), st.integers()),
     min_size=6,
@@ -192,12 +198,15 @@ requests = st.lists(
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(sequence=requests)
+@example(sequence=[*THINKING_HEAVY[0], ("thinking", 7, 0), ("plain", 4, 0)])
+@example(sequence=[*THINKING_HEAVY[1], ("thinking", 60, 0), ("plain", 4, 0)])
 async def test_any_mix_of_kinds_is_never_refused_nor_trimmed_below_the_true_window(
     sequence: list[tuple[str, int, int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = proxy_config(monkeypatch)
     seen: dict[str, set[tuple[int, int]]] = {}  # the distinct requests answered, by kind
     largest = 0  # the largest prompt answered, by the upstream's count
+    kind_largest: dict[str, int] = {}  # and of each kind
     with respx.mock:
         route = respx.post(f"{BASE}/messages").mock(side_effect=upstream)
         async with running(config) as client:
@@ -218,7 +227,10 @@ async def test_any_mix_of_kinds_is_never_refused_nor_trimmed_below_the_true_wind
                 # and one as large (past its samples, a fit is not trusted: proxy/windows/calibration.py).
                 answered = sum(len(v) for v in seen.values())
                 warm = answered > MIN_SEEN and len(seen.get(kind, ())) >= 2
-                if warm and room - REPLY <= largest and room <= W * (1 - TOLERANCE):
+                # A fit of a kind is trusted up to the largest prompt of that kind it has seen: a
+                # thinking-heavy prompt's hidden share changes with its length.
+                seen_as_large = room - REPLY <= kind_largest.get(kind, 0)
+                if warm and seen_as_large and room <= W * (1 - TOLERANCE):
                     assert last["messages"] == payload["messages"], (kind, room)
                     assert response.headers["x-contextwarden-retries"] == "0"
                 if warm and largest >= W * 0.8 and last["messages"] != payload["messages"]:
@@ -228,6 +240,7 @@ async def test_any_mix_of_kinds_is_never_refused_nor_trimmed_below_the_true_wind
                     assert sent >= W * (1 - TOLERANCE) - 4 * unit, (kind, sent)
                 seen.setdefault(kind, set()).add((turns, seed))
                 largest = max(largest, truth(last))
+                kind_largest[kind] = max(kind_largest.get(kind, 0), truth(last))
             # A window learned from an overflow is the upstream's own figure, exactly.
             state = await learned(client)
             assert all(w == W for w in state["learned_windows"].get("default", {}).values())
