@@ -59,7 +59,7 @@ class Limits(Strict):
     max_json_nodes: int = Field(
         100_000,
         gt=0,
-        description="JSON objects and arrays one body may hold (edge/admission.py)",
+        description="JSON values one body may hold, every leaf counted (edge/admission.py)",
     )
     large_body_bytes: int = Field(
         1024 * 1024, gt=0, description="from this size a body is parsed off the event loop"

@@ -20,11 +20,10 @@ from typing import Any
 
 import orjson
 from starlette.datastructures import Headers
-from starlette.requests import Request
 
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal, caller_credential
-from proxy.edge.errors import BadRequest, Forbidden, PayloadTooLarge
+from proxy.edge.errors import BadRequest, Forbidden
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
@@ -94,20 +93,6 @@ class WireRequest:
     def counter(self) -> Counter:
         """The model's counter over this request's view, weighted as calibrated."""
         return self.view.counter(self.spec.pricing.counter, self.hidden_weight, self.message_weight)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def build_request(

@@ -18,7 +18,6 @@ from proxy.edge.errors import (
     UpstreamUnavailable,
 )
 from proxy.edge.headers import decode_headers, upstream_headers
-from proxy.edge.intake import read_body
 from proxy.edge.paths import forwardable, query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import reject_duplicate_keys
@@ -39,13 +38,13 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     model: str | None = None
     status = 0
     try:
-        body = None
+        body, payload = None, None
         if request.method not in NO_BODY:
-            body = await read_body(request, rt.settings.limits.max_body_bytes)
-        content_type = request.headers.get("content-type", "")
-        if body and "json" in content_type.lower():
-            await rt.admission.check(body)
-        payload = _json_of(body, content_type)
+            content_type = request.headers.get("content-type", "")
+            # The one admission (proxy/edge/admission.py): bytes, nodes, the team's slot, and
+            # a large body parsed off the event loop.
+            async with rt.admission.admit(request, who.team) as body:
+                payload = await rt.admission.run(body, _json_of, body, content_type)
         model = _model_of(payload)
         if payload is not None:
             who.check_tool_models(payload)

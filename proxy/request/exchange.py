@@ -21,7 +21,7 @@ from starlette.responses import Response
 from proxy.edge.auth import Principal
 from proxy.edge.errors import ProxyError
 from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.edge.intake import WireRequest, build_request, read_body
+from proxy.edge.intake import WireRequest, build_request
 from proxy.edge.ownership import answered_id
 from proxy.edge.paths import query_of
 from proxy.edge.runtime import Runtime
@@ -46,10 +46,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     try:
         who = rt.auth.team(request.headers)
         team = who.team
-        body = await read_body(request, rt.settings.limits.max_body_bytes)
-        # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/edge/admission.py).
-        async with rt.admission.slot(team, body):
-            await rt.admission.check(body)
+        # The body, and the CPU-bound part (parse, view, count, fit), are admitted first
+        # (proxy/edge/admission.py).
+        async with rt.admission.admit(request, team) as body:
             args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name

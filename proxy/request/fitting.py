@@ -20,7 +20,7 @@ from proxy.edge.intake import WireRequest
 from proxy.edge.runtime import Runtime
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.request.budget import budget_for, checked, output_floor
-from proxy.request.plan import Plan
+from proxy.request.plan import Plan, off_loop
 from proxy.windows.calibration import Sample
 from strategies.budget import Budget
 from strategies.tokens import count_prompt
@@ -133,10 +133,11 @@ class PromptFitting:
             return Plan(self.req.body, None, actions=["trimming-disabled"], counted="none")
         if not self.req.window:
             return Plan(self.req.body, None, actions=["unknown-window"], counted="none")
-        return self.plan(self.budget_for(self.req.window))
+        return await self.refit(self.budget_for(self.req.window))
 
     async def refit(self, budget: Budget) -> Plan:
-        return self.plan(budget)
+        # Cutting tokenizes each prompt: a large body's cut runs in a worker thread.
+        return await off_loop(len(self.req.body), self.plan, budget)
 
     def plan(self, budget: Budget) -> Plan:
         cut = self.prompts.cut(budget)
