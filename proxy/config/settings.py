@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from proxy.config.catalog import ModelEntry, Strict, Upstream
+from proxy.config.credentials import misdirected_credentials
 from proxy.config.policies import PolicyConfig, resolve_extends
 from proxy.edge.paths import DEFAULT_FORWARD
 
@@ -166,6 +167,9 @@ class Settings(BaseSettings):
             name: (os.environ.get(u.api_key_env) or None) if u.api_key_env else None
             for name, u in self.upstreams.items()
         }
+        misdirected = misdirected_credentials(self)  # a caller's key goes where it was sent
+        if misdirected:
+            raise ValueError("; ".join(misdirected))
         return self
 
     def exposure_problem(self) -> str | None:

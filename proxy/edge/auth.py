@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -124,9 +124,9 @@ class Authenticator:
 
     def _caller(self, headers: Headers) -> str | None:
         credential = caller_credential(headers)
-        if not credential:
+        if credential is None:
             return None
-        digest = hmac.digest(self._scope_secret, credential.encode(), "sha256")  # one C call
+        digest = hmac.digest(self._scope_secret, credential.value.encode(), "sha256")  # one C call
         return digest.hex()[:32]  # the credential itself is never kept
 
     def _match(self, presented: bytes) -> str | None:
@@ -142,10 +142,26 @@ def _env_key(env: str | None) -> bytes | None:
     return value.encode() if value else None
 
 
-def caller_credential(headers: Headers) -> str | None:
-    """The client's own upstream credential, whichever header it came in: ``Authorization``
-    (OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key`` (Azure's)."""
-    return bearer(headers) or headers.get("x-api-key") or headers.get("api-key") or None
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A caller's own upstream credential and the header it came in: ``authorization`` (a
+    bearer token: OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key``
+    (Azure's). It goes only where the caller sent it, the way it was sent."""
+
+    value: str = field(repr=False)  # never in a log line or a traceback
+    header: str
+
+
+def caller_credential(headers: Headers) -> Credential | None:
+    """The client's own upstream credential, whichever header it came in."""
+    token = bearer(headers)
+    if token:
+        return Credential(token, "authorization")
+    for name in ("x-api-key", "api-key"):
+        value = headers.get(name)
+        if value:
+            return Credential(value, name)
+    return None
 
 
 def bearer(headers: Headers) -> str | None:

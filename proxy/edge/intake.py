@@ -22,7 +22,7 @@ import orjson
 from starlette.datastructures import Headers
 
 from proxy.config.settings import Settings
-from proxy.edge.auth import Principal, caller_credential
+from proxy.edge.auth import Credential, Principal, caller_credential
 from proxy.edge.errors import BadRequest, Forbidden
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.formats.base import View, WireFormat
@@ -50,7 +50,10 @@ class WireRequest:
     view: View = field(default_factory=lambda: UNSET)  # made from the payload when left unset
     team: str = "default"
     scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
-    bearer: str | None = None
+    # Passthrough: the caller's own credential, which goes only to ``addressed``, the upstream
+    # of the model the caller asked for (a fallback or a summarizer elsewhere spends its own).
+    credential: Credential | None = None
+    addressed: str = ""
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     cap: int | None = None  # the team's max_context_tokens: no prompt goes over it
@@ -85,6 +88,15 @@ class WireRequest:
     def __post_init__(self) -> None:
         if self.view is UNSET:
             self.view = self.fmt.view(self.payload)
+
+    def credential_for(self, upstream: str, sends_as: str) -> str | None:
+        """The caller's credential for a call to ``upstream`` that sends its key in the header
+        ``sends_as``: only to the upstream the caller addressed, and only as it was sent (an
+        Anthropic ``x-api-key`` is never re-sent as a bearer token)."""
+        found = self.credential
+        if found is None or upstream != self.addressed or found.header != sends_as:
+            return None
+        return found.value
 
     def conversation_key(self) -> str:
         """Its conversation's key: set by build_request, else made from the view."""
@@ -139,9 +151,8 @@ def build_request(
         fmt.view(payload, reuse),
         team=who.team,
         scope=who.scope,
-        # Passthrough: the summarizer spends the caller's own credential, from whichever
-        # header it came in; litellm sends it the way the summarizer's provider takes it.
-        bearer=caller_credential(headers) if who.forward_client_auth else None,
+        credential=caller_credential(headers) if who.forward_client_auth else None,
+        addressed=spec.route.name,
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,
         cap=team.max_context_tokens,

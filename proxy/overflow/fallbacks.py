@@ -8,6 +8,11 @@ model, its upstream must serve the format, and it is planned by its own window a
 first that fits answers; the actions header says ``fallback <asked>-><answered>`` and
 ``x-contextwarden-model`` names the model that answered, as do the metrics and the access log.
 When none fits, the asked model's own refusal (or its trimmed plan) stands.
+
+A caller's own credential (passthrough) goes only to the upstream of the model it asked for: a
+fallback on another upstream is sent with that upstream's own key, and one whose upstream holds
+none is not tried for a caller that brought a credential (``proxy/config/credentials.py``
+refuses such a config at start-up).
 """
 
 from __future__ import annotations
@@ -32,6 +37,17 @@ def loses(plan: Plan) -> float:
     return max(0.0, 1 - after / before)
 
 
+def reachable(req: WireRequest, alt: WireRequest) -> bool:
+    """Whether ``alt`` (a fallback of ``req``) can be sent without the caller's credential
+    leaving the upstream it addressed; ``alt`` keeps whose request it is."""
+    alt.credential, alt.addressed = req.credential, req.addressed
+    route = alt.spec.route
+    if req.credential is None or route.name == req.addressed:
+        return True
+    upstream = route.upstream
+    return bool(route.key or upstream.header_credentials or upstream.provider == "litellm")
+
+
 async def plan_with_fallbacks(
     req: WireRequest, body: bytes, build: Build, plan_first: PlanFirst
 ) -> tuple[WireRequest, Plan]:
@@ -52,6 +68,8 @@ async def plan_with_fallbacks(
     for name in config.fallbacks:
         try:
             alt = await build(orjson.dumps({**payload, "model": name}))
+            if not reachable(req, alt):
+                continue
             alt_plan = await plan_first(alt)
         except ProxyError:
             continue  # not allowed, not served in this format, or too small as well

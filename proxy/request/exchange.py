@@ -268,9 +268,10 @@ async def send_once(
 ) -> Reply:
     route = req.spec.route
     upstream, key = route.upstream, route.key
-    headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
-    )
+    # The caller's credential goes only to the upstream it addressed (a fallback model on
+    # another upstream is reached with that upstream's own key).
+    forward = who.forward_client_auth and route.name == req.addressed
+    headers = upstream_headers(decode_headers(request.headers.raw), upstream, key, forward)
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None
