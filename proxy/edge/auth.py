@@ -30,13 +30,17 @@ class Principal:
     team: str
     config: Team
     forward_client_auth: bool  # passthrough: the client's Authorization goes upstream
-    caller: str | None = None  # passthrough: a keyed hash of the caller's own credential
+    # A keyed hash of the credential presented: the team key in keys mode, the caller's own
+    # provider credential in passthrough; None for a passthrough caller who sent none.
+    caller: str | None = None
 
     @property
     def scope(self) -> str:
-        """Whose checkpoints a request may reuse: its team's, and in passthrough mode only the
-        ones made with the same provider credential (callers who merely share the default team
-        never see, nor spend, each other's summaries)."""
+        """Whose per-conversation state a request may see (checkpoints, sticky cuts, the prefix
+        fingerprint, recent items): the ones made with the same credential. Users of one team
+        who hold keys of their own, and passthrough callers who merely share the default team,
+        never see, nor spend, each other's. Callers without a credential are one caller: the
+        team's."""
         return self.team if self.caller is None else f"{self.team}~{self.caller}"
 
     def allows(self, model: str) -> bool:
@@ -95,7 +99,7 @@ class Authenticator:
         found = self._match(presented.encode())
         if found is None:
             raise Unauthorized("invalid API key")
-        return Principal(found, settings.teams[found], False)
+        return Principal(found, settings.teams[found], False, self._digest(presented))
 
     def admin(self, headers: Headers) -> None:
         presented = bearer(headers)
@@ -124,9 +128,10 @@ class Authenticator:
 
     def _caller(self, headers: Headers) -> str | None:
         credential = caller_credential(headers)
-        if credential is None:
-            return None
-        digest = hmac.digest(self._scope_secret, credential.value.encode(), "sha256")  # one C call
+        return None if credential is None else self._digest(credential.value)
+
+    def _digest(self, credential: str) -> str:
+        digest = hmac.digest(self._scope_secret, credential.encode(), "sha256")  # one C call
         return digest.hex()[:32]  # the credential itself is never kept
 
     def _match(self, presented: bytes) -> str | None:

@@ -93,7 +93,10 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         if made is not None:
             await rt.owners.claim(team, made)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
-    prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
+    # Said only to a caller with a credential: callers without one cannot be told apart, and
+    # the state would say whether another one sent this conversation (an oracle).
+    told = seen is not None and who.caller is not None
+    prefix = [("x-contextwarden-prefix", seen.state)] if told and seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.
     counted = plan.counted_prompt if not recalled else None
