@@ -18,14 +18,16 @@ from proxy.edge.errors import (
     UpstreamUnavailable,
 )
 from proxy.edge.headers import decode_headers, upstream_headers
+from proxy.edge.ownership import answered_ids, named_in_path
 from proxy.edge.paths import forwardable, query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import reject_duplicate_keys
 from proxy.observe.metrics import Outcome
-from proxy.upstreams.forwarding import join_url, respond
+from proxy.upstreams.forwarding import decoded, join_url, respond
 from proxy.windows.families import is_pattern
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+HEAD = 65536  # of a forwarded answer, read for the ids of the objects it made
 
 
 async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
@@ -57,6 +59,10 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
                 "to forward_paths",
                 code="path_not_allowed",
             )
+        keys = rt.settings.auth == "keys"
+        if keys:  # stored objects a body or the path names (proxy/edge/ownership.py)
+            capped = bool(who.config.max_context_tokens)
+            await rt.owners.check(who.team, capped, payload or {}, named_in_path(subpath))
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
@@ -64,6 +70,9 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         url = join_url(upstream.base_url, subpath, query_of(request.scope))
         reply = await rt.transport.send(upstream, request.method, url, headers, body)
         status = reply.status
+        if keys and reply.status == 200 and reply.body is not None:
+            made = answered_ids(decoded(reply.body, reply.headers)[:HEAD])  # a new object's id
+            await rt.owners.claim(who.team, made)
         return respond(reply, [("x-contextwarden-actions", "not-fitted")])
     except ProxyError as exc:
         status = exc.status

@@ -22,7 +22,7 @@ from proxy.edge.auth import Principal
 from proxy.edge.errors import ProxyError
 from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
 from proxy.edge.intake import WireRequest, build_request
-from proxy.edge.ownership import answered_id
+from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.paths import query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
@@ -35,7 +35,7 @@ from proxy.request.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
 from strategies.cost import PromptCosts, prompt_costs
 
 
@@ -88,10 +88,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers(exc)
         raise
-    if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
-        made = answered_id(reply.body or reply.peeked)
-        if made is not None:
-            await rt.owners.claim(team, made)
+    if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
+        await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
     # Said only to a caller with a credential: callers without one cannot be told apart, and
     # the state would say whether another one sent this conversation (an oracle).
@@ -131,6 +129,25 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+def stores_objects(req: WireRequest) -> bool:
+    """Whether the answer holds objects the upstream keeps, which other teams could name: a
+    Responses answer's response and items, a chat completion asked to be stored."""
+    return req.fmt.api == "responses" or req.payload.get("store") is True
+
+
+async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
+    """The answer's object ids are ``team``'s (proxy/edge/ownership.py): an answer read whole
+    now, a stream's response id now and its items as they stream."""
+    if reply.body is not None:
+        await rt.owners.claim(team, answered_ids(decoded(reply.body, reply.headers)))
+        return
+    made = answered_id(reply.peeked)
+    if made is not None:
+        await rt.owners.claim(team, [made])
+    if reply.stream is not None:
+        reply.stream = claiming(reply.stream, partial(rt.owners.claim, team))
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
