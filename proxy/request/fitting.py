@@ -30,7 +30,10 @@ class Fitting(Protocol):
     conversation: bool  # a conversation whose prefix the proxy tracks
     lowers_output: bool  # the retry may lower the request's reply limit
 
-    async def first(self) -> Plan: ...
+    async def first(self, dry_run: bool = False) -> Plan:
+        """The first plan; ``dry_run``: no summarizer call, nothing stored (a plan to choose
+        by, which may be thrown away)."""
+        ...
 
     async def refit(self, budget: Budget) -> Plan: ...
 
@@ -55,9 +58,9 @@ def fitting_for(rt: Runtime, req: WireRequest) -> Fitting:
     return ConversationFitting(rt, req)
 
 
-async def first_plan(rt: Runtime, req: WireRequest) -> Plan:
+async def first_plan(rt: Runtime, req: WireRequest, dry_run: bool = False) -> Plan:
     """``req``'s first plan, by its kind of body (for a fallback model's request too)."""
-    return await fitting_for(rt, req).first()
+    return await fitting_for(rt, req).first(dry_run)
 
 
 class ConversationFitting:
@@ -67,8 +70,8 @@ class ConversationFitting:
         self.rt, self.req = rt, req
         self.lowers_output = output_floor(req, req.fmt.requested_output(req.payload)) is not None
 
-    async def first(self) -> Plan:
-        return await self.rt.planner.plan_first(self.req)
+    async def first(self, dry_run: bool = False) -> Plan:
+        return await self.rt.planner.plan_first(self.req, dry_run=dry_run)
 
     async def refit(self, budget: Budget) -> Plan:
         return await self.rt.planner.plan_fitted(self.req, budget)
@@ -128,7 +131,7 @@ class PromptFitting:
             req.body, req.payload, codec_for(req.spec), req.policy.config.completions
         )
 
-    async def first(self) -> Plan:
+    async def first(self, dry_run: bool = False) -> Plan:  # a cut calls nothing, stores nothing
         if not self.req.trim:
             return Plan(self.req.body, None, actions=["trimming-disabled"], counted="none")
         if not self.req.window:

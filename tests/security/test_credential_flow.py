@@ -5,7 +5,6 @@ the caller asks for), ``summary`` (a policy's summarizer through another upstrea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -13,34 +12,17 @@ import pytest
 
 from proxy.config.settings import ConfigError, load_settings
 from tests.security.conftest import (
+    BIG_KEY,
+    SUMMARY_KEY,
     TEAM_KEY,
     UPSTREAM_KEY,
     Capture,
     ProxyFactory,
-    serving,
 )
 
 CALLER_KEY = "sk-caller-own-4444"
 ANTHROPIC_CALLER = "sk-ant-caller-5555"
-SUMMARY_KEY = "sk-summary-own-6666"
-BIG_KEY = "sk-big-own-7777"
 SECRETS = (CALLER_KEY, ANTHROPIC_CALLER, SUMMARY_KEY, BIG_KEY, UPSTREAM_KEY, TEAM_KEY)
-
-
-@pytest.fixture
-def summary() -> Iterator[Capture]:
-    yield from serving()
-
-
-@pytest.fixture
-def big() -> Iterator[Capture]:
-    yield from serving()
-
-
-@pytest.fixture
-def own_keys(monkeypatch: pytest.MonkeyPatch, keys: None) -> None:
-    monkeypatch.setenv("SUMMARY_KEY", SUMMARY_KEY)
-    monkeypatch.setenv("BIG_KEY", BIG_KEY)
 
 
 def config(main: Capture, summary: Capture, big: Capture, **extra: Any) -> dict[str, Any]:
