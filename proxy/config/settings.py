@@ -86,6 +86,17 @@ class Team(Strict):
     summarizer_calls_per_hour: int | None = Field(
         None, gt=0, description="cap on this team's summarizer calls; over it, truncation"
     )
+    hosted_tools: list[str] | None = Field(
+        None,
+        description="hosted (server-run, billed) tools it may use: web_search, file_search, "
+        "code_interpreter, image_generation, mcp, code_execution, web_fetch...; null: any "
+        "when models is null, none when models lists some (edge/auth.py)",
+    )
+    paid_options: list[Literal["priority", "background"]] | None = Field(
+        None,
+        description="paid options it may ask for (service_tier: priority, background: true); "
+        "null: any when models is null, none when models lists some",
+    )
 
 
 class Settings(BaseSettings):

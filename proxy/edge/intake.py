@@ -128,7 +128,7 @@ def build_request(
     known = reuse.known if reuse is not None else 0
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param, known)
     who.check_model(payload["model"])
-    who.check_tool_models(payload)
+    who.check_spend(payload)
     spec = models.resolve(payload["model"])
     if fmt.api not in spec.route.apis:
         raise BadRequest(

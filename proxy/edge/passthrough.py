@@ -49,7 +49,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
                 payload = await rt.admission.run(body, _json_of, body, content_type)
         model = _model_of(payload)
         if payload is not None:
-            who.check_tool_models(payload)
+            who.check_spend(payload)
         name = _route(rt, who, model, subpath)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
