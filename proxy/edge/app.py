@@ -169,10 +169,12 @@ async def admin_window(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     team, model = request.path_params["team"], request.path_params["model"]
-    if team not in rt.settings.teams:
-        raise NotFound(f"unknown team {team!r}")
+    # In passthrough windows are learned per caller: ``team~caller``, as the listing names it.
+    name = team.partition("~")[0]
+    if name not in rt.settings.teams:
+        raise NotFound(f"unknown team {name!r}")
     spec = rt.models.resolve(model)
-    window = rt.models.window_for(spec, team, rt.settings.teams[team].max_context_tokens)
+    window = rt.models.window_for(spec, team, rt.settings.teams[name].max_context_tokens)
     return JSONResponse({"team": team, "model": spec.name, **window.report()})
 
 

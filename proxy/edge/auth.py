@@ -44,6 +44,13 @@ class Principal:
         team's."""
         return self.team if self.caller is None else f"{self.team}~{self.caller}"
 
+    @property
+    def learns_as(self) -> str:
+        """Whose learned windows and calibration a request reads and teaches: its team's in
+        keys mode; in passthrough, where anybody may claim a team, its caller's (callers
+        without a credential are one caller), so no caller can shrink a window for another."""
+        return self.scope if self.forward_client_auth else self.team
+
     def allows(self, model: str) -> bool:
         """Whether the team may use ``model``: any, or one its list names (a name or a family
         pattern such as ``claude-*``)."""

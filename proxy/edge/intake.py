@@ -54,6 +54,7 @@ class WireRequest:
     # of the model the caller asked for (a fallback or a summarizer elsewhere spends its own).
     credential: Credential | None = None
     addressed: str = ""
+    learns_as: str = ""  # whose learned windows and calibration (Principal.learns_as)
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     cap: int | None = None  # the team's max_context_tokens: no prompt goes over it
@@ -140,7 +141,8 @@ def build_request(
         )
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
-    window = models.window(spec, who.team, team.max_context_tokens)
+    learner = who.learns_as
+    window = models.window(spec, learner, team.max_context_tokens)
     req = WireRequest(
         body,
         payload,
@@ -157,11 +159,12 @@ def build_request(
         reserve_default=team.reserve_output_tokens,
         cap=team.max_context_tokens,
         trim=controls.trim,
-        units=models.calibration.ratio(who.team, spec.name) or 1.0,
-        calibrated=models.calibration.ratio(who.team, spec.name) is not None,
-        hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
-        message_weight=models.calibration.message_weight(who.team, spec.name),
-        sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
+        learns_as=learner,
+        units=models.calibration.ratio(learner, spec.name) or 1.0,
+        calibrated=models.calibration.ratio(learner, spec.name) is not None,
+        hidden_weight=models.calibration.hidden_weight(learner, spec.name),
+        message_weight=models.calibration.message_weight(learner, spec.name),
+        sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
     )
     if reuse is not None:

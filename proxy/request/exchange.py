@@ -201,7 +201,7 @@ async def learn_usage(
     rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
     sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
     if sample is not None:
-        await rt.calibrate(req.team, req.spec.name, sample)
+        await rt.calibrate(req.learns_as or req.team, req.spec.name, sample)
 
 
 def recalling(
@@ -269,7 +269,8 @@ def retrying(
 
     async def learn(lesson: Lesson, plan: Plan) -> None:
         sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
-        await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
+        learner = req.learns_as or req.team
+        await rt.learn_window(learner, req.spec.name, lesson, sample, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,
