@@ -11,11 +11,39 @@ is refused at start-up, with what to configure instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from proxy.config.settings import Settings
+from proxy.config.catalog import ModelEntry, Upstream
+from proxy.config.policies import PolicyConfig
+
+
+class _Team(Protocol):
+    @property
+    def policy(self) -> str | None: ...
+    @property
+    def allowed_policies(self) -> Sequence[str]: ...
+
+
+class Settings(Protocol):
+    """What the check reads of the settings (proxy/config/settings.py calls it as it loads)."""
+
+    @property
+    def auth(self) -> str: ...
+    @property
+    def default_policy(self) -> str: ...
+    @property
+    def default_upstream(self) -> str: ...
+    @property
+    def policies(self) -> Mapping[str, PolicyConfig]: ...
+    @property
+    def teams(self) -> Mapping[str, _Team]: ...
+    @property
+    def upstreams(self) -> Mapping[str, Upstream]: ...
+    @property
+    def models(self) -> Mapping[str, ModelEntry]: ...
+    def holds_key(self, upstream: str) -> bool: ...
 
 
 def misdirected_credentials(settings: Settings) -> list[str]:
