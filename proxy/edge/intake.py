@@ -92,10 +92,13 @@ class WireRequest:
 
     def credential_for(self, upstream: str, sends_as: str) -> str | None:
         """The caller's credential for a call to ``upstream`` that sends its key in the header
-        ``sends_as``: only to the upstream the caller addressed, and only as it was sent (an
-        Anthropic ``x-api-key`` is never re-sent as a bearer token)."""
+        ``sends_as``: only to the upstream the caller addressed; as a bearer token only when it
+        came as one (an Anthropic ``x-api-key`` is never re-sent as a bearer token, which an
+        OpenAI-style endpoint of the same host, or the gateway behind it, would take)."""
         found = self.credential
-        if found is None or upstream != self.addressed or found.header != sends_as:
+        if found is None or upstream != self.addressed:
+            return None
+        if sends_as == "authorization" and found.header != "authorization":
             return None
         return found.value
 
