@@ -152,6 +152,15 @@ class Admission:
             return await asyncio.to_thread(work, *args)
         return work(*args)
 
+    async def elsewhere(self, body: bytes, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)`` in the worker process for a large body (``work`` must be a
+        module-level function whose result is small: it comes back pickled), else inline.
+        For work whose result the request needs only a little of, such as what a forwarded
+        body names."""
+        if not self.large(body):
+            return work(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._workers(), work, *args)
+
     def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:  # started on first need: most proxies never need it
             context = multiprocessing.get_context("spawn")  # no fork of a threaded process

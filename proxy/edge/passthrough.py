@@ -46,7 +46,8 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
             # The one admission (proxy/edge/admission.py): bytes, nodes, the team's slot, and
             # a large body parsed off the event loop.
             async with rt.admission.admit(request, who.team) as body:
-                payload = await rt.admission.run(body, _json_of, body, content_type)
+                read = await rt.admission.elsewhere(body, acted_on, body, content_type)
+                payload = _raised(read)
         model = _model_of(payload)
         if payload is not None:
             who.check_spend(payload)
@@ -122,6 +123,41 @@ def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
     if not isinstance(payload, dict):
         return None
     reject_duplicate_keys(body, payload)
+    return payload
+
+
+# What the proxy acts on in a forwarded body: the model, what it may spend, the stored objects
+# it names (proxy/edge/auth.py, proxy/edge/ownership.py). The rest goes upstream unread.
+ACTED_ON = (
+    "model", "tools", "web_search_options", "service_tier", "background",
+    "previous_response_id", "conversation",
+)  # fmt: skip
+Read = tuple[str | None, str | None, dict[str, Any] | None]  # (error, its param, payload)
+
+
+def acted_on(body: bytes, content_type: str) -> Read:
+    """The forwarded body's fields the proxy acts on, read as strictly as a fitted body (a
+    large body's in the worker process: a 32 MiB parse never holds this process's
+    interpreter, and only these fields come back)."""
+    try:
+        payload = _json_of(body, content_type)
+    except BadRequest as exc:
+        return exc.message, exc.param, None
+    if payload is None:
+        return None, None, None
+    kept = {k: payload[k] for k in ACTED_ON if k in payload}
+    items = payload.get("input")
+    if isinstance(items, list):
+        kept["input"] = [
+            i for i in items if isinstance(i, dict) and i.get("type") == "item_reference"
+        ]
+    return None, None, kept
+
+
+def _raised(read: Read) -> dict[str, Any] | None:
+    error, param, payload = read
+    if error is not None:
+        raise BadRequest(error, param=param)
     return payload
 
 

@@ -121,7 +121,8 @@ def test_input_tokens_of_another_teams_response_are_refused(
     proxy = make_proxy(**keys_config(capture))
     assert ask(proxy, TEAM_KEY).status_code == 200
     capture.answer = None
-    for body in ({"previous_response_id": "resp_abc123"}, reference("resp_abc123")):
+    large = {"previous_response_id": "resp_abc123", "instructions": "x" * 2_000_000}
+    for body in ({"previous_response_id": "resp_abc123"}, reference("resp_abc123"), large):
         with proxy.client(OTHER_KEY) as c:
             answer = c.post("/v1/responses/input_tokens", json={"model": "gpt-4o", **body})
         assert answer.status_code == 403, answer.text
