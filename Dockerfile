@@ -1,9 +1,12 @@
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
+# The hash-locked set CI tests (requirements.lock, from pyproject.toml by .ci/lock), then the
+# project with nothing more resolved.
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY proxy ./proxy
 COPY strategies ./strategies
-RUN pip install --no-cache-dir .
+RUN pip install --no-cache-dir --no-deps --no-build-isolation .
 COPY config.example.yaml ./
 ENV LITELLM_LOCAL_MODEL_COST_MAP=True
 EXPOSE 8080

@@ -34,6 +34,7 @@ from bench.decision import decision_rows
 from bench.economy import economy_rows
 from bench.families import family_rows
 from bench.formats import format_rows
+from bench.hostile import HEADER as HOSTILE_HEADER
 from bench.hostile import hostile_rows
 from bench.load import load_rows
 from bench.outputs import output_rows
@@ -523,6 +524,24 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     )
 
 
+async def hostile_section(proxy: int, sizes: Sizes, only: str | None = None) -> str:
+    # --quick (the smoke test): one admitted route and the refused bodies, not every route.
+    only = only or ("chat completions,refused" if sizes is QUICK else None)
+    rows = await hostile_rows(proxy, sizes.hostile_seconds, only)
+    return (
+        "## Another team's small requests while the largest bodies each route admits run on "
+        "it\n\n" + table(HOSTILE_HEADER, rows)
+    )
+
+
+async def hostile_only(sizes: Sizes, only: str | None) -> str:
+    """The hostile table alone (``--only hostile``)."""
+    with tempfile.TemporaryDirectory() as data, processes(data) as (_, _, proxy, _, _):
+        async with httpx.AsyncClient() as warm:
+            await warm.post(f"http://127.0.0.1:{proxy}/v1/chat/completions", content=REQUEST)
+        return await hostile_section(proxy, sizes, only)
+
+
 async def main_async(sizes: Sizes) -> str:
     sections = []
     with tempfile.TemporaryDirectory() as data, processes(data) as (up, slow, proxy, pid, floor):
@@ -553,11 +572,7 @@ async def main_async(sizes: Sizes) -> str:
             "## Proxy vs direct (requests that need no trimming)\n\n"
             + table(["measure", "direct", "via proxy", "ratio / added"], rows)
         )
-        hostile = await hostile_rows(proxy, sizes.hostile_seconds)
-        sections.append(
-            "## Another team's small requests while three maximum-size hostile bodies are in "
-            "flight\n\n" + table(["measure", "quiet", "hostile bodies in flight", ""], hostile)
-        )
+        sections.append(await hostile_section(proxy, sizes))
         load = await load_rows(proxy, lambda: rss_kib(pid), sizes.load_clients, sizes.load_seconds)
         sections.append(
             "## Load: concurrent streams, each checked byte for byte\n\n"
@@ -584,17 +599,25 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md")
     parser.add_argument(
-        "--only", help=f"comma-separated sections to run alone: {', '.join(OWN)} (print only)"
+        "--only",
+        help=f"comma-separated sections to run alone: hostile, {', '.join(OWN)} (print only; "
+        "BENCHMARKS.md is left as it is)",
     )
+    parser.add_argument("--route", help="with --only hostile: the routes whose label holds this")
     args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    if args.only == "hostile":
+        print(asyncio.run(hostile_only(sizes, args.route)))
+        return 0
     if args.only:
         names = [n.strip() for n in args.only.split(",")]
         unknown = [n for n in names if n not in OWN]
         if unknown:
-            parser.error(f"unknown section(s) {', '.join(unknown)}: use {', '.join(OWN)}")
+            parser.error(
+                f"unknown section(s) {', '.join(unknown)}: use hostile or {', '.join(OWN)}"
+            )
         print(own_sections(names, args.quick))
         return 0
-    sizes = QUICK if args.quick else FULL
     body = asyncio.run(main_async(sizes))
     body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
     body += table(*decision_rows(sizes.conversation_tokens))

@@ -35,6 +35,7 @@ from proxy.edge.app import create_app
 
 WINDOW = 4096
 MODEL = "demo-model"
+CALLER = {"authorization": "Bearer sk-bench"}
 MAX_TOKENS = 256
 GROW_TO = 3 * WINDOW
 COUNTER = WindowCounter("o200k_base", 1.0)
@@ -223,7 +224,8 @@ def _run_family(name: str, conversations: list[Conversation]) -> Tally:
         }
         with (
             BackgroundServer(create_app(load_settings(None, **config))) as proxy,
-            httpx.Client(base_url=proxy.url, timeout=60) as client,
+            # A key, as every real client sends: the proxy tells the prefix only to a caller.
+            httpx.Client(base_url=proxy.url, timeout=60, headers=CALLER) as client,
         ):
             for conversation in conversations:
                 _run_conversation(client, upstream_app, conversation, tally)

@@ -24,7 +24,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Proxy vs direct",
         "pass-through floor",
         "Load:",
-        "hostile bodies in flight",
+        "the largest bodies each route admits",
         "Decision time",
         "Parsing, viewing and digesting",
         "Trimming quality",

@@ -3,6 +3,7 @@
 settings.py     the whole file: server, auth, teams, stores, summaries (load_settings)
 catalog.py      what is served: upstreams, their wire formats, models, prices
 policies.py     how a request is made to fit, and its translation into the engine's Policy
+credentials.py  where a caller's credential may go: the passthrough start-up check
 plugins.py      the options of the engine's plug-ins, as pydantic models
 environment.py  the process environment, prepared before litellm or tiktoken load
 """

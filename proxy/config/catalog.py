@@ -37,6 +37,11 @@ class Upstream(Strict):
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)
+    caller_headers: list[str] = Field(
+        default_factory=list,
+        description="the caller's account headers (openai-organization, openai-project, "
+        "cookie...) that may go upstream beside a key the proxy holds; default none",
+    )
 
     @property
     def header_credentials(self) -> list[str]:

@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from proxy.config.catalog import ModelEntry, Strict, Upstream
+from proxy.config.credentials import misdirected_credentials
 from proxy.config.policies import PolicyConfig, resolve_extends
 from proxy.edge.paths import DEFAULT_FORWARD
 
@@ -59,7 +60,7 @@ class Limits(Strict):
     max_json_nodes: int = Field(
         100_000,
         gt=0,
-        description="JSON objects and arrays one body may hold (edge/admission.py)",
+        description="JSON values one body may hold, every leaf counted (edge/admission.py)",
     )
     large_body_bytes: int = Field(
         1024 * 1024, gt=0, description="from this size a body is parsed off the event loop"
@@ -84,6 +85,17 @@ class Team(Strict):
     )
     summarizer_calls_per_hour: int | None = Field(
         None, gt=0, description="cap on this team's summarizer calls; over it, truncation"
+    )
+    hosted_tools: list[str] | None = Field(
+        None,
+        description="hosted (server-run, billed) tools it may use: web_search, file_search, "
+        "code_interpreter, image_generation, mcp, code_execution, web_fetch...; null: any "
+        "when models is null, none when models lists some (edge/auth.py)",
+    )
+    paid_options: list[Literal["priority", "background"]] | None = Field(
+        None,
+        description="paid options it may ask for (service_tier: priority, background: true); "
+        "null: any when models is null, none when models lists some",
     )
 
 
@@ -166,6 +178,9 @@ class Settings(BaseSettings):
             name: (os.environ.get(u.api_key_env) or None) if u.api_key_env else None
             for name, u in self.upstreams.items()
         }
+        misdirected = misdirected_credentials(self)  # a caller's key goes where it was sent
+        if misdirected:
+            raise ValueError("; ".join(misdirected))
         return self
 
     def exposure_problem(self) -> str | None:

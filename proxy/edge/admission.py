@@ -1,21 +1,28 @@
-"""What one request may cost the proxy, whatever its body: the admission step before parsing.
+"""What one request may cost the proxy, whatever its body: the one admission every route that
+reads a body goes through (``Admission.admit``), before anything parses it.
 
 A body under the byte limit can still be expensive: a million tiny Responses items is 30 MB of
 JSON whose parsing alone holds the interpreter for over a second, and whose view and count took
-28 s. Three such bodies in flight stalled every other team. So, before a body is parsed:
+28 s; four million one-letter strings in a completions ``prompt`` are two JSON containers but
+four million prompts to cut. Three such bodies in flight stalled every other team. So:
 
-- **A structural bound.** JSON objects and arrays (``{`` and ``[`` outside strings) are capped
-  at ``limits.max_json_nodes``. Counting the brackets in the raw bytes is an upper bound that
-  costs a few milliseconds even at the byte limit; when it is over the cap (brackets inside
-  strings count too, so code-heavy text can be), the exact count runs in a worker *process*,
-  which parses without holding this process's interpreter: the event loop keeps serving. A body
-  over the cap is a 413 that says so.
-- **Large bodies per team.** A body of ``limits.large_body_bytes`` or more takes one of its
-  team's ``limits.large_bodies_per_team`` slots for its CPU phase (node count, parse, view, the
-  first plan; not the wait for the upstream); the team's next large body waits. Its parsing and
-  view run in a worker thread.
+- **Bytes.** A body is read up to ``limits.max_body_bytes`` (a declared length over it is a 413
+  before a byte is read).
+- **Nodes.** A JSON body may hold at most ``limits.max_json_nodes`` values, *every* value
+  counted: objects, arrays and each leaf (string, number, boolean, null), in arrays too. The
+  count's cheap bound (one plus the commas, braces and brackets in the raw bytes: each value
+  but the first follows a comma or opens a container) runs first; when it is over the cap
+  (punctuation inside strings counts too, so prose can be), the exact count runs in a worker
+  *process*, which parses without holding this process's interpreter: the event loop keeps
+  serving. A body over the cap is a 413 that says so.
+- **A slot per team.** A body of ``limits.large_body_bytes`` or more takes one of its team's
+  ``limits.large_bodies_per_team`` slots for its CPU phase (node count, parse, view, the first
+  plan; not the wait for the upstream); the team's next large body waits.
+- **Off the event loop.** A large body's parse, view and plan run in a worker thread
+  (``Admission.run``), so the event loop gets the interpreter back between their steps.
 
-Memory follows: a body's parse is bounded by its bytes and its node count.
+``tests/security/test_route_admission.py`` lists the app's routes and fails for any route that
+reads a body outside ``admit``.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import orjson
+from starlette.requests import Request
 
 from proxy.config.settings import Limits
 from proxy.edge.errors import PayloadTooLarge
@@ -35,28 +43,57 @@ from proxy.edge.errors import PayloadTooLarge
 T = TypeVar("T")
 
 
-def json_nodes(body: bytes) -> int:
-    """Objects and arrays in a JSON document (run in the worker process); -1 when it is not
-    JSON (the request path's own parse then says why)."""
+def json_nodes(body: bytes, stop: int | None = None) -> int:
+    """Values in a JSON document, every leaf counted (run in the worker process); -1 when it
+    is not JSON (the request path's own parse then says why). Counting stops past ``stop``."""
     try:
         root = orjson.loads(body)
     except orjson.JSONDecodeError:
         return -1
-    count, stack = 0, [root]
-    while stack:
+    count, stack = 1, [root]
+    while stack and (stop is None or count <= stop):
         node = stack.pop()
         if isinstance(node, dict):
-            count += 1
+            count += len(node)
             stack.extend(v for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
-            count += 1
+            count += len(node)
             stack.extend(v for v in node if isinstance(v, dict | list))
     return count
 
 
-def bracket_bound(body: bytes) -> int:
-    """An upper bound on ``json_nodes``: every object or array opens with a bracket."""
-    return body.count(b"{") + body.count(b"[")
+def node_bound(body: bytes, step: int = 1 << 20) -> int:
+    """An upper bound on ``json_nodes``: every value but the root follows a comma or opens an
+    object or array. Counted a mebibyte at a time: each count is one call that holds the
+    interpreter, and over 32 MiB three of them held it for over 100 ms."""
+    bound = 1
+    for start in range(0, len(body), step):
+        end = start + step
+        bound += body.count(b",", start, end) + body.count(b"{", start, end)
+        bound += body.count(b"[", start, end)
+    return bound
+
+
+def looks_like_json(body: bytes, content_type: str | None) -> bool:
+    """Whether a body is counted as JSON: its type says so, or it opens like a JSON document
+    (the fitted routes parse a body whatever its declared type)."""
+    if content_type is not None and "json" in content_type.lower():
+        return True
+    return body.lstrip()[:1] in (b"{", b"[")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class Admission:
@@ -69,7 +106,18 @@ class Admission:
         return len(body) >= self._limits.large_body_bytes
 
     @asynccontextmanager
-    async def slot(self, team: str, body: bytes) -> AsyncIterator[None]:
+    async def admit(self, request: Request, team: str) -> AsyncIterator[bytes]:
+        """The request's body, read within the byte limit and, when it is JSON, counted
+        against the node cap; a large body holds a slot of ``team``'s while the block runs
+        (its CPU phase: parse, view, the first plan)."""
+        body = await read_body(request, self._limits.max_body_bytes)
+        async with self._slot(team, body):
+            if body and looks_like_json(body, request.headers.get("content-type")):
+                await self._check(body)
+            yield body
+
+    @asynccontextmanager
+    async def _slot(self, team: str, body: bytes) -> AsyncIterator[None]:
         """Held for a request's CPU phase (see the module docstring); only large bodies queue,
         per team."""
         if not self.large(body):
@@ -81,16 +129,20 @@ class Admission:
         async with slots:
             yield
 
-    async def check(self, body: bytes) -> None:
-        """413 when the body holds more JSON objects and arrays than the limit."""
+    async def _check(self, body: bytes) -> None:
+        """413 when the body holds more JSON values than the limit."""
         cap = self._limits.max_json_nodes
-        if len(body) <= cap or bracket_bound(body) <= cap:  # a node takes a byte at least
+        if len(body) <= cap:  # a value takes a byte at least
             return
-        nodes = await asyncio.get_running_loop().run_in_executor(self._workers(), json_nodes, body)
+        bound = await self.run(body, node_bound, body)
+        if bound <= cap:
+            return
+        loop = asyncio.get_running_loop()
+        nodes = await loop.run_in_executor(self._workers(), json_nodes, body, cap)
         if nodes > cap:
             raise PayloadTooLarge(
-                f"the request body holds {nodes} JSON objects and arrays, over the limit of "
-                f"{cap} (limits.max_json_nodes)"
+                f"the request body holds more than {cap} JSON values (objects, arrays, strings, "
+                f"numbers; over the limit of limits.max_json_nodes)"
             )
 
     async def run(self, body: bytes, work: Callable[..., T], *args: Any) -> T:
@@ -99,6 +151,15 @@ class Admission:
         if self.large(body):
             return await asyncio.to_thread(work, *args)
         return work(*args)
+
+    async def elsewhere(self, body: bytes, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)`` in the worker process for a large body (``work`` must be a
+        module-level function whose result is small: it comes back pickled), else inline.
+        For work whose result the request needs only a little of, such as what a forwarded
+        body names."""
+        if not self.large(body):
+            return work(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._workers(), work, *args)
 
     def _workers(self) -> ProcessPoolExecutor:
         if self._pool is None:  # started on first need: most proxies never need it

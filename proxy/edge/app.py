@@ -41,6 +41,7 @@ from proxy.upstreams.forwarding import Transport
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
+ADMIN_SLOT = "\0admin"  # the admin API's large bodies queue apart from every team's
 
 
 def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
@@ -126,7 +127,8 @@ async def passthrough(request: Request) -> Response:
 
 async def preview(request: Request) -> Response:
     rt = _runtime(request)
-    return await handle_preview(request, rt.models, rt.planner, rt.auth.team(request.headers))
+    who = rt.auth.team(request.headers)
+    return await handle_preview(request, rt.models, rt.planner, who, rt.admission)
 
 
 async def metrics(request: Request) -> Response:
@@ -167,10 +169,12 @@ async def admin_window(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     team, model = request.path_params["team"], request.path_params["model"]
-    if team not in rt.settings.teams:
-        raise NotFound(f"unknown team {team!r}")
+    # In passthrough windows are learned per caller: ``team~caller``, as the listing names it.
+    name = team.partition("~")[0]
+    if name not in rt.settings.teams:
+        raise NotFound(f"unknown team {name!r}")
     spec = rt.models.resolve(model)
-    window = rt.models.window_for(spec, team, rt.settings.teams[team].max_context_tokens)
+    window = rt.models.window_for(spec, team, rt.settings.teams[name].max_context_tokens)
     return JSONResponse({"team": team, "model": spec.name, **window.report()})
 
 
@@ -178,7 +182,8 @@ async def admin_confirm_window(request: Request) -> Response:
     """Apply a pending learned window: ``{"team": ..., "model": ...}``."""
     rt = _runtime(request)
     rt.auth.admin(request.headers)
-    body = parse_json(await request.body())
+    async with rt.admission.admit(request, ADMIN_SLOT) as raw:
+        body = parse_json(raw)
     team, model = body.get("team"), body.get("model")
     if not isinstance(team, str) or not isinstance(model, str):
         raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
@@ -208,7 +213,7 @@ async def admin_preview(request: Request) -> Response:
     if name not in rt.settings.teams:
         raise BadRequest(f"unknown team {name!r}", param=TEAM_HEADER)
     who = Principal(name, rt.settings.teams[name], forward_client_auth=False)
-    return await handle_preview(request, rt.models, rt.planner, who, may_summarize=True)
+    return await handle_preview(request, rt.models, rt.planner, who, rt.admission, True)
 
 
 async def health(request: Request) -> Response:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -30,14 +31,25 @@ class Principal:
     team: str
     config: Team
     forward_client_auth: bool  # passthrough: the client's Authorization goes upstream
-    caller: str | None = None  # passthrough: a keyed hash of the caller's own credential
+    # A keyed hash of the credential presented: the team key in keys mode, the caller's own
+    # provider credential in passthrough; None for a passthrough caller who sent none.
+    caller: str | None = None
 
     @property
     def scope(self) -> str:
-        """Whose checkpoints a request may reuse: its team's, and in passthrough mode only the
-        ones made with the same provider credential (callers who merely share the default team
-        never see, nor spend, each other's summaries)."""
+        """Whose per-conversation state a request may see (checkpoints, sticky cuts, the prefix
+        fingerprint, recent items): the ones made with the same credential. Users of one team
+        who hold keys of their own, and passthrough callers who merely share the default team,
+        never see, nor spend, each other's. Callers without a credential are one caller: the
+        team's."""
         return self.team if self.caller is None else f"{self.team}~{self.caller}"
+
+    @property
+    def learns_as(self) -> str:
+        """Whose learned windows and calibration a request reads and teaches: its team's in
+        keys mode; in passthrough, where anybody may claim a team, its caller's (callers
+        without a credential are one caller), so no caller can shrink a window for another."""
+        return self.scope if self.forward_client_auth else self.team
 
     def allows(self, model: str) -> bool:
         """Whether the team may use ``model``: any, or one its list names (a name or a family
@@ -49,20 +61,83 @@ class Principal:
         if not self.allows(model):
             raise Forbidden(f"team {self.team!r} may not use model {model!r}", param="model")
 
-    def check_tool_models(self, payload: dict[str, Any]) -> None:
-        """Hosted tools name billed models of their own (``{"type": "image_generation",
-        "model": "gpt-image-1"}``): a team limited to some models may name only those there
-        too."""
+    def check_spend(self, payload: dict[str, Any]) -> None:
+        """What a body may spend beyond its model: hosted tools (run and billed by the
+        provider: web search, code interpreter...) and the models they name, and paid options
+        (``service_tier: priority``, ``background``). A team limited to some models may use
+        only the hosted tools and paid options it lists (none by default); a team with any
+        model, any unless it lists some."""
         tools = payload.get("tools")
-        if self.config.models is None or not isinstance(tools, list):
-            return
-        for i, tool in enumerate(tools):
-            model = tool.get("model") if isinstance(tool, dict) else None
-            if model is not None and (not isinstance(model, str) or not self.allows(model)):
+        hosted = (
+            [(i, t) for i, t in enumerate(tools) if hosted_tool(t)]
+            if isinstance(tools, list)
+            else []
+        )
+        if "web_search_options" in payload:  # chat completions' search models
+            hosted.append((-1, {"type": "web_search"}))
+        for i, tool in hosted:
+            self._check_tool(i, tool)
+        for option, param in paid_options(payload):
+            if not self._allowed(self.config.paid_options, option):
                 raise Forbidden(
-                    f"team {self.team!r} may not use model {model!r} (in tools[{i}])",
-                    param=f"tools[{i}].model",
+                    f"team {self.team!r} may not use the paid option {option!r} "
+                    "(teams.*.paid_options)",
+                    param=param,
+                    code="option_not_allowed",
                 )
+
+    def _check_tool(self, i: int, tool: dict[str, Any]) -> None:
+        where = f"tools[{i}]" if i >= 0 else "web_search_options"
+        name = hosted_tool(tool)
+        if not self._allowed(self.config.hosted_tools, name):
+            raise Forbidden(
+                f"team {self.team!r} may not use the hosted tool {name!r} (teams.*.hosted_tools)",
+                param=where,
+                code="tool_not_allowed",
+            )
+        # Hosted tools name billed models of their own ({"type": "image_generation",
+        # "model": "gpt-image-1"}): a team limited to some models may name only those.
+        model = tool.get("model")
+        limited = self.config.models is not None and model is not None
+        if limited and (not isinstance(model, str) or not self.allows(model)):
+            raise Forbidden(
+                f"team {self.team!r} may not use model {model!r} (in {where})",
+                param=f"{where}.model",
+            )
+
+    def _allowed(self, listed: list[str] | list[Any] | None, name: str) -> bool:
+        if listed is None:
+            return self.config.models is None
+        return name in listed
+
+
+# Tools the client runs itself (the provider only asks for a call): never a hosted spend.
+CLIENT_TOOLS = frozenset(
+    {"function", "custom", "bash", "text_editor", "computer", "memory", "local_shell", "shell",
+     "apply_patch"}
+)  # fmt: skip
+_VERSION = re.compile(r"(_preview)?(_\d{4}_?\d{2}_?\d{2})?$")
+
+
+def hosted_tool(tool: object) -> str:
+    """A tool's hosted name (``web_search`` for ``web_search_20250305`` or
+    ``web_search_preview``), or "" for a tool the client runs (functions, custom tools, and
+    Anthropic's and OpenAI's client-side tools)."""
+    kind = tool.get("type") if isinstance(tool, dict) else None
+    if not isinstance(kind, str):
+        return ""
+    name = _VERSION.sub("", kind)
+    return "" if name in CLIENT_TOOLS else name
+
+
+def paid_options(payload: dict[str, Any]) -> list[tuple[str, str]]:
+    """The paid options a body asks for, with the field that asks."""
+    found = []
+    if payload.get("service_tier") in ("priority", "scale"):
+        found.append(("priority", "service_tier"))
+    if payload.get("background") is True:
+        found.append(("background", "background"))
+    return found
 
 
 class Authenticator:
@@ -95,7 +170,7 @@ class Authenticator:
         found = self._match(presented.encode())
         if found is None:
             raise Unauthorized("invalid API key")
-        return Principal(found, settings.teams[found], False)
+        return Principal(found, settings.teams[found], False, self._digest(presented))
 
     def admin(self, headers: Headers) -> None:
         presented = bearer(headers)
@@ -124,8 +199,9 @@ class Authenticator:
 
     def _caller(self, headers: Headers) -> str | None:
         credential = caller_credential(headers)
-        if not credential:
-            return None
+        return None if credential is None else self._digest(credential.value)
+
+    def _digest(self, credential: str) -> str:
         digest = hmac.digest(self._scope_secret, credential.encode(), "sha256")  # one C call
         return digest.hex()[:32]  # the credential itself is never kept
 
@@ -142,10 +218,26 @@ def _env_key(env: str | None) -> bytes | None:
     return value.encode() if value else None
 
 
-def caller_credential(headers: Headers) -> str | None:
-    """The client's own upstream credential, whichever header it came in: ``Authorization``
-    (OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key`` (Azure's)."""
-    return bearer(headers) or headers.get("x-api-key") or headers.get("api-key") or None
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A caller's own upstream credential and the header it came in: ``authorization`` (a
+    bearer token: OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key``
+    (Azure's). It goes only where the caller sent it, the way it was sent."""
+
+    value: str = field(repr=False)  # never in a log line or a traceback
+    header: str
+
+
+def caller_credential(headers: Headers) -> Credential | None:
+    """The client's own upstream credential, whichever header it came in."""
+    token = bearer(headers)
+    if token:
+        return Credential(token, "authorization")
+    for name in ("x-api-key", "api-key"):
+        value = headers.get(name)
+        if value:
+            return Credential(value, name)
+    return None
 
 
 def bearer(headers: Headers) -> str | None:

@@ -6,8 +6,11 @@ Requests: which of the client's headers may go upstream. In ``keys`` mode the cl
 not the provider account's owner, so only an allowlist goes (content negotiation, API versions,
 SDK telemetry, tracing); credentials, cookies and anything unknown stay here. In ``passthrough``
 mode the client's own key goes upstream, so everything but hop-by-hop headers and the proxy's
-own goes along. In both, the upstream's configured ``headers:`` replace the client's headers of
-the same name, so a client cannot pick the operator's organisation or project.
+own goes along; but where the proxy spends a key of its own on the upstream, the client's
+credentials and its account headers (organisation, project, cookies: ``ACCOUNT``) stay here
+unless the upstream's ``caller_headers`` lists them. In both, the upstream's configured
+``headers:`` replace the client's headers of the same name, so a client cannot pick the
+operator's organisation or project.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ HOP_BY_HOP = frozenset(
 # Never forwarded upstream: the client library sets Host and Content-Length for the body it sends.
 REQUEST_DROP = HOP_BY_HOP | {"host", "content-length"}
 CREDENTIALS = frozenset({"authorization", "api-key", "x-api-key"})
+# Which account a call is billed to or made as, beside the key: never the caller's choice when
+# the key is the proxy's (Codex's ChatGPT sign-in sends chatgpt-account-id).
+ACCOUNT = frozenset({"openai-organization", "openai-project", "cookie", "chatgpt-account-id"})
 
 # keys mode: what a team's client may say to the operator's upstream account.
 KEYS_MODE_ALLOWED = frozenset(
@@ -76,18 +82,28 @@ def upstream_headers(
     """The client's headers for the upstream, then the proxy's key the way the upstream takes
     it (Anthropic's API: ``x-api-key``; others: a bearer token), then configured headers.
 
-    The client's credentials go along only in passthrough mode and when the proxy holds no key
-    for this upstream."""
+    The client's credentials go along only in passthrough mode (``forward_client_auth``, which
+    the caller sets only for the upstream the client addressed) and when the proxy holds no key
+    for this upstream; with the proxy's key, the client's account headers stay too, but for
+    those the upstream's ``caller_headers`` lists."""
     configured = upstream.headers
     incoming = list(incoming)
+    allowed = {h.lower() for h in upstream.caller_headers}
     drop = REQUEST_DROP | connection_tokens(incoming) | OWN_REQUEST_HEADERS
     drop |= {k.lower() for k in configured}
-    if api_key or upstream.header_credentials or not forward_client_auth:
+    own_key = bool(api_key or upstream.header_credentials)
+    if own_key or not forward_client_auth:
         drop |= CREDENTIALS
+    if own_key:
+        drop |= ACCOUNT - allowed
     if forward_client_auth:
         out = [(k, v) for k, v in incoming if k.lower() not in drop]
     else:
-        out = [(k, v) for k, v in incoming if _team_may_send(k.lower()) and k.lower() not in drop]
+        out = [
+            (k, v)
+            for k, v in incoming
+            if (_team_may_send(k.lower()) or k.lower() in allowed) and k.lower() not in drop
+        ]
     if api_key and upstream.provider == "anthropic":
         out.append(("x-api-key", api_key))
     elif api_key:

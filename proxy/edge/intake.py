@@ -20,11 +20,10 @@ from typing import Any
 
 import orjson
 from starlette.datastructures import Headers
-from starlette.requests import Request
 
 from proxy.config.settings import Settings
-from proxy.edge.auth import Principal, caller_credential
-from proxy.edge.errors import BadRequest, Forbidden, PayloadTooLarge
+from proxy.edge.auth import Credential, Principal, caller_credential
+from proxy.edge.errors import BadRequest, Forbidden
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
@@ -51,7 +50,11 @@ class WireRequest:
     view: View = field(default_factory=lambda: UNSET)  # made from the payload when left unset
     team: str = "default"
     scope: str = ""  # whose checkpoints (see Principal.scope); empty: the team's
-    bearer: str | None = None
+    # Passthrough: the caller's own credential, which goes only to ``addressed``, the upstream
+    # of the model the caller asked for (a fallback or a summarizer elsewhere spends its own).
+    credential: Credential | None = None
+    addressed: str = ""
+    learns_as: str = ""  # whose learned windows and calibration (Principal.learns_as)
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     cap: int | None = None  # the team's max_context_tokens: no prompt goes over it
@@ -87,6 +90,18 @@ class WireRequest:
         if self.view is UNSET:
             self.view = self.fmt.view(self.payload)
 
+    def credential_for(self, upstream: str, sends_as: str) -> str | None:
+        """The caller's credential for a call to ``upstream`` that sends its key in the header
+        ``sends_as``: only to the upstream the caller addressed; as a bearer token only when it
+        came as one (an Anthropic ``x-api-key`` is never re-sent as a bearer token, which an
+        OpenAI-style endpoint of the same host, or the gateway behind it, would take)."""
+        found = self.credential
+        if found is None or upstream != self.addressed:
+            return None
+        if sends_as == "authorization" and found.header != "authorization":
+            return None
+        return found.value
+
     def conversation_key(self) -> str:
         """Its conversation's key: set by build_request, else made from the view."""
         return self.conversation or conversation_key(self.scope, self.team, self.view.messages)
@@ -94,20 +109,6 @@ class WireRequest:
     def counter(self) -> Counter:
         """The model's counter over this request's view, weighted as calibrated."""
         return self.view.counter(self.spec.pricing.counter, self.hidden_weight, self.message_weight)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def build_request(
@@ -131,7 +132,7 @@ def build_request(
     known = reuse.known if reuse is not None else 0
     body, payload, controls = take_controls(body, payload, headers, fmt.messages_param, known)
     who.check_model(payload["model"])
-    who.check_tool_models(payload)
+    who.check_spend(payload)
     spec = models.resolve(payload["model"])
     if fmt.api not in spec.route.apis:
         raise BadRequest(
@@ -143,7 +144,8 @@ def build_request(
         )
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
-    window = models.window(spec, who.team, team.max_context_tokens)
+    learner = who.learns_as
+    window = models.window(spec, learner, team.max_context_tokens)
     req = WireRequest(
         body,
         payload,
@@ -154,18 +156,18 @@ def build_request(
         fmt.view(payload, reuse),
         team=who.team,
         scope=who.scope,
-        # Passthrough: the summarizer spends the caller's own credential, from whichever
-        # header it came in; litellm sends it the way the summarizer's provider takes it.
-        bearer=caller_credential(headers) if who.forward_client_auth else None,
+        credential=caller_credential(headers) if who.forward_client_auth else None,
+        addressed=spec.route.name,
         session_memory=controls.session_memory,
         reserve_default=team.reserve_output_tokens,
         cap=team.max_context_tokens,
         trim=controls.trim,
-        units=models.calibration.ratio(who.team, spec.name) or 1.0,
-        calibrated=models.calibration.ratio(who.team, spec.name) is not None,
-        hidden_weight=models.calibration.hidden_weight(who.team, spec.name),
-        message_weight=models.calibration.message_weight(who.team, spec.name),
-        sampled=not spec.pricing.exact and models.calibration.wants(who.team, spec.name),
+        learns_as=learner,
+        units=models.calibration.ratio(learner, spec.name) or 1.0,
+        calibrated=models.calibration.ratio(learner, spec.name) is not None,
+        hidden_weight=models.calibration.hidden_weight(learner, spec.name),
+        message_weight=models.calibration.message_weight(learner, spec.name),
+        sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
     )
     if reuse is not None:

@@ -1,20 +1,31 @@
-"""Stored Responses belong to the team that made them.
+"""Stored objects belong to the team that made them.
 
 In ``keys`` mode every team reaches the upstream with the operator's one key, so the upstream
-cannot tell teams apart: a response id one team got back would continue, and show, that
-conversation to any other team that names it in ``previous_response_id`` or ``conversation``.
-The proxy remembers, in its store (shared by replicas, 30 days), which team each response id it
-relayed was answered to, and refuses another team's. An id the proxy never relayed (made before
-it was deployed, or forgotten) is not refused: nothing says whose it is.
+cannot tell teams apart: an id one team got back (a stored response, its output items, a
+conversation, a stored chat completion) would continue, and show, that team's work to any other
+team that names it. The proxy remembers, in its store (shared by replicas, 30 days), which team
+each object id it relayed was answered to (``claim``: every ``"id"`` of a stored object in an
+answer, streamed or whole), and refuses another team's wherever a request names one
+(``check``):
 
-And a team with ``max_context_tokens`` may not send a stateful request at all: the history the
-server holds is out of the proxy's sight, so the cap could not be kept.
+- a Responses body's ``previous_response_id``, ``conversation`` and ``item_reference`` items,
+  on ``/v1/responses`` and on a forwarded ``/v1/responses/input_tokens``;
+- a forwarded path's segments (``/v1/responses/{id}/input_items``, ``/v1/conversations/{id}``,
+  ``/v1/chat/completions/{id}``, where the operator forwards them).
+
+An id the proxy never relayed (made before it was deployed, or forgotten) is not refused:
+nothing says whose it is.
+
+And a team with ``max_context_tokens`` may not send a stateful request at all (one that names
+server-held history or items): that history is out of the proxy's sight, so the cap could not
+be kept.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from proxy.edge.errors import Forbidden
@@ -23,12 +34,17 @@ from proxy.stores import GuardedStore
 log = logging.getLogger("contextwarden")
 TTL = 30 * 24 * 3600.0
 PREFIX = "owner\t"
-_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
+# An object id as providers make them: a short prefix, "_" or "-", then the id proper
+# (resp_..., msg_..., rs_..., fc_..., conv_..., chatcmpl-...).
+_OBJECT = rb"[A-Za-z]{2,12}[_-][A-Za-z0-9_-]{6,200}"
+_ID = re.compile(rb'"id"\s*:\s*"(' + _OBJECT + rb')"')
+_SEGMENT = re.compile(_OBJECT.decode())
 STATEFUL_KEYS = ("previous_response_id", "conversation")
+CARRY = 256  # bytes of one chunk kept for the next, so an id split between them is read
 
 
 def referenced(payload: dict[str, Any]) -> list[str]:
-    """The stored-object ids a Responses request continues."""
+    """The stored-object ids a Responses request continues or pulls in."""
     out = []
     for key in STATEFUL_KEYS:
         value = payload.get(key)
@@ -36,42 +52,84 @@ def referenced(payload: dict[str, Any]) -> list[str]:
             value = value.get("id")
         if isinstance(value, str) and value:
             out.append(value)
+    items = payload.get("input")
+    if isinstance(items, list):
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "item_reference":
+                ref = item.get("id")
+                if isinstance(ref, str) and ref:
+                    out.append(ref)
     return out
+
+
+def named_in_path(subpath: str) -> list[str]:
+    """The segments of a forwarded path that look like object ids."""
+    return [s for s in subpath.split("/") if _SEGMENT.fullmatch(s)]
 
 
 def answered_id(head: bytes) -> str | None:
     """The response id in an answer's first bytes (its JSON, or a stream's response.created)."""
-    found = _ID.search(head[:65536])
-    return found.group(1).decode() if found else None
+    found = next((i for i in answered_ids(head[:65536]) if i.startswith("resp_")), None)
+    return found
+
+
+def answered_ids(data: bytes) -> set[str]:
+    """Every object id an answer (or a piece of a stream) states."""
+    return {m.group(1).decode() for m in _ID.finditer(data)}
+
+
+async def claiming(
+    stream: AsyncIterator[bytes], claim: Callable[[set[str]], Awaitable[None]]
+) -> AsyncIterator[bytes]:
+    """``stream`` relayed chunk by chunk, unchanged; each object id its events state (the
+    output items of a Responses stream) is claimed before the chunk that states it goes on,
+    so the client never holds an id that is not yet its team's."""
+    seen: set[str] = set()
+    carry = b""
+    async for chunk in stream:
+        new = answered_ids(carry + chunk) - seen
+        if new:
+            await claim(new)
+            seen |= new
+        carry = chunk[-CARRY:]
+        yield chunk
 
 
 class Owners:
     def __init__(self, store: GuardedStore) -> None:
         self._store = store
 
-    async def check(self, team: str, capped: bool, payload: dict[str, Any]) -> None:
+    async def check(
+        self, team: str, capped: bool, payload: dict[str, Any], named: Iterable[str] = ()
+    ) -> None:
+        """403 when the request names another team's object, or is stateful from a team with
+        a context cap."""
         ids = referenced(payload)
-        if not ids:
-            return
-        if capped:
+        if ids and capped:
             raise Forbidden(
                 f"team {team!r} has max_context_tokens, which a stateful request "
-                "(previous_response_id or conversation) would bypass: the server's history is "
-                "out of the proxy's sight; send the conversation in input instead",
+                "(previous_response_id, conversation or item_reference) would bypass: the "
+                "server's history is out of the proxy's sight; send the conversation in input "
+                "instead",
                 code="stateful_not_allowed",
             )
-        for object_id in ids:
+        for object_id in [*ids, *named]:
             owner = await self._owner(object_id)
             if owner is not None and owner != team:
                 raise Forbidden(
                     f"{object_id} was not made by team {team!r}", code="not_your_object"
                 )
 
-    async def claim(self, team: str, object_id: str) -> None:
-        try:
-            await self._store.put_blob(PREFIX + object_id, team.encode(), TTL)
-        except Exception as exc:  # the answer is relayed all the same
-            log.warning("could not record the owner of %s: %s", object_id, exc)
+    async def claim(self, team: str, ids: Iterable[str]) -> None:
+        """Record ``team`` as the owner of each id that has none yet (an answer that lists
+        another team's ids, such as a listing of old items, never takes them over)."""
+        for object_id in ids:
+            try:
+                if await self._store.get_blob(PREFIX + object_id) is None:
+                    await self._store.put_blob(PREFIX + object_id, team.encode(), TTL)
+            except Exception as exc:  # the answer is relayed all the same
+                log.warning("could not record the owner of %s: %s", object_id, exc)
+                return
 
     async def _owner(self, object_id: str) -> str | None:
         try:

@@ -18,15 +18,16 @@ from proxy.edge.errors import (
     UpstreamUnavailable,
 )
 from proxy.edge.headers import decode_headers, upstream_headers
-from proxy.edge.intake import read_body
+from proxy.edge.ownership import answered_ids, named_in_path
 from proxy.edge.paths import forwardable, query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import reject_duplicate_keys
 from proxy.observe.metrics import Outcome
-from proxy.upstreams.forwarding import join_url, respond
+from proxy.upstreams.forwarding import decoded, join_url, respond
 from proxy.windows.families import is_pattern
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+HEAD = 65536  # of a forwarded answer, read for the ids of the objects it made
 
 
 async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Response:
@@ -39,16 +40,17 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     model: str | None = None
     status = 0
     try:
-        body = None
+        body, payload = None, None
         if request.method not in NO_BODY:
-            body = await read_body(request, rt.settings.limits.max_body_bytes)
-        content_type = request.headers.get("content-type", "")
-        if body and "json" in content_type.lower():
-            await rt.admission.check(body)
-        payload = _json_of(body, content_type)
+            content_type = request.headers.get("content-type", "")
+            # The one admission (proxy/edge/admission.py): bytes, nodes, the team's slot, and
+            # a large body parsed off the event loop.
+            async with rt.admission.admit(request, who.team) as body:
+                read = await rt.admission.elsewhere(body, acted_on, body, content_type)
+                payload = _raised(read)
         model = _model_of(payload)
         if payload is not None:
-            who.check_tool_models(payload)
+            who.check_spend(payload)
         name = _route(rt, who, model, subpath)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
@@ -58,6 +60,10 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
                 "to forward_paths",
                 code="path_not_allowed",
             )
+        keys = rt.settings.auth == "keys"
+        if keys:  # stored objects a body or the path names (proxy/edge/ownership.py)
+            capped = bool(who.config.max_context_tokens)
+            await rt.owners.check(who.team, capped, payload or {}, named_in_path(subpath))
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
@@ -65,6 +71,9 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         url = join_url(upstream.base_url, subpath, query_of(request.scope))
         reply = await rt.transport.send(upstream, request.method, url, headers, body)
         status = reply.status
+        if keys and reply.status == 200 and reply.body is not None:
+            made = answered_ids(decoded(reply.body, reply.headers)[:HEAD])  # a new object's id
+            await rt.owners.claim(who.team, made)
         return respond(reply, [("x-contextwarden-actions", "not-fitted")])
     except ProxyError as exc:
         status = exc.status
@@ -114,6 +123,41 @@ def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
     if not isinstance(payload, dict):
         return None
     reject_duplicate_keys(body, payload)
+    return payload
+
+
+# What the proxy acts on in a forwarded body: the model, what it may spend, the stored objects
+# it names (proxy/edge/auth.py, proxy/edge/ownership.py). The rest goes upstream unread.
+ACTED_ON = (
+    "model", "tools", "web_search_options", "service_tier", "background",
+    "previous_response_id", "conversation",
+)  # fmt: skip
+Read = tuple[str | None, str | None, dict[str, Any] | None]  # (error, its param, payload)
+
+
+def acted_on(body: bytes, content_type: str) -> Read:
+    """The forwarded body's fields the proxy acts on, read as strictly as a fitted body (a
+    large body's in the worker process: a 32 MiB parse never holds this process's
+    interpreter, and only these fields come back)."""
+    try:
+        payload = _json_of(body, content_type)
+    except BadRequest as exc:
+        return exc.message, exc.param, None
+    if payload is None:
+        return None, None, None
+    kept = {k: payload[k] for k in ACTED_ON if k in payload}
+    items = payload.get("input")
+    if isinstance(items, list):
+        kept["input"] = [
+            i for i in items if isinstance(i, dict) and i.get("type") == "item_reference"
+        ]
+    return None, None, kept
+
+
+def _raised(read: Read) -> dict[str, Any] | None:
+    error, param, payload = read
+    if error is not None:
+        raise BadRequest(error, param=param)
     return payload
 
 

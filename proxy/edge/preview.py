@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 from starlette.datastructures import Headers
@@ -11,9 +12,10 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response
 
 from proxy.config.settings import Settings
+from proxy.edge.admission import Admission
 from proxy.edge.auth import Principal
 from proxy.edge.errors import BadRequest, Forbidden
-from proxy.edge.intake import WireRequest, build_request, read_body
+from proxy.edge.intake import WireRequest, build_request
 from proxy.edge.runtime import build_models
 from proxy.formats import FORMATS, format_of
 from proxy.formats.base import WireFormat
@@ -25,6 +27,8 @@ from proxy.summaries.llm import LLMSummarizer
 from proxy.windows.models import Models
 from strategies.rules import breakdown
 
+T = TypeVar("T")
+
 
 async def preview(
     body: bytes,
@@ -34,13 +38,26 @@ async def preview(
     who: Principal,
     dry_run: bool = True,
     fmt: WireFormat = CHAT,
+    admission: Admission | None = None,
 ) -> dict[str, Any]:
     """What the proxy would forward. A dry run by default: no summarizer call, no checkpoint
     or learned window written; a summary it would make is reported as ``would-summarize``.
-    The conversation comes back in the request's own format, under its own field."""
-    req = build_request(body, headers, planner.settings, models, who, fmt)
+    The conversation comes back in the request's own format, under its own field.
+
+    ``admission`` (the HTTP route's): a large body's parse, view and report run off the event
+    loop, as on the request path."""
+    run = admission.run if admission is not None else _inline
+    req = await run(body, build_request, body, headers, planner.settings, models, who, fmt)
     plan = await planner.plan_first(req, exact=True, dry_run=dry_run)
-    key = fmt.messages_param
+    return await run(body, _result, plan, req)
+
+
+async def _inline(body: bytes, work: Callable[..., T], *args: Any) -> T:
+    return work(*args)
+
+
+def _result(plan: Plan, req: WireRequest) -> dict[str, Any]:
+    key = req.fmt.messages_param
     forwarded = orjson.loads(plan.body) if plan.actions else req.payload
     return {key: forwarded.get(key), "report": report(plan, req, req.window, req.view.messages)}
 
@@ -117,10 +134,12 @@ async def handle_preview(
     models: Models,
     planner: Planner,
     who: Principal,
+    admission: Admission,
     may_summarize: bool = False,
 ) -> Response:
     """``?summarize=true`` makes the real summary (a billed call, a stored checkpoint): only
-    where ``may_summarize`` (the admin API)."""
+    where ``may_summarize`` (the admin API). The body goes through the one admission (its
+    team's slot, the node cap, the work off the event loop), as on the request path."""
     summarize = request.query_params.get("summarize", "false").lower() == "true"
     if summarize and not may_summarize:
         raise Forbidden(
@@ -130,12 +149,13 @@ async def handle_preview(
     name = request.query_params.get("format")
     if name is not None and name not in FORMATS:
         raise BadRequest(f"unknown format {name!r}: one of {', '.join(FORMATS)}", param="format")
-    body = await read_body(request, planner.settings.limits.max_body_bytes)
-    fmt = FORMATS[name] if name is not None else shaped(body)
-    result = await preview(
-        body, request.headers, models, planner, who, dry_run=not summarize, fmt=fmt
-    )
-    return Response(orjson.dumps(result), media_type="application/json")
+    async with admission.admit(request, who.team) as body:
+        fmt = FORMATS[name] if name is not None else await admission.run(body, shaped, body)
+        result = await preview(
+            body, request.headers, models, planner, who, not summarize, fmt, admission
+        )
+        answer = await admission.run(body, orjson.dumps, result)
+    return Response(answer, media_type="application/json")
 
 
 def render_table(result: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from proxy.edge.errors import ContextTooLarge
 from proxy.overflow.detect import Overflow, is_context_overflow
 from proxy.overflow.peek import peek
 from proxy.request.budget import checked
-from proxy.request.plan import Plan
+from proxy.request.plan import Plan, off_loop
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.budget import Budget
 
@@ -188,13 +188,20 @@ async def overflow_of(reply: Reply, sent: bytes | None = None) -> Overflow | Non
     if reply.body is not None:
         if reply.status < 400:
             return None
-        return is_context_overflow(reply.status, decoded(reply.body, reply.headers), sent)
+        # Reading the message's own text may parse the request sent: off the loop when large.
+        return await off_loop(
+            len(sent or b""),
+            is_context_overflow,
+            reply.status,
+            decoded(reply.body, reply.headers),
+            sent,
+        )
     if reply.stream is None or not _is_plain_event_stream(reply.headers):
         return None
     seen, reply.stream = await peek(reply.stream)
     reply.peeked = seen
     if b'"error"' in seen or b"response.failed" in seen:
-        return is_context_overflow(200, seen, sent)
+        return await off_loop(len(sent or b""), is_context_overflow, 200, seen, sent)
     return None
 
 

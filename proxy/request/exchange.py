@@ -21,8 +21,8 @@ from starlette.responses import Response
 from proxy.edge.auth import Principal
 from proxy.edge.errors import ProxyError
 from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
-from proxy.edge.intake import WireRequest, build_request, read_body
-from proxy.edge.ownership import answered_id
+from proxy.edge.intake import WireRequest, build_request
+from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.paths import query_of
 from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
@@ -35,7 +35,7 @@ from proxy.request.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
 from strategies.cost import PromptCosts, prompt_costs
 
 
@@ -46,10 +46,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     try:
         who = rt.auth.team(request.headers)
         team = who.team
-        body = await read_body(request, rt.settings.limits.max_body_bytes)
-        # The CPU-bound part (parse, view, count, fit) is admitted first (proxy/edge/admission.py).
-        async with rt.admission.slot(team, body):
-            await rt.admission.check(body)
+        # The body, and the CPU-bound part (parse, view, count, fit), are admitted first
+        # (proxy/edge/admission.py).
+        async with rt.admission.admit(request, team) as body:
             args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name
@@ -89,12 +88,13 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers(exc)
         raise
-    if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
-        made = answered_id(reply.body or reply.peeked)
-        if made is not None:
-            await rt.owners.claim(team, made)
+    if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
+        await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
-    prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
+    # Said only to a caller with a credential: callers without one cannot be told apart, and
+    # the state would say whether another one sent this conversation (an oracle).
+    told = seen is not None and who.caller is not None
+    prefix = [("x-contextwarden-prefix", seen.state)] if told and seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.
     counted = plan.counted_prompt if not recalled else None
@@ -129,6 +129,25 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+def stores_objects(req: WireRequest) -> bool:
+    """Whether the answer holds objects the upstream keeps, which other teams could name: a
+    Responses answer's response and items, a chat completion asked to be stored."""
+    return req.fmt.api == "responses" or req.payload.get("store") is True
+
+
+async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
+    """The answer's object ids are ``team``'s (proxy/edge/ownership.py): an answer read whole
+    now, a stream's response id now and its items as they stream."""
+    if reply.body is not None:
+        await rt.owners.claim(team, answered_ids(decoded(reply.body, reply.headers)))
+        return
+    made = answered_id(reply.peeked)
+    if made is not None:
+        await rt.owners.claim(team, [made])
+    if reply.stream is not None:
+        reply.stream = claiming(reply.stream, partial(rt.owners.claim, team))
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
@@ -182,7 +201,7 @@ async def learn_usage(
     rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
     sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
     if sample is not None:
-        await rt.calibrate(req.team, req.spec.name, sample)
+        await rt.calibrate(req.learns_as or req.team, req.spec.name, sample)
 
 
 def recalling(
@@ -250,7 +269,8 @@ def retrying(
 
     async def learn(lesson: Lesson, plan: Plan) -> None:
         sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
-        await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
+        learner = req.learns_as or req.team
+        await rt.learn_window(learner, req.spec.name, lesson, sample, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,
@@ -269,9 +289,10 @@ async def send_once(
 ) -> Reply:
     route = req.spec.route
     upstream, key = route.upstream, route.key
-    headers = upstream_headers(
-        decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
-    )
+    # The caller's credential goes only to the upstream it addressed (a fallback model on
+    # another upstream is reached with that upstream's own key).
+    forward = who.forward_client_auth and route.name == req.addressed
+    headers = upstream_headers(decode_headers(request.headers.raw), upstream, key, forward)
     if upstream.provider == "litellm":
         return await litellm_upstream.complete(upstream, key, headers, plan.body)
     assert upstream.base_url is not None

@@ -20,7 +20,7 @@ from proxy.edge.intake import WireRequest
 from proxy.edge.runtime import Runtime
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.request.budget import budget_for, checked, output_floor
-from proxy.request.plan import Plan
+from proxy.request.plan import Plan, off_loop
 from proxy.windows.calibration import Sample
 from strategies.budget import Budget
 from strategies.tokens import count_prompt
@@ -30,7 +30,10 @@ class Fitting(Protocol):
     conversation: bool  # a conversation whose prefix the proxy tracks
     lowers_output: bool  # the retry may lower the request's reply limit
 
-    async def first(self) -> Plan: ...
+    async def first(self, dry_run: bool = False) -> Plan:
+        """The first plan; ``dry_run``: no summarizer call, nothing stored (a plan to choose
+        by, which may be thrown away)."""
+        ...
 
     async def refit(self, budget: Budget) -> Plan: ...
 
@@ -55,9 +58,9 @@ def fitting_for(rt: Runtime, req: WireRequest) -> Fitting:
     return ConversationFitting(rt, req)
 
 
-async def first_plan(rt: Runtime, req: WireRequest) -> Plan:
+async def first_plan(rt: Runtime, req: WireRequest, dry_run: bool = False) -> Plan:
     """``req``'s first plan, by its kind of body (for a fallback model's request too)."""
-    return await fitting_for(rt, req).first()
+    return await fitting_for(rt, req).first(dry_run)
 
 
 class ConversationFitting:
@@ -67,8 +70,8 @@ class ConversationFitting:
         self.rt, self.req = rt, req
         self.lowers_output = output_floor(req, req.fmt.requested_output(req.payload)) is not None
 
-    async def first(self) -> Plan:
-        return await self.rt.planner.plan_first(self.req)
+    async def first(self, dry_run: bool = False) -> Plan:
+        return await self.rt.planner.plan_first(self.req, dry_run=dry_run)
 
     async def refit(self, budget: Budget) -> Plan:
         return await self.rt.planner.plan_fitted(self.req, budget)
@@ -128,15 +131,16 @@ class PromptFitting:
             req.body, req.payload, codec_for(req.spec), req.policy.config.completions
         )
 
-    async def first(self) -> Plan:
+    async def first(self, dry_run: bool = False) -> Plan:  # a cut calls nothing, stores nothing
         if not self.req.trim:
             return Plan(self.req.body, None, actions=["trimming-disabled"], counted="none")
         if not self.req.window:
             return Plan(self.req.body, None, actions=["unknown-window"], counted="none")
-        return self.plan(self.budget_for(self.req.window))
+        return await self.refit(self.budget_for(self.req.window))
 
     async def refit(self, budget: Budget) -> Plan:
-        return self.plan(budget)
+        # Cutting tokenizes each prompt: a large body's cut runs in a worker thread.
+        return await off_loop(len(self.req.body), self.plan, budget)
 
     def plan(self, budget: Budget) -> Plan:
         cut = self.prompts.cut(budget)

@@ -45,15 +45,24 @@ class Target:
 
 def target_for(settings: Settings, req: WireRequest) -> Target:
     """Who writes a request's summaries: the policy's summarizer model if it names one (through
-    its upstream, if given), else the request's own model through its own upstream."""
+    its upstream, if given), else the request's own model through its own upstream.
+
+    The key is the upstream's own; in passthrough, where the proxy holds none, the caller's,
+    but only for the upstream the caller addressed and only in the header it came in (litellm
+    sends an Anthropic model's key as ``x-api-key``, every other as a bearer token): a
+    summarizer elsewhere spends a key of its own (``proxy/config/credentials.py`` refuses at
+    start-up a config that would need the caller's there)."""
     cfg = req.policy.config.summarizer
     if cfg.model:
         if cfg.upstream is None:
             return Target(cfg.model)
         via = settings.upstreams[cfg.upstream]
-        return Target(cfg.model, via.base_url, settings.api_key(cfg.upstream) or req.bearer)
+        sends_as = "x-api-key" if cfg.model.startswith("anthropic/") else "authorization"
+        own = settings.api_key(cfg.upstream)
+        return Target(cfg.model, via.base_url, own or req.credential_for(cfg.upstream, sends_as))
     upstream = req.spec.route.upstream
-    key = req.spec.route.key or req.bearer
+    sends_as = "x-api-key" if upstream.provider == "anthropic" else "authorization"
+    key = req.spec.route.key or req.credential_for(req.spec.route.name, sends_as)
     if upstream.provider == "litellm" and upstream.model:
         return Target(upstream.model, upstream.base_url, key)
     if upstream.provider == "anthropic" and upstream.base_url:

@@ -157,14 +157,16 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             lines: int = 120,
             lag: int = 0,
             every: int = 1,
+            provider: str = "openai",
             **settings: Any,
         ) -> Agent:
             """``lines``: of each step file (about 20 tokens a line)."""
             script = Script(steps=steps, window=window, lag=lag, every=every)
             upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]
+            scripted = {"base_url": f"{upstream.url}/v1", "apis": apis, "provider": provider}
             config: dict[str, Any] = {
-                "upstreams": {"scripted": {"base_url": f"{upstream.url}/v1", "apis": apis}},
+                "upstreams": {"scripted": scripted},
                 "default_upstream": "scripted",
                 "data_dir": str(tmp_path / "data"),
                 "models": models

@@ -184,6 +184,9 @@ async def test_a_team_cap_is_a_hard_cap_for_an_estimated_model(
     assert not route.called
 
 
+CALLER = {"authorization": "Bearer sk-agent"}
+
+
 @respx.mock
 async def test_a_running_task_with_large_tool_definitions_gets_deep_cuts() -> None:
     """The deep cut compares this prompt with the last one like with like (tool definitions
@@ -204,6 +207,7 @@ async def test_a_running_task_with_large_tool_definitions_gets_deep_cuts() -> No
             got = await client.post(
                 "/v1/chat/completions",
                 json={"model": "small", "messages": messages, "tools": tools},
+                headers=CALLER,  # the prefix state is told only to a caller with a key
             )
             assert got.status_code == 200
             if got.headers["x-contextwarden-actions"] != "none":

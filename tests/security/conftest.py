@@ -27,6 +27,8 @@ UPSTREAM_KEY = "sk-operator-secret-0000"
 TEAM_KEY = "cw-team-key-1111"
 OTHER_KEY = "cw-other-key-2222"
 ADMIN_KEY = "cw-admin-key-3333"
+SUMMARY_KEY = "sk-summary-own-6666"  # held by the summarizer's upstream (test_credential_flow)
+BIG_KEY = "sk-big-own-7777"  # held by a fallback model's upstream
 CHAT_OK = {
     "id": "c1",
     "object": "chat.completion",
@@ -123,6 +125,25 @@ def capture() -> Iterator[Capture]:
 def attacker() -> Iterator[Capture]:
     """Where an attack would like the operator's key to go."""
     yield from serving()
+
+
+@pytest.fixture
+def summary() -> Iterator[Capture]:
+    """A policy's summarizer upstream."""
+    yield from serving()
+
+
+@pytest.fixture
+def big() -> Iterator[Capture]:
+    """A fallback model's upstream."""
+    yield from serving()
+
+
+@pytest.fixture
+def own_keys(monkeypatch: pytest.MonkeyPatch, keys: None) -> None:
+    """The summarizer's and the fallback's upstreams hold keys of their own."""
+    monkeypatch.setenv("SUMMARY_KEY", SUMMARY_KEY)
+    monkeypatch.setenv("BIG_KEY", BIG_KEY)
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
-"""A body under the byte limit cannot buy unbounded work: its JSON objects and arrays are
-capped (counted off the event loop when the cheap bound is over), and braces inside strings do
-not count against it."""
+"""A body under the byte limit cannot buy unbounded work: its JSON values are capped, every
+leaf counted (off the event loop when the cheap bound is over), and punctuation inside strings
+does not count against it."""
 
 from __future__ import annotations
 
 import orjson
 
-from proxy.edge.admission import bracket_bound, json_nodes
+from proxy.edge.admission import json_nodes, node_bound
 from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, keys_config
 
 HEADERS = {"authorization": f"Bearer {OTHER_KEY}", "content-type": "application/json"}
@@ -21,7 +21,7 @@ def test_a_million_items_is_refused_with_its_count(
     assert len(body) < 32 * 1024 * 1024
     status, raw = proxy.raw("POST", "/v1/responses", HEADERS, body)
     assert status == 413, raw[:300]
-    assert b"1000002 JSON objects and arrays" in raw
+    assert b"more than 100000 JSON values" in raw
     status, _ = proxy.raw("POST", "/v1/embeddings", HEADERS, body)
     assert status == 413
     assert capture.seen == []
@@ -48,11 +48,12 @@ def test_messages_with_160k_tool_pairs_are_refused(
 
 
 def test_braces_inside_strings_do_not_count(capture: Capture, make_proxy: ProxyFactory) -> None:
-    """Source code is full of braces: the exact count sees one message, not 150k nodes."""
+    """Source code is full of braces and commas: the exact count sees one message's six
+    values, not 250k nodes."""
     code = "function f() { return [1, {a: 2}]; }\n" * 50_000
     body = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": code}]})
-    assert bracket_bound(body) > 100_000
-    assert json_nodes(body) == 3
+    assert node_bound(body) > 100_000
+    assert json_nodes(body) == 6
     proxy = make_proxy(**keys_config(capture, models={"gpt-4o": {"context_window": 2_000_000}}))
     status, raw = proxy.raw("POST", "/v1/chat/completions", HEADERS, body)
     assert status == 200, raw[:300]
@@ -61,6 +62,6 @@ def test_braces_inside_strings_do_not_count(capture: Capture, make_proxy: ProxyF
 
 
 def test_json_nodes_table() -> None:
-    assert json_nodes(b'{"a": [1, {"b": []}], "c": "{[{["}') == 4
+    assert json_nodes(b'{"a": [1, {"b": []}], "c": "{[{["}') == 6
     assert json_nodes(b"not json") == -1
-    assert bracket_bound(b'{"c": "{[{["}') == 5
+    assert node_bound(b'{"c": "{[{["}') == 6

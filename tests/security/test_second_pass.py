@@ -50,7 +50,9 @@ def test_hostile_extremes_get_an_answer_never_a_500(
 def test_a_hosted_tool_cannot_name_a_model_the_team_may_not_use(
     capture: Capture, make_proxy: ProxyFactory
 ) -> None:
-    proxy = make_proxy(**config(capture))
+    base = config(capture)
+    base["teams"]["limited"]["hosted_tools"] = ["image_generation"]  # the tool, not its model
+    proxy = make_proxy(**base)
     tool = {"type": "image_generation", "model": "gpt-image-1"}
     status, answer = post(
         proxy, TEAM_KEY, "/v1/responses", {"model": "gpt-4o", "input": "draw", "tools": [tool]}

@@ -1,0 +1,137 @@
+"""The set tested is the set installed: one hash-locked lock (requirements.lock), generated from
+pyproject.toml, installed by .ci/run, the Dockerfile and the README's two commands; the releases
+of litellm that shipped a credential stealer are excluded; the audit (.ci/audit.py) fails on
+what it is there to catch. No network: the audit's registry is a table here."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements.lock"
+INSTALL = re.compile(r"pip install [^\n&]*--require-hashes -r requirements\.lock")
+PROJECT = re.compile(r"pip install [^\n&]*--no-deps --no-build-isolation (-e )?\.")
+COMPROMISED = ("1.82.7", "1.82.8")
+
+
+def locked() -> dict[str, str]:
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", LOCK.read_text(), re.M)
+    return {name.lower().replace("_", "-"): version for name, version in pins}
+
+
+def declared() -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [
+        Requirement(r) for r in [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    ]
+
+
+def test_every_declared_dependency_is_locked_within_its_range() -> None:
+    pins = locked()
+    for requirement in declared():
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"{name} is in pyproject.toml but not in the lock: run .ci/lock"
+        assert Version(pins[name]) in requirement.specifier, (
+            f"{name}=={pins[name]} is outside {requirement.specifier}: run .ci/lock"
+        )
+
+
+def test_every_pin_carries_hashes() -> None:
+    entries = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text().split("\n", 3)[3])
+    names = re.findall(r"^[A-Za-z0-9][A-Za-z0-9._-]*==", LOCK.read_text(), re.M)
+    assert len(entries) == len(names) > 50  # a name may be pinned twice, under two markers
+    for entry in entries:
+        assert "--hash=sha256:" in entry, entry.splitlines()[0]
+
+
+def test_the_compromised_litellm_releases_are_excluded() -> None:
+    litellm = next(r for r in declared() if r.name == "litellm")
+    for version in COMPROMISED:
+        assert Version(version) not in litellm.specifier
+    assert locked()["litellm"] not in COMPROMISED
+
+
+@pytest.mark.parametrize("path", [".ci/run", "Dockerfile"])
+def test_ci_and_the_image_install_from_the_lock(path: str) -> None:
+    text = (ROOT / path).read_text()
+    assert INSTALL.search(text) and PROJECT.search(text)
+    assert not re.search(r"pip install[^\n]*-e '?\.\[dev\]", text)
+    assert "--upgrade pip" not in text  # pip itself comes from the lock
+
+
+def test_the_readmes_two_commands_install_from_the_lock() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)\n```", quick, re.S)
+    assert len(commands) == 2 and all("\n" not in c for c in commands)
+    for command in commands:
+        assert INSTALL.search(command) and PROJECT.search(command)
+
+
+def audit() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ci_audit", ROOT / ".ci" / "audit.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ci_audit"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+GOOD = "a" * 64
+LOCKED = f"""# header
+litellm==1.82.6 \\
+    --hash=sha256:{GOOD}
+    # via contextwarden
+"""
+
+
+def page(version: str = "1.82.6", **extra: Any) -> dict[str, Any]:
+    files = [{"digests": {"sha256": GOOD}, "yanked": extra.pop("yanked", False)}]
+    return {
+        "info": {"version": extra.pop("newest", version)},
+        "releases": {version: files},
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("served", "lock", "failure"),
+    [
+        (page(), LOCKED, None),
+        (page(), LOCKED.replace("1.82.6", "1.82.7"), "not on PyPI"),  # deleted, as 1.82.7 was
+        (page(), LOCKED.replace(GOOD, "b" * 64), "no file PyPI serves"),
+        (page(yanked=True), LOCKED, "yanked"),
+        (page(vulnerabilities=[{"id": "GHSA-x", "withdrawn": None}]), LOCKED, "GHSA-x"),
+        (page(newest="1.90.0", vulnerabilities=[{"id": "GHSA-y"}]), LOCKED, None),
+        (None, LOCKED, "not on PyPI"),
+    ],
+)
+def test_the_registry_audit_fails_on_what_it_is_for(
+    served: dict[str, Any] | None,
+    lock: str,
+    failure: str | None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = audit().registry_audit(lock, lambda name: served)
+    out = capsys.readouterr().out
+    assert status == (0 if failure is None else 1), out
+    if failure is not None:
+        assert failure in out
+
+
+def test_the_registry_audit_runs_only_when_pip_audit_could_read_nothing() -> None:
+    module = audit()
+    skipped = {"dependencies": [{"name": "a", "version": "1", "skip_reason": "not found"}]}
+    assert module.unreachable(skipped)
+    found = {"dependencies": [{"name": "a", "version": "1", "vulns": [{"id": "X"}]}]}
+    assert not module.unreachable(found)
