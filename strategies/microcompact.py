@@ -93,10 +93,11 @@ class ToolResultMicrocompact:
         if len(args) > MAX_ARGS_CHARS:
             args = args[: MAX_ARGS_CHARS - 3] + "..."
         fields = {"{tool}": call[0], "{args}": args, "{tokens}": str(counter.message(message))}
-        text = self.placeholder
+        # Named before it is filled in: the call's arguments may hold a "]" of their own.
+        text = named(self.placeholder, message, self.handles)
         for key, value in fields.items():
             text = text.replace(key, value)
-        return named(text, message, self.handles)
+        return text
 
     def _eligible(self, tool: str, message: Message, counter: Counter) -> bool:
         if self.include_tools and tool not in self.include_tools:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from strategies.microcompact import CLEARED, ToolResultMicrocompact
@@ -42,6 +43,17 @@ def test_the_placeholder_says_what_was_there() -> None:
     )
     again = ToolResultMicrocompact(keep_recent=1).apply(out, C)
     assert again[1] is out[1]  # cleared once, the same bytes ever after
+
+
+def test_the_recall_handle_closes_the_placeholder_not_the_arguments() -> None:
+    """Codex's shell calls carry an array: the handle goes before the placeholder's own "]"."""
+    msgs = [m for i in range(2) for m in loop(i, "shell", args='{"cmd": ["cat", "a.txt"]}')]
+    out = ToolResultMicrocompact(keep_recent=1, handles=True).apply(msgs, C)
+    assert re.fullmatch(
+        r'\[Tool result cleared to save context: shell \{"cmd": \["cat", "a.txt"\]\}, '
+        r"10 tokens; recall: r[0-9a-f]{12}\]",
+        out[1]["content"],
+    ), out[1]["content"]
 
 
 def test_keeps_the_most_recent_distinct_calls() -> None:
