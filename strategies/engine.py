@@ -33,7 +33,8 @@ from strategies.messages import (
     leading_count,
     role,
 )
-from strategies.microcompact import ToolResultMicrocompact
+from strategies.microcompact import CLEARED, ToolResultMicrocompact
+from strategies.outputs import output_text
 from strategies.prompt_cut import cut_message_middle
 from strategies.protected import Protected, protected
 from strategies.repair import repair_tool_calls
@@ -217,14 +218,18 @@ def _running_report(
     dropped = sum(1 for m in done if role(m) == "assistant" and id(m) not in left)
     answered = {m.get("tool_call_id") for m in done if role(m) in RESULT_ROLES}
     originals = {id(m) for m in messages}
-    cleared = sum(
-        1
+    rewritten = [
+        m
         for m in kept
         if id(m) not in originals and role(m) in RESULT_ROLES and m.get("tool_call_id") in answered
-    )
+    ]
+    # Cleared (the placeholder stands for it) or compacted (minified, counted, digested).
+    cleared = sum(1 for m in rewritten if output_text(m).startswith(CLEARED))
     out = []
     if cleared:
         out.append(f"outputs-cleared {cleared}")
+    if len(rewritten) > cleared:
+        out.append(f"outputs-compacted {len(rewritten) - cleared}")
     if dropped:
         out.append(f"steps-dropped {dropped}")
     return out
