@@ -20,19 +20,10 @@ from proxy.overflow.peek import peek
 from proxy.request.budget import checked
 from proxy.request.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
+from proxy.windows.learned import Lesson
 from strategies.budget import Budget
 
 log = logging.getLogger("contextwarden.overflow")
-
-
-@dataclass(frozen=True, slots=True)
-class Lesson:
-    """What an overflow error taught, in the upstream's own units: the window it stated, and
-    its count of the prompt (None when it stated none)."""
-
-    window: int
-    theirs: int | None
-    evidence: str
 
 
 def lesson_of(overflow: Overflow, ours: int) -> Lesson | None:

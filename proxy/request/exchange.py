@@ -28,7 +28,7 @@ from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
-from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
@@ -36,6 +36,7 @@ from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.windows.learned import Lesson
 from strategies.cost import PromptCosts, prompt_costs
 
 
@@ -182,7 +183,7 @@ async def learn_usage(
     rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
     sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
     if sample is not None:
-        await rt.calibrate(req.team, req.spec.name, sample)
+        await rt.windows.calibrate(req.team, req.spec.name, sample)
 
 
 def recalling(
@@ -250,7 +251,7 @@ def retrying(
 
     async def learn(lesson: Lesson, plan: Plan) -> None:
         sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
-        await rt.learn_window(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
+        await rt.windows.learn(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
 
     return Retrying(
         send=send,
