@@ -34,6 +34,11 @@ class Upstream(Strict):
     )
     api_key_env: str | None = None
     model: str | None = Field(None, description="litellm model string, for provider: litellm")
+    discovery: Literal["auto", "ollama", "llama.cpp", "vllm", "lmstudio", "off"] = Field(
+        "auto",
+        description="ask the server for a model's window when models: does not state it: "
+        "auto tries each kind of server; name one to ask only its endpoints; off never asks",
+    )
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)

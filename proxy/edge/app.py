@@ -158,6 +158,8 @@ async def admin_windows(request: Request) -> Response:
             "evidence": learned.evidence(),
             "pending": learned.pending(),
             "calibration": rt.models.calibration.items(),
+            "without_figures": learned.without_figures(),
+            "discovered": rt.models.discovered.items(),
         }
     )
 

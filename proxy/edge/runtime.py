@@ -6,11 +6,15 @@ import asyncio
 import gc
 import logging
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
+from proxy.edge.headers import upstream_headers
 from proxy.edge.ownership import Owners
 from proxy.formats.recent import REUSE_FROM, RecentItems
 from proxy.observe.metrics import Metrics
@@ -22,11 +26,13 @@ from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
-from proxy.upstreams.forwarding import HttpxTransport, Transport
+from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
+from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.models import Models
 from proxy.windows.modeltable import ModelTable
 from proxy.windows.tokenizers import Tokenizers, get_encoding
+from proxy.windows.truncation import RecentUsage
 
 log = logging.getLogger("contextwarden")
 
@@ -45,6 +51,9 @@ class Runtime:
     windows: WindowKnowledge
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
     pins: PinMemory = field(default_factory=PinMemory)
+    # Each recent conversation's last answered read (proxy/request/lessons.py): what tells a
+    # silent truncation.
+    usages: RecentUsage = field(default_factory=RecentUsage)
     # The last requests' items, reused by the next ones (bodies of REUSE_FROM bytes and more).
     items: RecentItems = field(default_factory=lambda: RecentItems(min_body=REUSE_FROM))
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
@@ -57,7 +66,8 @@ class Runtime:
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
-        windows = WindowKnowledge(models, store)
+        discovery = Discovery(models.discovered, fetcher(settings, transport), store.put_setting)
+        windows = WindowKnowledge(models, store, discovery)
         await windows.load()
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
@@ -89,6 +99,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.admission.close()
+        await self.windows.discovery.drain()
         await self.compactor.drain()
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         if self.planner.cuts is not None:
@@ -104,6 +115,49 @@ class Runtime:
 def build_models(settings: Settings) -> Models:
     prepare_environment()
     return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))
+
+
+MAX_METADATA = 1 << 20  # bytes of a server's metadata answer read, at most
+
+
+def fetcher(settings: Settings, transport: Transport) -> Fetch:
+    """How window discovery asks an upstream (proxy/windows/discovery.py): through the
+    transport, with the key the proxy holds for it and its configured headers (never a
+    client's credential), JSON in and out; None for anything but a 200 with JSON."""
+
+    async def fetch(name: str, method: str, url: str, body: Any) -> Any:
+        upstream = settings.upstreams[name]
+        headers = upstream_headers([], upstream, settings.api_key(name), forward_client_auth=False)
+        headers.append(("accept", "application/json"))
+        content = None
+        if body is not None:
+            content = orjson.dumps(body)
+            headers.append(("content-type", "application/json"))
+        reply = await transport.send(upstream, method, url, headers, content)
+        try:
+            data = reply.body if reply.body is not None else await _read(reply, MAX_METADATA)
+        finally:
+            await reply.aclose()
+        if reply.status != 200 or data is None:
+            return None
+        try:
+            return orjson.loads(decoded(data, reply.headers))
+        except orjson.JSONDecodeError:
+            return None
+
+    return fetch
+
+
+async def _read(reply: Reply, limit: int) -> bytes | None:
+    chunks, size = [], 0
+    if reply.stream is None:
+        return None
+    async for chunk in reply.stream:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+    return b"".join(chunks)
 
 
 def new_transport(settings: Settings, max_connections: int = 1024) -> Transport:

@@ -20,7 +20,13 @@ from starlette.responses import Response
 
 from proxy.edge.auth import Principal
 from proxy.edge.errors import ProxyError
-from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
+from proxy.edge.headers import (
+    UPSTREAM_TRUNCATED,
+    cw_headers,
+    decode_headers,
+    refused_headers,
+    upstream_headers,
+)
 from proxy.edge.intake import WireRequest, build_request, read_body
 from proxy.edge.ownership import answered_id
 from proxy.edge.paths import query_of
@@ -31,12 +37,12 @@ from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
+from proxy.request.lessons import Lessons
 from proxy.request.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, join_url, respond
-from proxy.windows.learned import Lesson
 from strategies.cost import PromptCosts, prompt_costs
 
 
@@ -54,6 +60,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name
+            await discover(rt, req, who)
             if fmt.api == "responses" and rt.settings.auth == "keys":
                 capped = bool(who.config.max_context_tokens)
                 await rt.owners.check(team, capped, req.payload)
@@ -63,8 +70,9 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
 
             req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
             fitting = fitting_for(rt, req)
+        lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
         reply, plan, retries = await send_with_overflow_retry(
-            plan, retrying(request, rt, req, who, clock, fitting), rt.settings.trimming
+            plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
         )
         recalled = 0
         if plan.recall and reply.status == 200:
@@ -98,17 +106,11 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.
-    counted = plan.counted_prompt if not recalled else None
-    if reply.stream is not None and reply.status == 200 and counted is not None:
-        reply.stream = tapped(
-            reply.stream, req.fmt, lambda n: learn_usage(rt, req, fitting, plan, n)
-        )
+    learned = await observe_usage(rt, req, lessons, reply, plan) if not recalled else []
     # A fallback answered: the model that did (``model`` is the one the client asked for).
     answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
     more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
-    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more])
-    if not recalled:
-        await observe_usage(rt, req, fitting, reply, plan)
+    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -130,6 +132,16 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+async def discover(rt: Runtime, req: WireRequest, who: Principal) -> None:
+    """A model whose window is not configured has its server asked for it, the first time
+    (proxy/windows/discovery.py); the request is fitted to what it said."""
+    spec = req.spec
+    if spec.configured:
+        return
+    if await rt.windows.discovery.ensure(spec.route.name, spec.route.upstream, spec.name):
+        req.window = rt.models.window(spec, req.team, who.config.max_context_tokens)
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
@@ -157,33 +169,28 @@ def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | N
 
 
 async def observe_usage(
-    rt: Runtime, req: WireRequest, fitting: Fitting, reply: Reply, plan: Plan
-) -> None:
-    """What an answer read whole (or a stream's first events) says: the upstream's prompt count
-    against ours, and a Messages answer that stopped at the model's context window (counted,
-    and left alone). A stream's final usage comes later, through ``tapped``."""
+    rt: Runtime, req: WireRequest, lessons: Lessons, reply: Reply, plan: Plan
+) -> list[tuple[str, str]]:
+    """What an answer says of its prompt: the upstream's count against ours and the request's
+    need (proxy/request/lessons.py), and a Messages answer that stopped at the model's context
+    window (counted, and left alone). A stream's usage comes at its end, through ``tapped``
+    (or at its start: Anthropic's ``message_start``). The headers that say what it taught: an
+    upstream that read less than it was sent."""
+    if reply.status != 200:
+        return []
     theirs = prompt_usage(reply, req.fmt)
-    model = rt.metrics.model_label(req.spec.name)
-    if theirs is not None:
-        await learn_usage(rt, req, fitting, plan, theirs)
+    if reply.stream is not None:
+
+        async def on_usage(final: int | None) -> None:
+            await lessons.answered(plan, final or theirs)
+
+        reply.stream = tapped(reply.stream, req.fmt, on_usage)
+        return []
+    short = await lessons.answered(plan, theirs)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
-        rt.metrics.window_stops.labels(req.team, model).inc()
-
-
-async def learn_usage(
-    rt: Runtime, req: WireRequest, fitting: Fitting, plan: Plan, theirs: int
-) -> None:
-    """The upstream's count of the prompt the plan forwarded (an answer's usage): the drift
-    metric, and for a model the proxy only estimates, a calibration sample, whatever the
-    prompt's size (proxy/windows/calibration.py fits the fixed per-request cost apart)."""
-    count = plan.counted_prompt
-    if not count or theirs <= 0:
-        return
-    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
-    sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
-    if sample is not None:
-        await rt.windows.calibrate(req.team, req.spec.name, sample)
+        rt.metrics.window_stops.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
+    return [(UPSTREAM_TRUNCATED, short)] if short else []
 
 
 def recalling(
@@ -239,6 +246,7 @@ def retrying(
     who: Principal,
     clock: UpstreamClock,
     fitting: Fitting,
+    lessons: Lessons,
 ) -> Retrying:
     """The overflow loop's collaborators for one request."""
 
@@ -249,15 +257,12 @@ def retrying(
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
-    async def learn(lesson: Lesson, plan: Plan) -> None:
-        sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
-        await rt.windows.learn(req.team, req.spec.name, lesson, sample, not req.spec.pricing.exact)
-
     return Retrying(
         send=send,
         refit=fitting.refit,
         budget_for=fitting.budget_for,
-        learn=learn,
+        learn=lessons.stated,
+        refused=lessons.refused,
         recount=fitting.recount,
         lowers_output=fitting.lowers_output,
         with_output=fitting.with_output,

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxy.windows.bounds import Bounds
+
+# Bounds kept for (team, model) pairs that were never refused: what a team's answers took,
+# waiting for a first refusal to make it useful. Past this many, new pairs are not tracked.
+MAX_UNREFUSED = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class Lesson:
@@ -28,15 +34,50 @@ class LearnedWindows:
     Scoped to the team whose request taught them, so one team's traffic (text its tokenizer
     counts differently, say) cannot shrink a model's window for the others. A window under the
     floor the caller gives (half of what the upstream itself stated as its limit) is held as
-    pending, not applied, until an operator confirms it through the admin API."""
+    pending, not applied, until an operator confirms it through the admin API.
+
+    An overflow that states no figures sets a bound instead (proxy/windows/bounds.py): the
+    window in force is the lower of the stated one and the bounds' window."""
 
     def __init__(self) -> None:
         self._windows: dict[tuple[str, str], int] = {}
         self._pending: dict[tuple[str, str], int] = {}
         self._evidence: dict[tuple[str, str], str] = {}
+        self._bounds: dict[tuple[str, str], Bounds] = {}
 
     def get(self, team: str, model: str) -> int | None:
+        stated = self._windows.get((team, model))
+        bounds = self._bounds.get((team, model))
+        bound = bounds.window() if bounds is not None else None
+        if stated is None or bound is None:
+            return stated if bound is None else bound
+        return min(stated, bound)
+
+    def stated(self, team: str, model: str) -> int | None:
+        """The window the upstream's errors stated, alone."""
         return self._windows.get((team, model))
+
+    def bounds(self, team: str, model: str) -> Bounds | None:
+        return self._bounds.get((team, model))
+
+    def refuse(self, team: str, model: str, need: int) -> Bounds | None:
+        """A request of ``need`` (the upstream's units) refused without figures: the bounds,
+        when they moved."""
+        bounds = self._bounds.setdefault((team, model), Bounds())
+        return bounds if bounds.refuse(need) else None
+
+    def accept(self, team: str, model: str, need: int) -> Bounds | None:
+        """A request of ``need`` answered whole: the bounds, when they moved."""
+        key = (team, model)
+        bounds = self._bounds.get(key)
+        if bounds is None:
+            if len(self._bounds) >= MAX_UNREFUSED:
+                return None
+            bounds = self._bounds[key] = Bounds()
+        return bounds if bounds.accept(need) else None
+
+    def restore_bounds(self, team: str, model: str, bounds: Bounds) -> None:
+        self._bounds[(team, model)] = bounds
 
     def learn(self, team: str, model: str, window: int, floor: int = 0, evidence: str = "") -> bool:
         """Apply ``window`` (windows only go down); False when it is held as pending or is not
@@ -66,6 +107,8 @@ class LearnedWindows:
         """Forget what was learned (applied or pending); whether there was anything."""
         had = self._windows.pop((team, model), None) is not None
         self._evidence.pop((team, model), None)
+        bounds = self._bounds.pop((team, model), None)
+        had = (bounds is not None and bounds.refused is not None) or had
         return self._pending.pop((team, model), None) is not None or had
 
     def evidence(self) -> dict[str, dict[str, str]]:
@@ -83,6 +126,19 @@ class LearnedWindows:
 
     def pending(self) -> dict[str, dict[str, int]]:
         return _nested(self._pending)
+
+    def without_figures(self) -> dict[str, dict[str, dict[str, int | None]]]:
+        """The bounds of every model something was refused for, and the window they set."""
+        out: dict[str, dict[str, dict[str, int | None]]] = {}
+        for (team, model), b in self._bounds.items():
+            if b.refused is not None:
+                out.setdefault(team, {})[model] = {
+                    "window": b.window(),
+                    "refused": b.refused,
+                    "accepted": b.accepted,
+                    "refusals": b.refusals,
+                }
+        return out
 
 
 def store_key(team: str, model: str) -> str:

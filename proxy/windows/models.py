@@ -13,6 +13,7 @@ from proxy.config.catalog import Api, Upstream
 from proxy.config.policies import PolicyConfig
 from proxy.config.settings import Settings
 from proxy.windows.calibration import Calibration
+from proxy.windows.discovery import DiscoveredWindows
 from proxy.windows.families import Families
 from proxy.windows.learned import LearnedWindows
 from proxy.windows.modeltable import ModelTable
@@ -53,6 +54,7 @@ class ModelSpec:
     policy: ResolvedPolicy  # the model's own, or the default policy
     prices: Prices | None = None  # dollars per prompt token: litellm's table, config over it
     window_source: str = ""  # where ``window`` comes from, in words
+    configured: bool = False  # ``window`` is the config's (a server's own figure never wins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,11 @@ class Models:
         }
         self.learned = LearnedWindows()
         self.calibration = Calibration()
+        self.discovered = DiscoveredWindows()
+
+    @property
+    def upstream_names(self) -> list[str]:
+        return list(self._settings.upstreams)
 
     def resolve(self, name: str) -> ModelSpec:
         spec = self._cache.get(name)
@@ -100,16 +107,25 @@ class Models:
 
     def window_for(self, spec: ModelSpec, team: str, cap: int | None = None) -> Window:
         """The one answer to "what is this model's window for this team, in whose units, and
-        why": the configured (or family, or table) window, lowered by what overflow errors
-        taught (both in the upstream's units), converted into the proxy's count by the
-        calibration, and capped by the team's ``max_context_tokens`` (in the proxy's count)."""
-        learned, upstream, converted, final = self._steps(spec, team, cap)
+        why": the configured (or family) window, else the one the server stated (discovered),
+        else litellm's table's, lowered by what overflow errors taught (all in the upstream's
+        units), converted into the proxy's count by the calibration, and capped by the team's
+        ``max_context_tokens`` (in the proxy's count)."""
+        _, upstream, converted, final = self._steps(spec, team, cap)
         why: list[str] = []
         if spec.window:
             why.append(f"{spec.window}: {spec.window_source}")
-        if learned:
+        found = None if spec.configured else self.discovered.get(spec.route.name, spec.name)
+        if found is not None:
+            why.append(f"{found.window}: {found.describe()}")
+        stated = self.learned.stated(team, spec.name)
+        if stated:
             told = self.learned.evidence_of(team, spec.name)
-            why.append(f"{learned}: learned from the upstream's overflow error ({told})")
+            why.append(f"{stated}: learned from the upstream's overflow error ({told})")
+        bounds = self.learned.bounds(team, spec.name)
+        bound = bounds.window() if bounds is not None else None
+        if bounds is not None and bound is not None:
+            why.append(f"{bound}: {bounds.describe()}")
         if upstream is None or converted is None:
             why.append("unknown: not configured, not in litellm's table, nothing learned")
             return Window(None, None, tuple(why))
@@ -123,12 +139,22 @@ class Models:
             why.append(f"{final}: the team's max_context_tokens")
         return Window(final, upstream, tuple(why))
 
+    def converted(self, team: str, model: str, window: int, cap: int | None = None) -> int:
+        """``window`` (the upstream's units) in the proxy's count for ``team``, capped by the
+        team's ``max_context_tokens``."""
+        converted = self.calibration.window(team, model, window)
+        return cap if cap and cap < converted else converted
+
     def _steps(
         self, spec: ModelSpec, team: str, cap: int | None
     ) -> tuple[int | None, int | None, int | None, int | None]:
         """(learned, the window in the upstream's units, converted to the proxy's, capped)."""
         learned = self.learned.get(team, spec.name)
-        known = [w for w in (spec.window, learned) if w]
+        base = spec.window
+        if not spec.configured:  # the server's own figure, over the table's
+            found = self.discovered.get(spec.route.name, spec.name)
+            base = found.window if found is not None else base
+        known = [w for w in (base, learned) if w]
         if not known:
             return learned, None, None, None
         upstream = min(known)  # the upstream's units, both
@@ -158,7 +184,10 @@ class Models:
         via = self._settings.upstreams[upstream]
         route = Route(upstream, via, self._settings.api_key(upstream), via.served_apis)
         policy = self._policies[policy_name]
-        return ModelSpec(name, route, window, max_output, pricing, policy, prices, source)
+        configured = entry is not None and bool(entry.context_window)
+        return ModelSpec(
+            name, route, window, max_output, pricing, policy, prices, source, configured
+        )
 
     def policy(self, name: str) -> ResolvedPolicy:
         return self._policies[name]

@@ -41,11 +41,15 @@ from proxy.demo.responses import ResponsesCounter, completed, text_item
 from proxy.demo.responses import _events as response_events
 from proxy.demo.upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
+from tests.clients.metadata import Metadata
 
 STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OVER_WINDOW = (
+    "Your input exceeds the context window of this model. Please adjust your input and try again."
+)
 OUTPUTS = {
     "function_call_output": "function_call",
     "custom_tool_call_output": "custom_tool_call",
@@ -59,6 +63,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     status: int = 200
+    truncated: bool = False  # answered from the prompt's tail only (Ollama's silent truncation)
 
 
 @dataclass
@@ -67,6 +72,15 @@ class Script:
 
     steps: int
     window: int
+    # False: a strict upstream whose overflow errors state no figures (OpenAI's Responses
+    # wording in chat and Responses, Bedrock's in Messages).
+    figures: bool = True
+    # True: a chat prompt over the window is not refused but cut from its start, as Ollama's
+    # chatPrompt does at num_ctx (system messages and the last message kept), and answered
+    # with the usage of what was kept.
+    truncates: bool = False
+    # A local server's metadata endpoints (tests/clients/metadata.py), served beside the API.
+    metadata: Metadata | None = None
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
     lag: int = 0
@@ -121,7 +135,9 @@ def create_scripted(script: Script) -> Starlette:
         tokens = anthropic.prompt(payload)
         if broken is None and tokens + payload["max_tokens"] > script.window:
             broken = (
-                f"prompt is too long: {tokens} tokens > {script.window} maximum"
+                "Input is too long for requested model."
+                if not script.figures
+                else f"prompt is too long: {tokens} tokens > {script.window} maximum"
                 if tokens > script.window
                 else f"input length and `max_tokens` exceed context limit: {tokens} + "
                 f"{payload['max_tokens']} > {script.window}, decrease input length or "
@@ -144,10 +160,7 @@ def create_scripted(script: Script) -> Starlette:
         broken = _invalid_items(items) if isinstance(items, list) else None
         tokens = _responses_tokens(openai, payload)
         if broken is None and tokens > script.window:
-            broken = (
-                "Your input exceeds the context window of this model. Please adjust your input "
-                "and try again."
-            )
+            broken = OVER_WINDOW
         if broken is not None:
             seen.status = 400
             code = "context_length_exceeded" if "context window" in broken else None
@@ -170,14 +183,20 @@ def create_scripted(script: Script) -> Starlette:
         script.received.append(seen)
         broken = tool_sequence_error(payload["messages"])
         tokens = chat_counter.prompt(payload)
+        if broken is None and tokens > script.window and script.truncates:
+            payload, tokens = _truncated(chat_counter, payload, script.window)
+            seen.truncated = True
         if broken is None and tokens > script.window:
             broken = (
                 f"This model's maximum context length is {script.window} tokens. However, your "
                 f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+                if script.figures
+                else OVER_WINDOW
             )
         if broken is not None:
             seen.status = 400
-            code = "context_length_exceeded" if "maximum context" in broken else None
+            over = broken == OVER_WINDOW or "maximum context" in broken
+            code = "context_length_exceeded" if over else None
             error = {"message": broken, "type": "invalid_request_error", "param": "messages"}
             return _json({"error": {**error, "code": code}}, 400)
         messages = payload["messages"]
@@ -198,21 +217,40 @@ def create_scripted(script: Script) -> Starlette:
             ]
         if payload.get("stream"):
             return StreamingResponse(chat_events(payload, message), media_type="text/event-stream")
-        return _json(_completion(payload, message))
+        return _json(_completion(payload, message, tokens))
 
+    metadata = script.metadata.routes() if script.metadata is not None else []
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
+            *metadata,
         ]
     )
 
 
-def _completion(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+def _truncated(
+    counter: WindowCounter, payload: dict[str, Any], window: int
+) -> tuple[dict[str, Any], int]:
+    """``payload`` cut from its start until it fits ``window``, as Ollama's chatPrompt does:
+    the system messages of the part cut stay, and the last message always does."""
+    messages = payload["messages"]
+    for start in range(len(messages)):
+        system = [m for m in messages[:start] if m["role"] == "system"]
+        kept = {**payload, "messages": [*system, *messages[start:]]}
+        tokens = counter.prompt(kept)
+        if tokens <= window or start == len(messages) - 1:
+            return kept, tokens
+    return payload, counter.prompt(payload)
+
+
+def _completion(
+    payload: dict[str, Any], message: dict[str, Any], tokens: int = 100
+) -> dict[str, Any]:
     reason = "tool_calls" if message.get("tool_calls") else "stop"
     choice = {"index": 0, "message": message, "finish_reason": reason}
-    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    usage = {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}
     body = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0}
     return {**body, "model": payload["model"], "choices": [choice], "usage": usage}
 

@@ -1,0 +1,150 @@
+"""What one request's outcome teaches about its model's window, handed to the window knowledge
+(proxy/windows/knowledge.py), which keeps it per team and model:
+
+    stated     an overflow that states the window: learned, its count a calibration sample
+    refused    an overflow that states no figures: the request's need bounds the window
+    answered   an answer: its usage a calibration sample, and the request's need fits; or,
+               when its usage shows the upstream read less than it was sent (Ollama truncates
+               at ``num_ctx`` without a word), a silent refusal: what it read fits, what was
+               sent does not
+
+A request's *need* is what the window had to hold for it, in the upstream's units: its prompt
+and the reply it made room for (the larger of the output limit it sent and the budget's reply
+reserve), the currency the budget is made in (``window >= prompt + reserve + margin``). A
+refused need is counted by the proxy (converted by the calibration); an answered one is the
+upstream's own count when its usage states it, else the proxy's, when that count can be trusted
+(an exact tokenizer, or a calibrated estimate).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from proxy.edge.intake import WireRequest
+from proxy.edge.runtime import Runtime
+from proxy.request.fitting import Fitting
+from proxy.request.plan import Plan
+from proxy.windows.calibration import LOW as CALIBRATION_LOW
+from proxy.windows.learned import Lesson
+from proxy.windows.truncation import EXACT_FLOOR, read_short
+
+UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
+UNKNOWN = "unknown-window"
+LOWERED = "max-tokens-lowered "
+
+
+log = logging.getLogger("contextwarden")
+
+
+class Lessons:
+    """One request's lessons, for its team and model."""
+
+    def __init__(self, rt: Runtime, req: WireRequest, fitting: Fitting, cap: int | None) -> None:
+        self.rt, self.req, self.fitting, self.cap = rt, req, fitting, cap
+
+    async def stated(self, lesson: Lesson, plan: Plan) -> int | None:
+        """An overflow that states the window; the window now in force (the proxy's count)."""
+        req = self.req
+        self._overflowed()
+        sample = self.fitting.sample(lesson.theirs, plan) if lesson.theirs else None
+        estimated = not req.spec.pricing.exact
+        await self.rt.windows.learn(req.team, req.spec.name, lesson, sample, estimated)
+        return self.rt.models.window(req.spec, req.team, self.cap)
+
+    async def refused(self, plan: Plan, unknown: bool) -> int | None:
+        """An overflow that states no figures: the window to retry at, in the proxy's count
+        (None: shrink by the settings' share). The largest need the upstream took, else, for a
+        request whose window was unknown, half of what was refused."""
+        req = self.req
+        self._overflowed()
+        if not self.fitting.conversation or plan.budget is None or plan.tokens_after is None:
+            return None
+        prompt = math.ceil((plan.tokens_after + plan.budget.tools) * req.units)
+        need = self.need(plan, prompt)
+        safe = await self.rt.windows.refused(req.team, req.spec.name, need)
+        if safe is None and unknown:
+            safe = need // 2
+        if safe is None:
+            return None
+        return self.rt.models.converted(req.team, req.spec.name, safe, self.cap)
+
+    async def answered(self, plan: Plan, theirs: int | None) -> str | None:
+        """A 200 answer to ``plan``; ``theirs``: the upstream's count of its prompt, when its
+        usage states it. The count is a calibration sample (and a drift figure), and the
+        request's need is taken whole; unless the count shows the upstream read less than it
+        was sent (``read_short``): it truncated the prompt silently, and what it read is what
+        its window holds. Then what it read and what was sent, for a header."""
+        req, rt = self.req, self.rt
+        rt.windows.discovery.answered(req.spec.route.name, req.spec.name)
+        count = plan.counted_prompt
+        if theirs and count is None and UNKNOWN in plan.actions and self.fitting.conversation:
+            plan.tokens_after = count = self.fitting.recount()  # sent whole, uncounted
+        sample = self.fitting.sample(theirs, plan) if theirs and count else None
+        if count and sample is not None:
+            floor = EXACT_FLOOR if req.spec.pricing.exact else CALIBRATION_LOW
+            before = rt.usages.swap(req.conversation_key(), sample)
+            if read_short(sample, floor, before):
+                rt.usages.swap(req.conversation_key(), before)  # the last whole read stays
+                sent = math.ceil(count * req.units)
+                await self._truncated(plan, sent, sample.theirs)
+                return f"{sample.theirs} of {sent}"
+        if theirs and count:
+            rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(
+                theirs / count
+            )
+            if sample is not None and plan.counted == "estimate":
+                await rt.windows.calibrate(req.team, req.spec.name, sample)
+        if not self.fitting.conversation:
+            return None  # a batch's usage sums prompts each fitted on its own
+        prompt = theirs if theirs else self._trusted(plan, count)
+        if prompt:
+            await rt.windows.accepted(req.team, req.spec.name, self.need(plan, prompt))
+        return None
+
+    async def _truncated(self, plan: Plan, sent: int, read: int) -> None:
+        """The upstream read ``read`` tokens of the ``sent`` it was sent: the window holds the
+        first and not the second (proxy/windows/bounds.py), and the next requests are fitted
+        to it."""
+        req, rt = self.req, self.rt
+        self._overflowed()
+        rt.metrics.truncations.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
+        log.warning(
+            "team %s: the upstream read %d of the %d prompt tokens it was sent for %s: it "
+            "truncated the prompt; the window is learned from its usage",
+            req.team, read, sent, req.spec.name,
+        )  # fmt: skip
+        if self.fitting.conversation:
+            await rt.windows.refused(req.team, req.spec.name, self.need(plan, sent))
+            await rt.windows.accepted(req.team, req.spec.name, self.need(plan, read))
+
+    def _overflowed(self) -> None:
+        """A window the server stated may have changed since (a restart with less): asked
+        again at the model's next use."""
+        spec = self.req.spec
+        if not spec.configured:
+            self.rt.windows.discovery.expire(spec.route.name, spec.name)
+
+    def need(self, plan: Plan, prompt: int) -> int:
+        """``prompt`` (the upstream's units) and the reply ``plan`` made room for."""
+        budget = plan.budget or self.fitting.budget_for(UNBOUNDED)
+        room = max(
+            forwarded_output(self.req, plan) or 0, math.ceil(budget.reserve * self.req.units)
+        )
+        return prompt + room
+
+    def _trusted(self, plan: Plan, count: int | None) -> int | None:
+        """The proxy's own count in the upstream's units, when it can stand for theirs."""
+        req = self.req
+        if count is None:
+            return None
+        calibrated = self.rt.models.calibration.fit(req.team, req.spec.name) is not None
+        return math.ceil(count * req.units) if req.spec.pricing.exact or calibrated else None
+
+
+def forwarded_output(req: WireRequest, plan: Plan) -> int | None:
+    """The reply limit ``plan`` sent: the request's own, or what the planner lowered it to."""
+    for action in plan.actions:
+        if action.startswith(LOWERED):
+            return int(action.rsplit("->", 1)[1])
+    return req.fmt.requested_output(req.payload)
