@@ -9,11 +9,14 @@
                sent does not
 
 A request's *need* is what the window had to hold for it, in the upstream's units: its prompt
-and the reply it made room for (the larger of the output limit it sent and the budget's reply
-reserve), the currency the budget is made in (``window >= prompt + reserve + margin``). A
-refused need is counted by the proxy (converted by the calibration); an answered one is the
-upstream's own count when its usage states it, else the proxy's, when that count can be trusted
-(an exact tokenizer, or a calibrated estimate).
+and the reply limit it sent (none: none). An upstream that checks the prompt and the limit
+against its window (Anthropic, vLLM) refuses a need over it, one that checks the prompt alone
+(llama.cpp, Ollama, OpenAI's Responses) refuses a prompt over it; either way a refused need is
+over the window, and the budget keeps the next requests' needs under the window it learned (a
+reply limit is lowered into what is left, proxy/request/budget.py). A refused need is counted
+by the proxy (converted by the calibration); an answered one is the upstream's own count when
+its usage states it, else the proxy's, when that count can be trusted (an exact tokenizer, or a
+calibrated estimate).
 """
 
 from __future__ import annotations
@@ -54,19 +57,17 @@ class Lessons:
 
     async def refused(self, plan: Plan, unknown: bool) -> int | None:
         """An overflow that states no figures: the window to retry at, in the proxy's count
-        (None: shrink by the settings' share). The largest need the upstream took, else, for a
-        request whose window was unknown, half of what was refused."""
+        (None: shrink by the settings' share). The largest need the upstream took, else half of
+        what it refused: a window nothing states may be anywhere below (``unknown``: the
+        request's window was unknown; a table's window may be as far off)."""
         req = self.req
         self._overflowed()
         if not self.fitting.conversation or plan.budget is None or plan.tokens_after is None:
             return None
-        prompt = math.ceil((plan.tokens_after + plan.budget.tools) * req.units)
-        need = self.need(plan, prompt)
+        need = self.need(plan, self._predicted(plan))
         safe = await self.rt.windows.refused(req.team, req.spec.name, need)
-        if safe is None and unknown:
-            safe = need // 2
         if safe is None:
-            return None
+            safe = need // 2
         return self.rt.models.converted(req.team, req.spec.name, safe, self.cap)
 
     async def answered(self, plan: Plan, theirs: int | None) -> str | None:
@@ -86,7 +87,7 @@ class Lessons:
             before = rt.usages.swap(req.conversation_key(), sample)
             if read_short(sample, floor, before):
                 rt.usages.swap(req.conversation_key(), before)  # the last whole read stays
-                sent = math.ceil(count * req.units)
+                sent = self._predicted(plan)
                 await self._truncated(plan, sent, sample.theirs)
                 return f"{sample.theirs} of {sent}"
         if theirs and count:
@@ -126,12 +127,8 @@ class Lessons:
             self.rt.windows.discovery.expire(spec.route.name, spec.name)
 
     def need(self, plan: Plan, prompt: int) -> int:
-        """``prompt`` (the upstream's units) and the reply ``plan`` made room for."""
-        budget = plan.budget or self.fitting.budget_for(UNBOUNDED)
-        room = max(
-            forwarded_output(self.req, plan) or 0, math.ceil(budget.reserve * self.req.units)
-        )
-        return prompt + room
+        """``prompt`` (the upstream's units) and the reply limit ``plan`` sent."""
+        return prompt + (forwarded_output(self.req, plan) or 0)
 
     def _trusted(self, plan: Plan, count: int | None) -> int | None:
         """The proxy's own count in the upstream's units, when it can stand for theirs."""
@@ -139,7 +136,17 @@ class Lessons:
         if count is None:
             return None
         calibrated = self.rt.models.calibration.fit(req.team, req.spec.name) is not None
-        return math.ceil(count * req.units) if req.spec.pricing.exact or calibrated else None
+        return self._predicted(plan) if req.spec.pricing.exact or calibrated else None
+
+    def _predicted(self, plan: Plan) -> int:
+        """The upstream's count of what ``plan`` forwarded, as the calibration predicts it
+        from the proxy's (its fixed cost, hidden tokens and messages weighed in)."""
+        req = self.req
+        sample = self.fitting.sample(0, plan)
+        if sample is None:
+            assert plan.tokens_after is not None
+            return math.ceil(plan.tokens_after * req.units)
+        return self.rt.models.calibration.predict(req.team, req.spec.name, sample)
 
 
 def forwarded_output(req: WireRequest, plan: Plan) -> int | None:

@@ -1,8 +1,7 @@
 """A window learned without figures: an upstream whose overflow error states no limit still says
 the window is below what was sent, and every answer it gives says the window holds what was sent.
 Both are kept per team and model, in the upstream's units, as the *need* of a request: its prompt
-plus the reply it made room for (the larger of the output limit it sent and the budget's reply
-reserve), the same currency the budget is made in (``window >= prompt + reserve``).
+and the reply limit it sent (proxy/request/lessons.py).
 
     refused    the smallest need refused: the window is below it
     accepted   the largest need accepted below that: the window holds it
@@ -67,11 +66,12 @@ class Bounds:
 
     def window(self) -> int | None:
         """The window the next requests are fitted to: the middle of the gap while probing,
-        ``accepted`` once settled; None while nothing was refused (nothing bounds it)."""
+        ``accepted`` once settled, half of what was refused while nothing was taken below it;
+        None while nothing was refused (nothing bounds it)."""
         if self.refused is None:
             return None
         if self.accepted is None:
-            return self.refused - 1
+            return self.refused // 2  # nothing taken yet: anywhere below, as a retry guesses
         if self.settled:
             return self.accepted
         return (self.accepted + self.refused) // 2
@@ -85,5 +85,5 @@ class Bounds:
         state = "settled" if self.settled else "narrowing"
         return (
             f"learned without figures: refused {self.refused}, {took} "
-            f"(prompt and reply room, {self.refusals} refusal(s), {state})"
+            f"(prompt and reply limit, {self.refusals} refusal(s), {state})"
         )

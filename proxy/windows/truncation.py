@@ -4,8 +4,8 @@ system messages and its last message, and its usage counts what it kept).
 
 Its count of the prompt says so when it falls short of what the text sent could count under any
 tokenizer the calibration allows, or, in a conversation that grew, when it grew by less than
-any such tokenizer would count of what was added since the conversation's last answer. What was read then bounds the window
-from below, what was sent from above (proxy/windows/bounds.py).
+any such tokenizer would count of what was added since the conversation's last answer. What was
+read then bounds the window from below, what was sent from above (proxy/windows/bounds.py).
 """
 
 from __future__ import annotations

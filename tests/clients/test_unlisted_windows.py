@@ -1,0 +1,146 @@
+"""The agents against windows they do not know (issue #44), with the model left out of the
+config: Codex's default model, openai-agents and Claude Code, each through a 100-step task.
+
+- A strict upstream that states no figures in its overflow errors: the proxy has only litellm's
+  table (922k for Codex's default model, 1M for the others), so the first request past the real
+  window is refused; from then on the window is learned without figures (proxy/windows/bounds.py).
+  No error reaches the client, and at most three requests are refused a run.
+- The same upstream playing a local server's metadata endpoint (Ollama, llama.cpp, vLLM, LM
+  Studio, each as its source defines it: tests/clients/metadata.py): the proxy reads the window
+  before the first request, and nothing is refused.
+
+Windows are given as the room they leave beyond each client's own prompt (its system prompt
+and tools), as the other tests here do: 11,700 tokens for Codex's default model, 18,600 for
+Claude Code, a few hundred for the openai-agents task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.clients.conftest import TASK, Agent, AgentFactory
+from tests.clients.metadata import KINDS, Metadata
+from tests.clients.test_claude_code import MODEL as CLAUDE
+from tests.clients.test_claude_code import check_forwarded, claude, env
+from tests.clients.test_codex import DEFAULT_MODEL, codex
+
+STEPS = 100
+ROOMS = {"16k": 16_000, "32k": 32_000}
+CODEX_PREFIX = 11_700
+CLAUDE_PREFIX = 18_600
+AGENTS_MODEL = "gpt-4.1"
+MAX_REFUSALS = 3
+
+
+def answered_every_request(agent: Agent, path: str, name: str) -> None:
+    """Every request the client sent was answered: the upstream took one attempt of each
+    (the refused ones were retried by the proxy, never by the client)."""
+    assert len(agent.sent(path)) == len(agent.script.accepted), name
+
+
+def run_codex(agent: Agent, steps: int) -> None:
+    argv, run_env = codex(agent, DEFAULT_MODEL)
+    run = agent.run(argv, run_env, timeout=600)
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    answered_every_request(agent, "/v1/responses", "codex")
+
+
+async def run_agents(agent: Agent, steps: int) -> None:
+    from agents import Agent as Coder
+    from agents import OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file of the task's directory."""
+        return (agent.work / Path(path).name).read_text()
+
+    client = openai.AsyncOpenAI(base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0)
+    coder = Coder(
+        name="coder",
+        instructions="You are a careful agent. Read what you are asked to read.",
+        tools=[read_file],
+        model=OpenAIResponsesModel(model=AGENTS_MODEL, openai_client=client),
+    )
+    result = await Runner.run(coder, TASK, max_turns=steps + 5)
+    await client.close()
+    assert result.final_output.startswith(f"Done after {steps} steps")
+    answered_every_request(agent, "/v1/responses", "openai-agents")
+
+
+def run_claude(agent: Agent, steps: int) -> None:
+    run = agent.run(claude(agent, TASK), env(agent), timeout=600)
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    check_forwarded(agent, accepted=True)
+
+
+def strict(make_agent: AgentFactory, window: int, steps: int, **more: Any) -> Agent:
+    """The scripted upstream at ``window``, stating no figures, the model not configured."""
+    return make_agent(window, steps=steps, models={}, figures=False, **more)
+
+
+@pytest.mark.parametrize("room", list(ROOMS))
+def test_codex_default_model_learns_a_window_no_error_states(
+    make_agent: AgentFactory, room: str
+) -> None:
+    agent = strict(make_agent, CODEX_PREFIX + ROOMS[room], STEPS)
+    run_codex(agent, STEPS)
+    assert 1 <= len(agent.script.refused) <= MAX_REFUSALS
+
+
+@pytest.mark.parametrize("room", list(ROOMS))
+async def test_openai_agents_learns_a_window_no_error_states(
+    make_agent: AgentFactory, room: str
+) -> None:
+    agent = strict(make_agent, ROOMS[room], STEPS)
+    await run_agents(agent, STEPS)
+    assert 1 <= len(agent.script.refused) <= MAX_REFUSALS
+
+
+def test_claude_code_learns_a_window_no_error_states(make_agent: AgentFactory) -> None:
+    agent = strict(make_agent, CLAUDE_PREFIX + ROOMS["32k"], STEPS)
+    run_claude(agent, STEPS)
+    assert 1 <= len(agent.script.refused) <= MAX_REFUSALS
+
+
+LOCAL_STEPS = 20  # each step reads 2,400-3,000 tokens: the task outgrows its room halfway
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_codex_reads_the_window_from_a_local_server(make_agent: AgentFactory, kind: str) -> None:
+    window = CODEX_PREFIX + ROOMS["16k"]
+    metadata = Metadata(kind, DEFAULT_MODEL, window)
+    agent = strict(make_agent, window, LOCAL_STEPS, metadata=metadata)
+    run_codex(agent, LOCAL_STEPS)
+    assert not agent.script.refused
+    assert metadata.asked  # the window was read from the server
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_openai_agents_reads_the_window_from_a_local_server(
+    make_agent: AgentFactory, kind: str
+) -> None:
+    metadata = Metadata(kind, AGENTS_MODEL, ROOMS["16k"])
+    agent = strict(make_agent, ROOMS["16k"], LOCAL_STEPS, metadata=metadata)
+    await run_agents(agent, LOCAL_STEPS)
+    assert not agent.script.refused
+    assert metadata.asked
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_claude_code_reads_the_window_from_a_local_server(
+    make_agent: AgentFactory, kind: str
+) -> None:
+    window = CLAUDE_PREFIX + ROOMS["32k"]
+    metadata = Metadata(kind, CLAUDE, window)
+    agent = strict(make_agent, window, LOCAL_STEPS, metadata=metadata)
+    run_claude(agent, LOCAL_STEPS)
+    assert not agent.script.refused
+    assert metadata.asked
