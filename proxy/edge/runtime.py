@@ -26,6 +26,7 @@ from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
+from proxy.upstreams.capabilities import CompactionSupport
 from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
 from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
@@ -54,6 +55,8 @@ class Runtime:
     # Each recent conversation's last answered read (proxy/request/lessons.py): what tells a
     # silent truncation.
     usages: RecentUsage = field(default_factory=RecentUsage)
+    # The upstreams whose Responses compactions the proxy answers (proxy/request/compaction.py).
+    compactions: CompactionSupport = field(default_factory=CompactionSupport)
     # The last requests' items, reused by the next ones (bodies of REUSE_FROM bytes and more).
     items: RecentItems = field(default_factory=lambda: RecentItems(min_body=REUSE_FROM))
     admission: Admission = field(default_factory=lambda: Admission(Limits()))

@@ -35,6 +35,7 @@ from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
@@ -68,8 +69,12 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             async def build(other: bytes) -> WireRequest:
                 return await rt.admission.run(other, build_request, other, *args)
 
-            req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
-            fitting = fitting_for(rt, req)
+            compacting = wants_compaction(req)
+            if not compacting:
+                req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
+                fitting = fitting_for(rt, req)
+        if compacting:  # answered outside the admission slot: a summary takes its time
+            return await compact(request, rt, req, who, started)
         lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
@@ -131,6 +136,22 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         costs=costs_of(req, plan, seen),
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
+    return response
+
+
+async def compact(
+    request: Request, rt: Runtime, req: WireRequest, who: Principal, started: float
+) -> Response:
+    """A Responses compaction request, answered by the proxy or relayed whole
+    (proxy/request/compaction.py), counted and logged as the others are."""
+    response = await compaction(rt, req, partial(send_once, request, rt, req, who=who))
+    actions = response.headers.get("x-contextwarden-actions", "compaction-relayed")
+    elapsed = time.perf_counter() - started
+    outcome = Outcome(
+        req.team, req.spec.name, response.status_code, None, None, actions.split(","), 0, None,
+        elapsed, 0.0, bool(req.payload.get("stream")), path=req.fmt.path, format=req.fmt.name,
+    )  # fmt: skip
+    rt.metrics.record(outcome)
     return response
 
 
@@ -273,6 +294,7 @@ def retrying(
 async def send_once(
     request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
 ) -> Reply:
+    """``plan`` sent to the request's upstream, in its format's path."""
     route = req.spec.route
     upstream, key = route.upstream, route.key
     headers = upstream_headers(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 from proxy.edge.intake import WireRequest
 from proxy.edge.runtime import Runtime
@@ -30,7 +31,7 @@ from proxy.request.fitting import Fitting
 from proxy.request.plan import Plan
 from proxy.windows.calibration import LOW as CALIBRATION_LOW
 from proxy.windows.learned import Lesson
-from proxy.windows.truncation import EXACT_FLOOR, read_short
+from proxy.windows.truncation import read_short
 
 UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
 UNKNOWN = "unknown-window"
@@ -80,12 +81,13 @@ class Lessons:
         rt.windows.discovery.answered(req.spec.route.name, req.spec.name)
         count = plan.counted_prompt
         if theirs and count is None and UNKNOWN in plan.actions and self.fitting.conversation:
-            plan.tokens_after = count = self.fitting.recount()  # sent whole, uncounted
+            # Sent whole, uncounted: counted now, so that a silent truncation shows.
+            plan = replace(plan, tokens_after=self.fitting.recount())
+            count = plan.tokens_after
         sample = self.fitting.sample(theirs, plan) if theirs and count else None
         if count and sample is not None:
-            floor = EXACT_FLOOR if req.spec.pricing.exact else CALIBRATION_LOW
             before = rt.usages.swap(req.conversation_key(), sample)
-            if read_short(sample, floor, before):
+            if read_short(sample, CALIBRATION_LOW, before):
                 rt.usages.swap(req.conversation_key(), before)  # the last whole read stays
                 sent = self._predicted(plan)
                 await self._truncated(plan, sent, sample.theirs)
@@ -94,7 +96,7 @@ class Lessons:
             rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(
                 theirs / count
             )
-            if sample is not None and plan.counted == "estimate":
+            if sample is not None and not req.spec.pricing.exact:
                 await rt.windows.calibrate(req.team, req.spec.name, sample)
         if not self.fitting.conversation:
             return None  # a batch's usage sums prompts each fitted on its own

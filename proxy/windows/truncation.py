@@ -14,7 +14,6 @@ from collections import OrderedDict
 
 from proxy.windows.calibration import Sample
 
-EXACT_FLOOR = 0.9  # the upstream's tokenizer is the proxy's: its count is the proxy's, nearly
 GREW = 0.05  # a prompt this much larger than the conversation's last one grew
 SLACK = 64  # tokens: a short prompt's framing
 MAX_CONVERSATIONS = 8192
@@ -22,10 +21,12 @@ MAX_CONVERSATIONS = 8192
 
 def read_short(sample: Sample, floor: float, before: Sample | None) -> bool:
     """Whether the upstream read less of a prompt than it was sent: its count (``theirs``) is
-    under what any tokenizer the count's margin allows (``floor`` of the proxy's count) would
-    make of the text the view shows (hidden tokens, signatures and encrypted reasoning, may
-    cost it nothing); or, when the prompt grew from the conversation's last answered one
-    (``before``), its count grew by less than that floor of what the text grew by."""
+    under what any tokenizer the calibration allows (``floor`` of the proxy's count: even an
+    exact tokenizer's count of a Responses body runs well above the upstream's, which frames
+    items and tools its own way) would make of the text the view shows (hidden tokens,
+    signatures and encrypted reasoning, may cost it nothing); or, when the prompt grew from the
+    conversation's last answered one (``before``), its count grew by less than that floor of
+    what the text grew by."""
     if sample.theirs < floor * sample.shown - SLACK:
         return True
     if before is None or sample.messages <= before.messages:

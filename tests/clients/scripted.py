@@ -46,6 +46,7 @@ from tests.clients.metadata import Metadata
 STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
+SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 OVER_WINDOW = (
     "Your input exceeds the context window of this model. Please adjust your input and try again."
@@ -178,8 +179,7 @@ def create_scripted(script: Script) -> Starlette:
         seen = Received("chat", dict(request.headers), payload)
         if not payload.get("tools"):
             script.summaries.append(seen)
-            text = f"Summary of {len(payload['messages'])} messages: files were read in order."
-            return _json(_completion(payload, {"role": "assistant", "content": text}))
+            return _json(_completion(payload, {"role": "assistant", "content": _summary(payload)}))
         script.received.append(seen)
         broken = tool_sequence_error(payload["messages"])
         tokens = chat_counter.prompt(payload)
@@ -286,6 +286,24 @@ def _summarizing(payload: dict[str, Any]) -> bool:
     system = payload.get("system")
     text = system if isinstance(system, str) else orjson.dumps(system or "").decode()
     return SYSTEM_PROMPT[:40] in text
+
+
+def _summary(payload: dict[str, Any]) -> str:
+    """What a summarizer writes of the conversation it is sent: how far the reads went."""
+    text = orjson.dumps(payload["messages"]).decode()
+    steps = [int(k) for k in STEP.findall(text)]
+    read = f" up to step-{max(steps):02d}.txt" if steps else ""
+    return (
+        f"Summary of {len(payload['messages'])} messages: the step files were read in order{read}."
+    )
+
+
+def summarized_step(payload: dict[str, Any]) -> int | None:
+    """The step a conversation whose history was replaced by a summary continues from."""
+    found = SUMMARIZED.findall(
+        orjson.dumps(payload.get("input") or payload.get("messages")).decode()
+    )
+    return int(found[-1]) + 1 if found else None
 
 
 def next_step(
@@ -420,6 +438,10 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
     ]
     answered = bool(items) and items[-1].get("type") in OUTPUTS
     action, step = script.decide(payload, calls, answered)
+    if not calls:  # a compacted history: the summary says how far the task went
+        done = summarized_step(payload)
+        if done is not None:
+            action, step = ("read", done) if done <= script.steps else ("done", done - 1)
     shell = _shell(payload)
     reasoning: dict[str, Any] = {
         "id": f"rs_{uuid.uuid4().hex}",
