@@ -30,8 +30,9 @@ from proxy.edge.runtime import Runtime
 from proxy.request.fitting import Fitting
 from proxy.request.plan import Plan
 from proxy.windows.calibration import LOW as CALIBRATION_LOW
+from proxy.windows.calibration import Sample
 from proxy.windows.learned import Lesson
-from proxy.windows.truncation import read_short
+from proxy.windows.truncation import short_of_growth, short_of_text
 
 UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
 UNKNOWN = "unknown-window"
@@ -84,10 +85,10 @@ class Lessons:
             # Sent whole, uncounted: counted now, so that a silent truncation shows.
             plan = replace(plan, tokens_after=self.fitting.recount())
             count = plan.tokens_after
-        sample = self.fitting.sample(theirs, plan) if theirs and count else None
-        if count and sample is not None:
+        sample = self._sample(plan, theirs, count) if theirs and count else None
+        if sample is not None:
             before = rt.usages.swap(req.conversation_key(), sample)
-            if read_short(sample, CALIBRATION_LOW, before):
+            if self._read_short(plan, sample, before):
                 rt.usages.swap(req.conversation_key(), before)  # the last whole read stays
                 sent = self._predicted(plan)
                 await self._truncated(plan, sent, sample.theirs)
@@ -96,7 +97,7 @@ class Lessons:
             rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(
                 theirs / count
             )
-            if sample is not None and not req.spec.pricing.exact:
+            if sample is not None and not req.spec.pricing.exact:  # a full sample: below
                 await rt.windows.calibrate(req.team, req.spec.name, sample)
         if not self.fitting.conversation:
             return None  # a batch's usage sums prompts each fitted on its own
@@ -104,6 +105,27 @@ class Lessons:
         if prompt:
             await rt.windows.accepted(req.team, req.spec.name, self.need(plan, prompt))
         return None
+
+    def _sample(self, plan: Plan, theirs: int, count: int) -> Sample | None:
+        """``theirs`` beside the proxy's count of what ``plan`` forwarded. For an estimated
+        model, the full sample (what the view hides apart: a calibration sample); for an exact
+        one, the quick one (its count whole, hidden tokens in it), told apart only when it
+        looks short (``_read_short``): pricing what a view hides takes a walk over it."""
+        if not self.req.spec.pricing.exact:
+            return self.fitting.sample(theirs, plan)
+        forwarded = plan.fit.messages if plan.fit is not None else self.req.view.messages
+        return Sample(theirs, count, 0, len(forwarded))
+
+    def _read_short(self, plan: Plan, sample: Sample, before: Sample | None) -> bool:
+        """Whether the upstream read less than it was sent (proxy/windows/truncation.py)."""
+        if short_of_growth(sample, CALIBRATION_LOW, before):
+            return True
+        if not short_of_text(sample, CALIBRATION_LOW):
+            return False
+        if sample.hidden or not self.req.spec.pricing.exact:
+            return True
+        full = self.fitting.sample(sample.theirs, plan)  # the quick one counted hidden tokens
+        return full is not None and short_of_text(full, CALIBRATION_LOW)
 
     async def _truncated(self, plan: Plan, sent: int, read: int) -> None:
         """The upstream read ``read`` tokens of the ``sent`` it was sent: the window holds the
@@ -144,6 +166,8 @@ class Lessons:
         """The upstream's count of what ``plan`` forwarded, as the calibration predicts it
         from the proxy's (its fixed cost, hidden tokens and messages weighed in)."""
         req = self.req
+        if self.rt.models.calibration.fit(req.team, req.spec.name) is None and plan.prompts:
+            return plan.prompts[1]  # no fit: the proxy's own count, as it stands
         sample = self.fitting.sample(0, plan)
         if sample is None:
             assert plan.tokens_after is not None

@@ -13,6 +13,7 @@ halves with every probe, so it closes within a few requests; probing stops when 
 ``CLOSE`` of the window, or once ``MAX_REFUSALS`` refusals were learned (each one cost a round
 trip): from then on the window is ``accepted``. A refusal at or below ``accepted`` says the window
 shrank (a server restarted with less): what was accepted is forgotten, and learning starts again.
+An answer at or above ``refused`` is not believed over the refusal: the smaller window stands.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 MAX_REFUSALS = 3
 CLOSE = 0.02  # the gap, as a share of the refused need, under which probing stops
 MIN_GAP = 64  # and, in tokens, whatever the share
-GREW = 0.05  # an accepted need this share above the refused one: the window grew
 
 
 @dataclass(slots=True)
@@ -48,11 +48,10 @@ class Bounds:
         if need <= 0 or (self.accepted is not None and need <= self.accepted):
             return False
         if self.refused is not None and need >= self.refused:
-            if need <= self.refused * (1 + GREW):
-                return False  # the two counts' noise (a usage beside the proxy's own count)
-            # Taken well above what was refused: the window grew (a server restarted with
-            # more). Learning starts again from what was taken.
-            self.refused, self.refusals = None, 0
+            # Taken at or above what was refused: the counts' noise (a usage beside the
+            # proxy's own count), or a window that grew; the smaller window stands (an
+            # operator's reset, or the server's own figure, says it grew).
+            return False
         self.accepted = need
         return True
 

@@ -9,7 +9,9 @@ the store, so a restarted proxy knows it before its first request. It is asked a
 - after an overflow (the server may have been restarted with a smaller context),
 - after the first answer, when what it said was provisional (a model not loaded yet: the
   figure it is loaded with is the one that counts),
-- after ``RETRY_AFTER`` seconds, when it said nothing (a server that was down, say).
+- after ``RETRY_AFTER`` seconds when it could not be asked (a server that was down, say), and
+  after ``SILENT_RETRY`` when it answered without a window (a cloud API: OpenAI's model list
+  states none).
 
 A request waits for its model's first discovery (at most ``TIMEOUT`` seconds); later ones are
 made in the background. ``discovery: off`` on an upstream never asks it; ``discovery: ollama``
@@ -31,7 +33,8 @@ from proxy.windows.servers import Said, probe
 log = logging.getLogger("contextwarden")
 
 TIMEOUT = 5.0
-RETRY_AFTER = 300.0
+RETRY_AFTER = 300.0  # a server that could not be asked (down, slow) is asked again after this
+SILENT_RETRY = 3600.0  # one that answered without a window, after this
 MAX_KNOWN = 4096  # (upstream, model) pairs kept; past it, new ones are not asked
 STORE_KEY = "discovered\t"
 
@@ -163,9 +166,10 @@ class Discovery:
             )
         except Exception as exc:  # a server that cannot be asked is learned about otherwise
             log.info("could not discover the window of %s at %s: %r", model, name, exc)
-            said = None
-        if said is None:
-            self._failed[key] = self._clock()
+            self._failed[key] = self._clock()  # asked again after RETRY_AFTER
+            return
+        if said is None:  # it answered, and states no window (a cloud API): asked rarely
+            self._failed[key] = self._clock() + SILENT_RETRY - RETRY_AFTER
             return
         await self._keep(key, said, upstream.base_url)
 

@@ -1,0 +1,117 @@
+"""proxy/windows/discovery.py: when a server is asked for a model's window, and what is kept."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from proxy.config.catalog import Upstream
+from proxy.windows.discovery import (
+    RETRY_AFTER,
+    SILENT_RETRY,
+    STORE_KEY,
+    DiscoveredWindows,
+    Discovery,
+)
+
+LOCAL = Upstream(base_url="http://local.test/v1", discovery="vllm")
+
+
+class Server:
+    """A vLLM's /v1/models, or one that cannot be reached (``down``) or states nothing."""
+
+    def __init__(self, window: int | None = 8192) -> None:
+        self.window = window
+        self.down = False
+        self.asked = 0
+
+    async def fetch(self, name: str, method: str, url: str, body: Any) -> Any:
+        self.asked += 1
+        await asyncio.sleep(0)
+        if self.down:
+            raise ConnectionError("refused")
+        card = {"id": "m", "object": "model", "owned_by": "vllm"}
+        if self.window is not None:
+            card["max_model_len"] = self.window
+        return {"object": "list", "data": [card]}
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def discovery(server: Server, clock: Clock, kept: dict[str, int]) -> Discovery:
+    async def persist(key: str, value: int) -> None:
+        kept[key] = value
+
+    return Discovery(DiscoveredWindows(), server.fetch, persist, clock)
+
+
+async def test_asked_once_kept_and_asked_again_after_an_overflow() -> None:
+    server, kept = Server(), dict[str, int]()
+    d = discovery(server, Clock(), kept)
+    assert await d.ensure("local", LOCAL, "m")  # the first request waits for it
+    assert not await d.ensure("local", LOCAL, "m")
+    found = d.found.get("local", "m")
+    assert found is not None and found.window == 8192 and server.asked == 1
+    assert kept == {f"{STORE_KEY}local\tm": 8192}
+    server.window = 4096  # restarted with less
+    d.expire("local", "m")  # an overflow
+    assert not await d.ensure("local", LOCAL, "m")  # asked again, in the background
+    await asyncio.sleep(0.01)
+    assert server.asked == 2 and d.found.get("local", "m").window == 4096  # type: ignore[union-attr]
+    assert kept[f"{STORE_KEY}local\tm"] == 4096
+
+
+async def test_concurrent_first_requests_ask_once() -> None:
+    server = Server()
+    d = discovery(server, Clock(), {})
+    await asyncio.gather(*(d.ensure("local", LOCAL, "m") for _ in range(5)))
+    assert server.asked == 1
+
+
+async def test_a_server_that_cannot_be_asked_is_asked_again_later() -> None:
+    server, clock = Server(), Clock()
+    server.down = True
+    d = discovery(server, clock, {})
+    await d.ensure("local", LOCAL, "m")
+    await d.ensure("local", LOCAL, "m")
+    assert server.asked == 1 and d.found.get("local", "m") is None
+    server.down = False
+    clock.now += RETRY_AFTER
+    await d.ensure("local", LOCAL, "m")
+    assert server.asked == 2 and d.found.get("local", "m") is not None
+
+
+async def test_a_server_that_states_nothing_is_asked_rarely() -> None:
+    server, clock = Server(window=None), Clock()
+    d = discovery(server, clock, {})
+    await d.ensure("local", LOCAL, "m")
+    clock.now += RETRY_AFTER
+    await d.ensure("local", LOCAL, "m")
+    assert server.asked == 1
+    clock.now += SILENT_RETRY
+    await d.ensure("local", LOCAL, "m")
+    assert server.asked == 2
+
+
+async def test_a_restored_figure_serves_at_once_and_is_asked_again() -> None:
+    server = Server(window=16384)
+    d = discovery(server, Clock(), {})
+    d.restore("local", "m", 8192)
+    assert d.found.get("local", "m").window == 8192  # type: ignore[union-attr]
+    assert "before the proxy restarted" in d.found.get("local", "m").describe()  # type: ignore[union-attr]
+    assert not await d.ensure("local", LOCAL, "m")  # no wait: in force already
+    await asyncio.sleep(0.01)
+    assert d.found.get("local", "m").window == 16384  # type: ignore[union-attr]
+
+
+async def test_off_and_other_providers_are_never_asked() -> None:
+    server = Server()
+    d = discovery(server, Clock(), {})
+    await d.ensure("local", Upstream(base_url="http://x/v1", discovery="off"), "m")
+    await d.ensure("a", Upstream(provider="anthropic", base_url="http://x/v1"), "m")
+    assert server.asked == 0
