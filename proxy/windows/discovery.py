@@ -104,6 +104,9 @@ class Discovery:
         self._failed: dict[tuple[str, str], float] = {}  # when the server last said nothing
         self._stale: set[tuple[str, str]] = set()  # to ask again at next use
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Told when a server's figure changed (it restarted with another context): what
+        # overflows taught about the old one no longer holds.
+        self.on_change: Callable[[str, str], Awaitable[None]] | None = None
 
     async def ensure(self, name: str, upstream: Upstream, model: str) -> bool:
         """Make sure ``model``'s window has been asked of upstream ``name``: the first time,
@@ -179,6 +182,8 @@ class Discovery:
         found = Found(said.window, said.server, said.field, url, time.time(), said.provisional)
         self.found.put(name, model, found)
         self._failed.pop(key, None)
+        if before is not None and before.window != found.window and self.on_change is not None:
+            await self.on_change(name, model)
         if before is None or before.window != found.window:
             log.info("the window of %s at %s: %d, %s", model, name, found.window, found.describe())
             try:

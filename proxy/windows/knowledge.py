@@ -47,6 +47,7 @@ class WindowKnowledge:
         self.models = models
         self.store = store
         self.discovery = discovery
+        discovery.on_change = self.server_changed
 
     async def load(self) -> None:
         """What the store kept: learned windows and calibration fits. A store outage must not
@@ -152,6 +153,21 @@ class WindowKnowledge:
         key = store_key(team, model)
         await self.store.forget_learned([key, *(prefix + key for prefix in PREFIXES)])
         return had
+
+    async def server_changed(self, upstream: str, model: str) -> None:
+        """The server states another window for ``model`` than before (it restarted with
+        another context): the windows its overflows taught, for every team, are forgotten
+        (the calibration, a matter of tokenizers, stays)."""
+        teams = self.models.learned.teams_of(model)
+        for team in teams:
+            self.models.learned.forget(team, model)
+        keys = [p + store_key(team, model) for team in teams for p in ("", *BOUND_KEYS)]
+        if keys:
+            log.info("the server's window of %s changed: forgot what %s taught", model, teams)
+            try:
+                await self.store.forget_learned(keys)
+            except Exception as exc:  # forgotten in memory all the same
+                log.warning("could not forget the learned windows of %s: %s", model, exc)
 
     async def persist(self, team: str, model: str, window: int) -> None:
         try:

@@ -111,6 +111,11 @@ class LearnedWindows:
         had = (bounds is not None and bounds.refused is not None) or had
         return self._pending.pop((team, model), None) is not None or had
 
+    def teams_of(self, model: str) -> list[str]:
+        """The teams something was learned about ``model`` for."""
+        keys = [*self._windows, *self._pending, *self._bounds]
+        return sorted({team for team, name in keys if name == model})
+
     def evidence(self) -> dict[str, dict[str, str]]:
         """What taught each window (windows restored from the store say so)."""
         out: dict[str, dict[str, str]] = {}

@@ -115,3 +115,47 @@ async def test_off_and_other_providers_are_never_asked() -> None:
     await d.ensure("local", Upstream(base_url="http://x/v1", discovery="off"), "m")
     await d.ensure("a", Upstream(provider="anthropic", base_url="http://x/v1"), "m")
     assert server.asked == 0
+
+
+class Settings:
+    """The store's settings, as the learned windows keep them."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, int] = {}
+
+    async def put_setting(self, key: str, value: int) -> None:
+        self.kept[key] = value
+
+    async def put_learned_window(self, key: str, value: int) -> None:
+        self.kept[key] = min(value, self.kept.get(key, value))
+
+    async def forget_learned(self, keys: list[str]) -> None:
+        for key in keys:
+            self.kept.pop(key, None)
+
+    async def learned_windows(self) -> dict[str, int]:
+        return dict(self.kept)
+
+
+async def test_a_server_restarted_with_another_context_drops_what_its_overflows_taught() -> None:
+    from proxy.config.settings import load_settings
+    from proxy.edge.runtime import build_models
+    from proxy.windows.knowledge import WindowKnowledge
+    from proxy.windows.learned import Lesson
+
+    models = build_models(load_settings(None, upstreams={"local": {"base_url": "http://l/v1"}}))
+    store, server = Settings(), Server(window=8192)
+    found = Discovery(models.discovered, server.fetch, store.put_setting, Clock())
+    knowledge = WindowKnowledge(models, store, found)  # type: ignore[arg-type]
+    await found.ensure("local", LOCAL, "m")
+    for team in ("a", "b"):
+        await knowledge.learn(team, "m", Lesson(6000, None, "stated"), None, False)
+        await knowledge.refused(team, "m", 7000)
+    assert models.learned.stated("a", "m") == 6000 and models.learned.bounds("b", "m")
+    server.window = 32768  # restarted with more
+    found.expire("local", "m")
+    await found.ensure("local", LOCAL, "m")
+    await asyncio.sleep(0.01)
+    assert models.learned.teams_of("m") == []
+    assert [k for k in store.kept if not k.startswith(STORE_KEY)] == []
+    assert models.window(models.resolve("m"), "a") == 32768
