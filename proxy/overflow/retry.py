@@ -55,9 +55,9 @@ class Retrying:
     # the window now in force, in the proxy's count (None: still unknown).
     learn: Callable[[Lesson, Plan], Awaitable[int | None]]
     # An overflow without figures: the plan's size is a bound (proxy/windows/bounds.py); the
-    # window to retry at, in the proxy's count, or None to shrink by ``overflow_shrink``.
-    # The flag says the plan's window was unknown (it was sent whole, uncounted).
-    refused: Callable[[Plan, bool], Awaitable[int | None]]
+    # window to retry at and the size refused, both in the proxy's count, or None to shrink
+    # by ``overflow_shrink``. The flag says the plan's window was unknown (it was sent whole).
+    refused: Callable[[Plan, bool], Awaitable[tuple[int, int] | None]]
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
     lowers_output: bool = False  # the output limit may be lowered (proxy/request/budget.py)
     # The plan with its output limit set to a number of the upstream's tokens; None when the
@@ -127,24 +127,26 @@ async def _retry_plan(plan: Plan, overflow: Overflow, do: Retrying, trimming: Tr
             plan, overflow, do.budget_for, trimming, do.lowers_output, known
         )
         return await do.refit(budget)
-    window = await do.refused(plan, unknown)
-    if window is None:
+    bound = await do.refused(plan, unknown)
+    if bound is None:
         return await do.refit(_shrunk(plan.budget, plan.tokens_after, trimming.overflow_shrink))
-    return await _refit_within(plan, window, do)
+    return await _refit_within(plan, *bound, do)
 
 
-async def _refit_within(plan: Plan, window: int, do: Retrying) -> Plan:
+async def _refit_within(plan: Plan, window: int, sent: int, do: Retrying) -> Plan:
     """The original fitted to ``window``; when what must be kept does not fit that small but
-    fits below what was refused, fitted to the least window that holds it instead."""
+    fits below what was refused (``sent``), fitted to the least window that holds it."""
     assert plan.budget is not None and plan.tokens_after is not None
-    sent = plan.tokens_after + plan.budget.window - plan.budget.messages  # the refused need
-    try:
-        return await do.refit(do.budget_for(window))
-    except ContextTooLarge as exc:
-        least = exc.tokens
-        if least is None or not window < least < sent:
-            raise
-        return await do.refit(do.budget_for(least))
+    fixed = plan.budget.window - plan.budget.messages  # a reply reserve, tools and the margin
+    for _ in range(3):  # the window asked, the least the budget allows, the least the fit does
+        try:
+            return await do.refit(do.budget_for(window))
+        except ContextTooLarge as exc:
+            least = exc.tokens if exc.tokens is not None else fixed + 1
+            if not window < least < sent:
+                raise
+            window = least
+    raise ContextTooLarge("nothing below the refused size holds what must be kept")
 
 
 def should_retry(overflow: Overflow | None, plan: Plan, retries: int, limit: int) -> bool:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import replace
+from functools import partial
 
 from proxy.edge.intake import WireRequest
 from proxy.edge.runtime import Runtime
@@ -57,11 +58,12 @@ class Lessons:
         await self.rt.windows.learn(req.team, req.spec.name, lesson, sample, estimated)
         return self.rt.models.window(req.spec, req.team, self.cap)
 
-    async def refused(self, plan: Plan, unknown: bool) -> int | None:
-        """An overflow that states no figures: the window to retry at, in the proxy's count
-        (None: shrink by the settings' share). The largest need the upstream took, else half of
-        what it refused: a window nothing states may be anywhere below (``unknown``: the
-        request's window was unknown; a table's window may be as far off)."""
+    async def refused(self, plan: Plan, unknown: bool) -> tuple[int, int] | None:
+        """An overflow that states no figures: the window to retry at and the size refused,
+        in the proxy's count (None: shrink by the settings' share). The window is the largest
+        need the upstream took, else half of what it refused: a window nothing states may be
+        anywhere below (``unknown``: the request's window was unknown; a table's window may be
+        as far off)."""
         req = self.req
         self._overflowed()
         if not self.fitting.conversation or plan.budget is None or plan.tokens_after is None:
@@ -70,7 +72,8 @@ class Lessons:
         safe = await self.rt.windows.refused(req.team, req.spec.name, need)
         if safe is None:
             safe = need // 2
-        return self.rt.models.converted(req.team, req.spec.name, safe, self.cap)
+        converted = partial(self.rt.models.converted, req.team, req.spec.name, cap=self.cap)
+        return converted(safe), converted(need)
 
     async def answered(self, plan: Plan, theirs: int | None) -> str | None:
         """A 200 answer to ``plan``; ``theirs``: the upstream's count of its prompt, when its

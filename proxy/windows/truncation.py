@@ -16,6 +16,7 @@ from collections import OrderedDict
 from proxy.windows.calibration import Sample
 
 GREW = 0.05  # a prompt this much larger than the conversation's last one grew
+HIDDEN_SHARE = 0.05  # a prompt that hides more than this share is not judged by its growth
 SLACK = 64  # tokens: a short prompt's framing
 # Below this, a count is no truncated prompt (servers give a model 2,048 tokens at least:
 # Ollama's floor) but a usage that does not count (a mock's 1, a gateway's 0).
@@ -37,10 +38,18 @@ def short_of_growth(sample: Sample, floor: float, before: Sample | None) -> bool
     (``before``), the upstream's count grew by less than ``floor`` of what the text grew by."""
     if before is None or sample.messages <= before.messages or sample.theirs < MIN_READ:
         return False
+    if _hides(sample) or _hides(before):
+        # What a view hides the upstream counts its own way, and not every time (Anthropic
+        # drops the thinking of earlier turns): growth says nothing of a cut then.
+        return False
     grew = sample.shown - before.shown
     if grew < GREW * before.shown:
         return False
     return sample.theirs < before.theirs + floor * grew - SLACK
+
+
+def _hides(sample: Sample) -> bool:
+    return sample.hidden > HIDDEN_SHARE * sample.ours
 
 
 class RecentUsage:

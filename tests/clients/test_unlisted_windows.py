@@ -10,8 +10,9 @@ config: Codex's default model, openai-agents and Claude Code, each through a 100
   before the first request, and nothing is refused.
 
 Windows are given as the room they leave beyond each client's own prompt (its system prompt
-and tools), as the other tests here do: 11,700 tokens for Codex's default model, 18,600 for
-Claude Code, a few hundred for the openai-agents task.
+and tools), as the other tests here do (11,700 tokens for Codex's default model, a few hundred
+for the openai-agents task), except Claude Code's strict run, at 32k in all (its prompt takes
+18,600 of them).
 """
 
 from __future__ import annotations
@@ -105,7 +106,11 @@ async def test_openai_agents_learns_a_window_no_error_states(
 
 
 def test_claude_code_learns_a_window_no_error_states(make_agent: AgentFactory) -> None:
-    agent = strict(make_agent, CLAUDE_PREFIX + ROOMS["32k"], STEPS)
+    """A 32k window in all, its own 18,600-token prompt inside: its first request (with its
+    64000-token reply limit) is refused, and so is the half of it the retry tries; the next
+    retry goes at the least window that holds what must be kept, and the window is narrowed
+    from there."""
+    agent = strict(make_agent, ROOMS["32k"], STEPS)
     run_claude(agent, STEPS)
     assert 1 <= len(agent.script.refused) <= MAX_REFUSALS
 

@@ -54,3 +54,11 @@ def test_recent_usage_keeps_the_last_read_of_recent_conversations() -> None:
     recent.swap("two", a)
     recent.swap("three", a)  # past its size: the oldest goes
     assert recent.swap("one", None) is None
+
+
+def test_growth_says_nothing_when_the_view_hides_much() -> None:
+    """Anthropic counts the newest thinking and drops earlier turns': a thinking-heavy prompt's
+    count may grow less than its text did without any cut."""
+    before = Sample(theirs=821, ours=5455, hidden=5054, messages=9)
+    after = Sample(theirs=967, ours=1034, hidden=152, messages=17)
+    assert not short_of_growth(after, LOW, before)
