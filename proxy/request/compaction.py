@@ -26,9 +26,9 @@ from proxy.edge.headers import response_headers
 from proxy.edge.intake import WireRequest
 from proxy.edge.runtime import Runtime
 from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
-from proxy.request.budget import budget_for
 from proxy.request.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded
+from strategies.budget import Budget
 from strategies.messages import Message, leading_count
 from strategies.summary import serialize
 from strategies.tokens import count_prompt
@@ -73,7 +73,10 @@ async def _answered(rt: Runtime, req: WireRequest) -> Response:
     """The proxy's own answer: one compaction item that carries its summary."""
     payload = without_trigger(req.payload)
     messages = req.fmt.view(payload).messages
-    budget = budget_for(req, req.window or HANDOFF_WINDOW, rt.settings.trimming)
+    # What the summarizer needs of a budget: the window its pieces are cut for, and the reply
+    # reserve (never checked for room: the request itself is not fitted here).
+    trimming = rt.settings.trimming
+    budget = Budget(req.window or HANDOFF_WINDOW, trimming.reserve_output_tokens, 0, 0)
     ctx = rt.planner.summary_context(req, budget)
     checkpoint = await rt.compactor.handoff(messages, ctx)
     actions = ["compaction-served"]
