@@ -235,8 +235,9 @@ def recalling(
     async def send(nxt: WireRequest) -> tuple[Reply, Plan]:
         fitting = fitting_for(rt, nxt)
         first = await fitting.first()
+        lessons = Lessons(rt, nxt, fitting, who.config.max_context_tokens)
         reply, made, _ = await send_with_overflow_retry(
-            first, retrying(request, rt, nxt, who, clock, fitting), rt.settings.trimming
+            first, retrying(request, rt, nxt, who, clock, fitting, lessons), rt.settings.trimming
         )
         return reply, made
 
