@@ -6,7 +6,8 @@ Per upstream (``responses_compaction``): ``upstream`` forwards it as any request
 answers it; ``auto`` (the default) forwards it the first time and reads the whole answer: one
 that is a compaction is relayed as it came, anything else (an error, an ordinary turn) teaches
 the proxy that this upstream does not compact, kept in the store, and the proxy answers this
-request and the later ones itself.
+request and the later ones itself (a refused key, a rate limit, a server busy or down teaches
+nothing: ``PASSING``).
 
 The proxy's answer is its own summary checkpoint of the conversation, made by the summarizer as
 the other checkpoints are (proxy/summaries/handoff.py), carried in the compaction item; when the
@@ -38,6 +39,11 @@ log = logging.getLogger("contextwarden.compaction")
 MAX_ANSWER = 16 << 20  # bytes of an upstream's compaction answer read, at most
 HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
 FALLBACK_CHARS = 8000  # without a summarizer: the end of the conversation, verbatim
+# An answer with one of these says nothing of whether the upstream compacts (a key refused, a
+# rate limit, a server busy or down): relayed as it came, and the next compaction is forwarded
+# again. Any other answer with no compaction item (a 400 or 404 on the unknown item, a 500 from
+# a server that broke on it, an ordinary turn) teaches that it does not.
+PASSING = frozenset({401, 403, 408, 409, 429, 502, 503, 504})
 
 
 def wants_compaction(req: WireRequest) -> bool:
@@ -60,6 +66,8 @@ async def compaction(
         reply = await send(Plan(req.body, None, actions=["compaction-forwarded"], counted="none"))
         body = await _read(reply)
         if body is not None and reply.status == 200 and compacted(decoded(body, reply.headers)):
+            return _relayed(reply, body)
+        if body is not None and reply.status in PASSING:
             return _relayed(reply, body)
         log.info(
             "upstream %s answered a compaction with no compaction item (status %d): the proxy "

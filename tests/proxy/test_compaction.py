@@ -131,6 +131,28 @@ async def test_an_upstream_that_compacts_is_relayed_byte_for_byte() -> None:
 
 
 @respx.mock
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_rate_limit_or_an_outage_teaches_nothing(
+    status: int, summarizer: list[Any]
+) -> None:
+    """A compaction the upstream could not take up (busy, down) says nothing of whether it
+    compacts: its error is relayed as it came, and the next compaction is forwarded again."""
+    error = {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}}
+    responses = respx.post(f"{BASE}/responses").mock(
+        side_effect=[httpx.Response(status, json=error), httpx.Response(400, json=error)]
+    )
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(config(data)) as client:
+            first = await client.post("/v1/responses", json=trigger(stream=False))
+            second = await client.post("/v1/responses", json=trigger(stream=False))
+            third = await client.post("/v1/responses", json=trigger(stream=False))
+    assert first.status_code == status and first.json() == error
+    assert len(responses.calls) == 2  # forwarded again; its 400 taught the third
+    assert compacted(second.content) and compacted(third.content)
+    assert len(summarizer) == 2  # the second and the third, served from the summarizer
+
+
+@respx.mock
 async def test_declared_per_upstream(summarizer: list[Any]) -> None:
     responses = respx.post(f"{BASE}/responses").mock(side_effect=turn_answer)
     with tempfile.TemporaryDirectory() as data:
