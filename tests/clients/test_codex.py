@@ -183,6 +183,7 @@ def test_its_own_compactions_are_answered_by_the_proxy(make_agent: AgentFactory)
     assert f"Done after {steps} steps" in run.stdout, run
     sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
     asked = [k for k, body in enumerate(sent) if "compaction_trigger" in kinds(body)]
+    print(f"\n{len(sent)} requests, {len(asked)} compactions, {len(forwarded)} forwarded")
     assert len(asked) >= 2, "Codex never compacted twice"
     # Only the first was forwarded (auto): its answer had no compaction item.
     assert sum("compaction_trigger" in kinds(body) for body in forwarded) == 1
