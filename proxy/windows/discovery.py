@@ -9,6 +9,8 @@ the store, so a restarted proxy knows it before its first request. It is asked a
 - after an overflow (the server may have been restarted with a smaller context),
 - after the first answer, when what it said was provisional (a model not loaded yet: the
   figure it is loaded with is the one that counts),
+- in the background, at a use ``REFRESH`` seconds after it was last asked (a server restarted
+  with a larger context says nothing the way a smaller one does, by an overflow),
 - after ``RETRY_AFTER`` seconds when it could not be asked (a server that was down, say), and
   after ``SILENT_RETRY`` when it answered without a window (a cloud API: OpenAI's model list
   states none).
@@ -33,6 +35,7 @@ from proxy.windows.servers import Said, probe
 log = logging.getLogger("contextwarden")
 
 TIMEOUT = 5.0
+REFRESH = 600.0  # a window a server stated is asked again, in the background, after this
 RETRY_AFTER = 300.0  # a server that could not be asked (down, slow) is asked again after this
 SILENT_RETRY = 3600.0  # one that answered without a window, after this
 MAX_KNOWN = 4096  # (upstream, model) pairs kept; past it, new ones are not asked
@@ -103,6 +106,7 @@ class Discovery:
         self._clock = clock
         self._failed: dict[tuple[str, str], float] = {}  # when the server last said nothing
         self._stale: set[tuple[str, str]] = set()  # to ask again at next use
+        self._asked: dict[tuple[str, str], float] = {}  # when the server was last asked
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
         # Told when a server's figure changed (it restarted with another context): what
         # overflows taught about the old one no longer holds.
@@ -116,6 +120,8 @@ class Discovery:
             return False
         key = (name, model)
         known = self.found.get(name, model)
+        if known is not None and self._clock() - self._asked.get(key, self._clock()) >= REFRESH:
+            self._stale.add(key)
         if known is not None and key not in self._stale:
             return False
         failed = self._failed.get(key)
@@ -159,6 +165,7 @@ class Discovery:
     async def _ask(self, key: tuple[str, str], upstream: Upstream) -> None:
         name, model = key
         assert upstream.base_url is not None
+        self._asked[key] = self._clock()  # answered or not: not asked again before REFRESH
 
         async def get(method: str, url: str, body: Any) -> Any:
             return await self._fetch(name, method, url, body)

@@ -7,6 +7,7 @@ from typing import Any
 
 from proxy.config.catalog import Upstream
 from proxy.windows.discovery import (
+    REFRESH,
     RETRY_AFTER,
     SILENT_RETRY,
     STORE_KEY,
@@ -64,6 +65,30 @@ async def test_asked_once_kept_and_asked_again_after_an_overflow() -> None:
     await asyncio.sleep(0.01)
     assert server.asked == 2 and d.found.get("local", "m").window == 4096  # type: ignore[union-attr]
     assert kept[f"{STORE_KEY}local\tm"] == 4096
+
+
+async def test_a_stated_window_is_read_again_in_the_background_after_a_while() -> None:
+    """A server restarted with a larger context causes no overflow: it is read again at a use
+    ``REFRESH`` seconds after the last read, without the request waiting for it."""
+    server, clock, kept = Server(), Clock(), dict[str, int]()
+    d = discovery(server, clock, kept)
+    await d.ensure("local", LOCAL, "m")
+    clock.now += REFRESH - 1
+    server.window = 32768  # restarted with more
+    assert not await d.ensure("local", LOCAL, "m")
+    await asyncio.sleep(0.01)
+    assert server.asked == 1
+    clock.now += 1
+    assert not await d.ensure("local", LOCAL, "m")  # no wait: 8192 serves meanwhile
+    await asyncio.sleep(0.01)
+    assert server.asked == 2 and d.found.get("local", "m").window == 32768  # type: ignore[union-attr]
+    assert kept[f"{STORE_KEY}local\tm"] == 32768
+    server.down = True
+    clock.now += REFRESH
+    for _ in range(3):  # a server down at the refresh is not asked at every use
+        assert not await d.ensure("local", LOCAL, "m")
+        await asyncio.sleep(0.01)
+    assert server.asked == 3 and d.found.get("local", "m").window == 32768  # type: ignore[union-attr]
 
 
 async def test_concurrent_first_requests_ask_once() -> None:
