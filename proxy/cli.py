@@ -96,7 +96,8 @@ def banner(settings: Settings, path: str | None) -> str:
         f"store: {settings.checkpoints.backend}",
         "  upstreams: "
         + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items()),
-        f"  models not listed go to {settings.default_upstream!r}, with litellm's window",
+        f"  models not listed go to {settings.default_upstream!r}, with the window their server "
+        "states (discovery) or litellm's",
     ]
     for name, entry in settings.models.items():
         window, source = str(entry.context_window), "config"
@@ -108,6 +109,8 @@ def banner(settings: Settings, path: str | None) -> str:
                 upstream.model if upstream.provider == "litellm" and upstream.model else name
             )
             window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
+            if upstream.discovery != "off" and upstream.provider == "openai":
+                source += f"; the server is asked ({upstream.discovery})"
         kind = "family" if is_pattern(name) else "model"
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)

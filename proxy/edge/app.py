@@ -160,6 +160,8 @@ async def admin_windows(request: Request) -> Response:
             "evidence": learned.evidence(),
             "pending": learned.pending(),
             "calibration": rt.models.calibration.items(),
+            "without_figures": learned.without_figures(),
+            "discovered": rt.models.discovered.items(),
         }
     )
 
@@ -187,10 +189,9 @@ async def admin_confirm_window(request: Request) -> Response:
     team, model = body.get("team"), body.get("model")
     if not isinstance(team, str) or not isinstance(model, str):
         raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
-    window = rt.models.learned.confirm(team, model)
+    window = await rt.windows.confirm(team, model)
     if window is None:
         raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
-    await rt.persist_window(team, model, window)
     return JSONResponse({"team": team, "model": model, "window": window})
 
 
@@ -200,7 +201,7 @@ async def admin_forget_window(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     team, model = request.path_params["team"], request.path_params["model"]
-    if not await rt.forget_window(team, model):
+    if not await rt.windows.forget(team, model):
         raise NotFound(f"nothing was learned about model {model!r} for team {team!r}")
     return JSONResponse({"team": team, "model": model, "forgotten": True})
 

@@ -6,15 +6,18 @@ import asyncio
 import gc
 import logging
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
+from proxy.edge.headers import upstream_headers
 from proxy.edge.ownership import Owners
 from proxy.formats.recent import REUSE_FROM, RecentItems
 from proxy.observe.metrics import Metrics
-from proxy.overflow.retry import Lesson
 from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
@@ -23,12 +26,14 @@ from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
-from proxy.upstreams.forwarding import HttpxTransport, Transport
-from proxy.windows.calibration import HIGH as CALIBRATION_HIGH
-from proxy.windows.calibration import SETTING_KEYS, Fit, Sample, from_settings, moved, to_settings
-from proxy.windows.models import Models, from_store_key, store_key
+from proxy.upstreams.capabilities import CompactionSupport
+from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
+from proxy.windows.discovery import Discovery, Fetch
+from proxy.windows.knowledge import WindowKnowledge
+from proxy.windows.models import Models
 from proxy.windows.modeltable import ModelTable
 from proxy.windows.tokenizers import Tokenizers, get_encoding
+from proxy.windows.truncation import RecentUsage
 
 log = logging.getLogger("contextwarden")
 
@@ -43,8 +48,15 @@ class Runtime:
     planner: Planner
     auth: Authenticator
     metrics: Metrics
+    # What moves the models' windows at run time, kept in the store (proxy/windows/knowledge.py).
+    windows: WindowKnowledge
     prefixes: PrefixTracker = field(default_factory=PrefixTracker)
     pins: PinMemory = field(default_factory=PinMemory)
+    # Each recent conversation's last answered read (proxy/request/lessons.py): what tells a
+    # silent truncation.
+    usages: RecentUsage = field(default_factory=RecentUsage)
+    # The upstreams whose Responses compactions the proxy answers (proxy/request/compaction.py).
+    compactions: CompactionSupport = field(default_factory=CompactionSupport)
     # The last requests' items, reused by the next ones (bodies of REUSE_FROM bytes and more).
     items: RecentItems = field(default_factory=lambda: RecentItems(min_body=REUSE_FROM))
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
@@ -57,10 +69,9 @@ class Runtime:
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
-        try:
-            restore(models, await store.learned_windows())
-        except Exception as exc:  # a store outage must not stop the proxy
-            log.warning("could not load learned windows: %s", exc)
+        discovery = Discovery(models.discovered, fetcher(settings, transport), store.put_setting)
+        windows = WindowKnowledge(models, store, discovery)
+        await windows.load()
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
         if any(p.summarize for p in settings.policies.values()):
@@ -80,8 +91,8 @@ class Runtime:
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
         return cls(
-            settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
-            admission=admission, writer=writer,
+            settings, transport, models, store, compactor, planner, auth, metrics, windows,
+            prefixes, admission=admission, writer=writer,
         )  # fmt: skip
 
     @property
@@ -91,6 +102,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.admission.close()
+        await self.windows.discovery.drain()
         await self.compactor.drain()
         await self.prefixes.drain()  # a fingerprint written after the store closed is lost
         if self.planner.cuts is not None:
@@ -102,85 +114,53 @@ class Runtime:
         await self.store.close()
         await self.transport.aclose()
 
-    async def learn_window(
-        self, team: str, model: str, lesson: Lesson, sample: Sample | None, estimated: bool
-    ) -> None:
-        """What an overflow taught, for ``team``: the window the upstream stated, in its own
-        units (converted to the proxy's at use, by the calibration), and, as a calibration
-        sample, its count of the prompt beside the proxy's (``sample``; for a model the proxy
-        counts exactly, only when the upstream counted more: another tokenizer behind the same
-        name)."""
-        if self.models.learned.learn(team, model, lesson.window, evidence=lesson.evidence):
-            await self.persist_window(team, model, lesson.window)
-        if sample is None or not (estimated or sample.theirs > sample.ours):
-            return  # an exact count that the upstream confirms, or over-counts: nothing to learn
-        if sample.theirs > CALIBRATION_HIGH * sample.ours:
-            # More than the clamp: a count so far from the proxy's says more about the request's
-            # text (a client skewing it) than about the tokenizer. The window itself is learned.
-            log.warning(
-                "team %s: the upstream counted %.1fx the proxy's count for %s; not calibrated",
-                team, sample.theirs / sample.ours, model,
-            )  # fmt: skip
-            return
-        await self.calibrate(team, model, sample, exact=True)
-
-    async def calibrate(self, team: str, model: str, sample: Sample, exact: bool = False) -> None:
-        """One exact count of a prompt (an answer's usage, an overflow's figures), as a
-        calibration sample; the fit is persisted (with the learned windows) when it moves.
-        ``exact``: stated in an overflow error, which applies on its own as a plain ratio
-        while no fit is in force."""
-        calibration = self.models.calibration
-        before = calibration.fit(team, model)
-        if exact and before is None:
-            ratio = sample.theirs / sample.ours
-            calibration.restore(team, model, Fit(ratio, ratio))
-        calibration.observe(team, model, sample)
-        after = calibration.fit(team, model)
-        if after is None or not moved(before, after):
-            return
-        try:
-            for prefix, value in to_settings(after).items():
-                await self.store.put_setting(prefix + store_key(team, model), value)
-        except Exception as exc:  # kept in memory all the same
-            log.warning("could not persist the calibration of %s: %s", model, exc)
-
-    async def forget_window(self, team: str, model: str) -> bool:
-        """An operator's reset: the learned window (applied or pending) and the calibration of
-        ``model`` for ``team`` are forgotten, here and in the store; whether there was any."""
-        had = self.models.learned.forget(team, model)
-        had = self.models.calibration.forget(team, model) or had
-        key = store_key(team, model)
-        await self.store.forget_learned([key, *(prefix + key for prefix in SETTING_KEYS)])
-        return had
-
-    async def persist_window(self, team: str, model: str, window: int) -> None:
-        try:
-            await self.store.put_learned_window(store_key(team, model), window)
-        except Exception as exc:  # kept in memory all the same
-            log.warning("could not persist the learned window of %s: %s", model, exc)
-
-
-def restore(models: Models, stored: dict[str, int]) -> None:
-    """Learned windows and calibration fits, as the store keeps them."""
-    fits: dict[tuple[str, str], dict[str, int]] = {}
-    for key, value in stored.items():
-        prefix = next((p for p in SETTING_KEYS if key.startswith(p)), "")
-        scoped = from_store_key(key.removeprefix(prefix))
-        if scoped is None:
-            continue
-        if prefix:
-            fits.setdefault(scoped, {})[prefix] = value
-        else:
-            models.learned.learn(*scoped, value)
-    for scoped, values in fits.items():
-        fit = from_settings(values)
-        if fit is not None:
-            models.calibration.restore(*scoped, fit)
-
 
 def build_models(settings: Settings) -> Models:
     prepare_environment()
     return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))
+
+
+MAX_METADATA = 1 << 20  # bytes of a server's metadata answer read, at most
+
+
+def fetcher(settings: Settings, transport: Transport) -> Fetch:
+    """How window discovery asks an upstream (proxy/windows/discovery.py): through the
+    transport, with the key the proxy holds for it and its configured headers (never a
+    client's credential), JSON in and out; None for anything but a 200 with JSON."""
+
+    async def fetch(name: str, method: str, url: str, body: Any) -> Any:
+        upstream = settings.upstreams[name]
+        headers = upstream_headers([], upstream, settings.api_key(name), forward_client_auth=False)
+        headers.append(("accept", "application/json"))
+        content = None
+        if body is not None:
+            content = orjson.dumps(body)
+            headers.append(("content-type", "application/json"))
+        reply = await transport.send(upstream, method, url, headers, content)
+        try:
+            data = reply.body if reply.body is not None else await _read(reply, MAX_METADATA)
+        finally:
+            await reply.aclose()
+        if reply.status != 200 or data is None:
+            return None
+        try:
+            return orjson.loads(decoded(data, reply.headers))
+        except orjson.JSONDecodeError:
+            return None
+
+    return fetch
+
+
+async def _read(reply: Reply, limit: int) -> bytes | None:
+    chunks, size = [], 0
+    if reply.stream is None:
+        return None
+    async for chunk in reply.stream:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return None
+    return b"".join(chunks)
 
 
 def new_transport(settings: Settings, max_connections: int = 1024) -> Transport:

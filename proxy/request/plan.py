@@ -621,6 +621,11 @@ class Planner:
             return budget.messages
         return soft_limit(budget.messages, config)
 
+    def summary_context(self, req: WireRequest, budget: Budget) -> Context:
+        """What the summarizer needs of ``req`` for a summary of its own (a client's
+        compaction answered by the proxy: proxy/request/compaction.py)."""
+        return self._context(req, budget, MemoCounter(req.counter()))
+
     def _context(self, req: WireRequest, budget: Budget, counter: MemoCounter) -> Context:
         """What the compactor needs of the request; ``counter`` is the request's own, which
         has priced its messages already."""

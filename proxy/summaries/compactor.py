@@ -17,13 +17,14 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
-from proxy.summaries.breaker import Breakers
+from proxy.summaries.breaker import Breaker, Breakers
 from proxy.summaries.decision import (
     Choice,
     choose,
@@ -33,6 +34,7 @@ from proxy.summaries.decision import (
     worth_preparing,
 )
 from proxy.summaries.flight import Flights
+from proxy.summaries.handoff import make_handoff
 from proxy.summaries.job import (
     BreakerOpen,
     Context,
@@ -192,6 +194,12 @@ class Compactor:
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
             self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
 
+    async def handoff(self, messages: list[Message], ctx: Context) -> Checkpoint | None:
+        """A summary of all of ``messages`` after their leading instructions (a client's own
+        compaction, answered by the proxy: proxy/summaries/handoff.py), kept as the
+        conversation's checkpoint; None when the summarizer could not make one."""
+        return await self._kept(ctx, partial(make_handoff, messages, ctx, self.llm))
+
     def soon(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (preparing a summary: its request's answer does not wait for it) in
         the background, where ``drain`` waits for it too."""
@@ -259,13 +267,19 @@ class Compactor:
         task.add_done_callback(self._background.discard)
 
     async def _make(self, job: Job) -> Checkpoint | None:
-        ctx = job.ctx
+        return await self._kept(job.ctx, partial(make_checkpoint, job, self.llm))
+
+    async def _kept(
+        self, ctx: Context, making: Callable[[Allowance, Breaker], Awaitable[Checkpoint]]
+    ) -> Checkpoint | None:
+        """A checkpoint made (``making``, within the request's allowance, behind the
+        summarizer's breaker) and kept in the store; None when none could be made."""
         breaker = self._breakers.for_target(
             ctx.team, ctx.target.key, ctx.policy.summarizer.breaker_failures
         )
         began = time.monotonic()
         try:
-            checkpoint = await make_checkpoint(job, self.llm, self._allowance(ctx), breaker)
+            checkpoint = await making(self._allowance(ctx), breaker)
         except NothingToSummarize:
             return None
         except BreakerOpen:

@@ -136,7 +136,7 @@ async def make_checkpoint(
     if not breaker.allow():
         raise BreakerOpen("the summarizer's breaker is open: skipped once")
     try:
-        text = await _summarize(job, start, cut, llm, allowance)
+        text = await summarize(job, start, cut, llm, allowance)
     except AllowanceSpent:
         raise  # a spent allowance is not the summarizer failing
     except SummarizerFailed:
@@ -168,7 +168,7 @@ async def make_checkpoint(
     return checkpoint
 
 
-async def _summarize(
+async def summarize(
     job: Job, start: int, cut: Cut, llm: LLMSummarizer, allowance: Allowance
 ) -> str:
     """Summarize ``[start, cut)``, retrying in smaller pieces when the summarizer's own

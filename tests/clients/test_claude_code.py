@@ -67,11 +67,14 @@ def task_of(body: dict[str, Any]) -> str:
     return ""
 
 
-def check_forwarded(agent: Agent) -> None:
-    """Every request reached the upstream once, and kept what the client sent of its system
-    prompt, tools and newest step (the last assistant message with its thinking and calls, and
-    what follows it) byte for byte."""
+def check_forwarded(agent: Agent, accepted: bool = False) -> None:
+    """Every request reached the upstream once (``accepted``: was answered once, whatever the
+    proxy retried), and kept what the client sent of its system prompt, tools and newest step
+    (the last assistant message with its thinking and calls, and what follows it) byte for
+    byte."""
     sent, forwarded = agent.sent("/v1/messages"), agent.forwarded("messages")
+    if accepted:
+        forwarded = [r.body for r in agent.script.accepted if r.path == "messages"]
     assert len(sent) == len(forwarded)
     for theirs, ours in zip(sent, forwarded, strict=True):
         assert same(ours["system"]) == same(theirs["system"])
