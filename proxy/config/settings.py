@@ -94,6 +94,14 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    workers: int = Field(
+        1, ge=1, le=256, description="serving processes on the one port (serve --workers)"
+    )
+    shutdown_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="at shutdown, how long requests in flight (streams) may take to finish",
+    )
     default_upstream: str = Field(
         "", description="default: the only upstream, else the one named openai"
     )

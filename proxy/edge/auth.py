@@ -68,7 +68,8 @@ class Principal:
 class Authenticator:
     def __init__(self, settings: Settings, scope_secret: bytes = b"") -> None:
         self._settings = settings
-        self._scope_secret = scope_secret or secrets.token_bytes(32)
+        # The store's key once it is read (every replica's the same); a random one until then.
+        self.scope_secret = scope_secret or secrets.token_bytes(32)
         self._keys: list[tuple[bytes, str]] = [
             (os.environ[env].encode(), team)
             for team, cfg in settings.teams.items()
@@ -126,7 +127,7 @@ class Authenticator:
         credential = caller_credential(headers)
         if not credential:
             return None
-        digest = hmac.digest(self._scope_secret, credential.encode(), "sha256")  # one C call
+        digest = hmac.digest(self.scope_secret, credential.encode(), "sha256")  # one C call
         return digest.hex()[:32]  # the credential itself is never kept
 
     def _match(self, presented: bytes) -> str | None:

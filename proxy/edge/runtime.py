@@ -57,10 +57,6 @@ class Runtime:
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
-        try:
-            restore(models, await store.learned_windows())
-        except Exception as exc:  # a store outage must not stop the proxy
-            log.warning("could not load learned windows: %s", exc)
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
         if any(p.summarize for p in settings.policies.values()):
@@ -71,18 +67,29 @@ class Runtime:
         prefixes = PrefixTracker(writer)
         recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds)
         planner = Planner(settings, compactor, prefixes, CutMemory(writer), recalls)
-        try:
-            secret = await store.scope_secret()
-        except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
-            log.warning("could not read the checkpoint scope key: %s", exc)
-            secret = b""
-        auth = Authenticator(settings, secret)
+        auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
         return cls(
             settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
             admission=admission, writer=writer,
         )  # fmt: skip
+
+    async def connect(self) -> bool:
+        """Read what every replica shares from the store: the key that scopes checkpoints to
+        a caller, and the learned windows. Whether the store answered (proxy/edge/readiness.py
+        asks again until it does; a disabled store never will, and is not waited for)."""
+        if self.store.disabled:
+            return True
+        try:
+            secret = await self.store.scope_secret()
+            stored = await self.store.learned_windows()
+        except Exception as exc:  # served meanwhile, with a key of its own
+            log.warning("the checkpoint store does not answer: %s", exc)
+            return False
+        self.auth.scope_secret = secret
+        restore(self.models, stored)
+        return True
 
     @property
     def owners(self) -> Owners:
