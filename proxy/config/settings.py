@@ -176,6 +176,13 @@ class Settings(BaseSettings):
         }
         return self
 
+    @property
+    def shared_store(self) -> bool:
+        """Whether other processes write the store too: Redis (replicas), or an SQLite file
+        shared by ``workers``. Then what a process remembers of a conversation is only a cache
+        of the store, which is read and written on each request."""
+        return self.checkpoints.backend == "redis" or self.workers > 1
+
     def exposure_problem(self) -> str | None:
         """Why serving on ``host`` would let anybody on the network spend the operator's
         upstream key, or None. Passthrough mode authenticates nobody, so a proxy-held key on a

@@ -154,7 +154,7 @@ async def admin_stats(request: Request) -> Response:
     stats = {
         "teams": rt.metrics.team_stats(),
         "summarizer": rt.compactor.figures(),
-        "summarizer_by_team": rt.compactor.team_figures(),
+        "summarizer_by_team": await rt.compactor.team_figures(),
     }
     return JSONResponse(stats)
 

@@ -23,6 +23,7 @@ from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
+from proxy.summaries.seen import SeenConversations
 from proxy.upstreams.forwarding import HttpxTransport, Transport
 from proxy.windows.calibration import HIGH as CALIBRATION_HIGH
 from proxy.windows.calibration import SETTING_KEYS, Fit, Sample, from_settings, moved, to_settings
@@ -61,12 +62,14 @@ class Runtime:
         llm = LLMSummarizer()
         if any(p.summarize for p in settings.policies.values()):
             llm.warm()
-        compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
-        metrics.watch(compactor.figures)
         writer = BlobWriter(store)
-        prefixes = PrefixTracker(writer)
+        shared = settings.shared_store  # the store is the truth; memory a cache of it
+        seen = SeenConversations(writer, settings.checkpoints.ttl_seconds)
+        compactor = Compactor(store, llm, metrics.summarizer_latency.observe, seen)
+        metrics.watch(compactor.figures)
+        prefixes = PrefixTracker(writer, shared=shared)
         recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds)
-        planner = Planner(settings, compactor, prefixes, CutMemory(writer), recalls)
+        planner = Planner(settings, compactor, prefixes, CutMemory(writer, shared), recalls)
         auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
@@ -95,6 +98,16 @@ class Runtime:
     def owners(self) -> Owners:
         """Who made each stored response (proxy/edge/ownership.py), kept in the store."""
         return Owners(self.store)
+
+    async def settle(self) -> None:
+        """Before an answer leaves: with a store shared with other processes, the request's
+        writes (its fingerprint, cut, seen mark) are in it, for its next request to find on
+        whichever replica it lands (proxy/stores/writer.py)."""
+        if self.writer is not None and self.settings.shared_store:
+            await self.prefixes.drain()  # their writes, handed to the writer
+            if self.planner.cuts is not None:
+                await self.planner.cuts.drain()
+            await self.writer.flush()
 
     async def stop(self) -> None:
         self.admission.close()

@@ -12,11 +12,16 @@ from the provider's cache), ``broken`` (it is not: the provider re-reads, and bi
 prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
 cache). A request digests only the messages the comparison needs; its own fingerprint is
 finished once its answer has gone (or by the next request, if that comes first). Fingerprints
-live in memory and, with the TTL, in the checkpoint store, so replicas sharing a store (and a
-restarted proxy) know each other's last prompts. For prompts the proxy counted (near the
-limit: the fast path's small prompts stay in memory) the store is read when memory has no
-fingerprint for the conversation, and written in the background. A store fault only costs the
-comparison (the request reports ``new``).
+live in memory and, with the TTL, in the checkpoint store, so that a restarted proxy knows its
+last prompts. For prompts the proxy counted (near the limit: the fast path's small prompts stay
+in memory) the store is read when memory has no fingerprint for the conversation, and written
+in the background. A store fault only costs the comparison (the request reports ``new``).
+
+A store ``shared`` with other processes (replicas on Redis, ``serve --workers``) is the truth:
+the conversation's last prompt may have gone through another one. Then every request reads the
+store and takes the newer of the store's fingerprint and memory's (a replica's own may be
+several requests old), and writes its own at once, for its caller to flush before the answer
+leaves (proxy/stores/writer.py): its next request may come to another replica.
 
 **Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
 header once, with the message, so the proxy remembers the pinned message's digest for its
@@ -88,11 +93,15 @@ class BlobStore(Protocol):
 
 class PrefixTracker:
     def __init__(
-        self, store: BlobStore | None = None, clock: Callable[[], float] = time.time
+        self,
+        store: BlobStore | None = None,
+        clock: Callable[[], float] = time.time,
+        shared: bool = False,
     ) -> None:
         self._last: OrderedDict[str, Fingerprint | _Pending] = OrderedDict()
         self._store = store
         self._clock = clock
+        self.shared = shared  # other processes write the store too (see the module docstring)
         self._writes: set[asyncio.Task[None]] = set()
         self._pending: dict[str, _Pending] = {}
         # The event loop that finishes fingerprints, asked for once: on Python 3.11 each
@@ -114,6 +123,7 @@ class PrefixTracker:
         trimmed) the store is read when memory has nothing, and written; without it, the
         comparison is memory's alone, and a small request costs no store round trip."""
         now = self._clock()
+        persist = persist or self.shared
         previous = await self._previous(conversation, persist)
         self._last.pop(conversation, None)
         # Only the messages the comparison needs are digested now; the fingerprint is
@@ -129,10 +139,13 @@ class PrefixTracker:
         self._last[conversation] = self._pending[conversation] = pending
         if len(self._last) > MAX_CONVERSATIONS:
             self._last.popitem(last=False)  # one still pending is written all the same
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
-        loop.call_soon(self._finish, conversation, pending)
+        if self.shared:  # written now: the caller flushes it before the answer leaves
+            self._finish(conversation, pending)
+        else:
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._finish, conversation, pending)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
         kept = 0 < previous.count <= len(messages) and at_previous == previous.digest
@@ -166,19 +179,23 @@ class PrefixTracker:
         return previous
 
     async def _previous(self, conversation: str, ask_store: bool = True) -> Fingerprint | None:
+        """The conversation's last prompt: memory's; the store's when memory has none, or
+        (shared) the newer of the two."""
         pending = self._pending.get(conversation)  # the newest, even if memory let it go
         if pending is not None:
             return self._finish(conversation, pending)
         found = self._last.get(conversation)
-        if isinstance(found, _Pending):
-            return self._finish(conversation, found)
-        if found is not None or self._store is None or not ask_store:
-            return found
+        mine = self._finish(conversation, found) if isinstance(found, _Pending) else found
+        if self._store is None or not ask_store or (mine is not None and not self.shared):
+            return mine
         try:
             raw = await self._store.get_blob(STORE_PREFIX + conversation)
-        except Exception:  # the store is down: no comparison this time
-            return None
-        return _decode(raw) if raw else None
+        except Exception:  # the store is down: memory's, if any
+            return mine
+        theirs = _decode(raw) if raw else None
+        if theirs is None or (mine is not None and mine.at >= theirs.at):
+            return mine
+        return theirs
 
     async def drain(self) -> None:
         """Finish the fingerprints and wait for the background writes (at shutdown, before

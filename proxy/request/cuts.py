@@ -6,6 +6,10 @@ prefix fingerprints' TTL, in the checkpoint store beside the conversation's chec
 fingerprint, so replicas sharing a store (and a restarted proxy) replay each other's cuts.
 Without a recipe (a store fault, an expired one, another conversation) the request is cut
 afresh, as before sticky cuts: a missing recipe only costs the cached prefix.
+
+A store ``shared`` with other processes is the truth: the conversation's newest cut may have
+been made by another replica, so the store is read on every recall, and memory's recipe serves
+only when the store has none (it restarted empty) or does not answer.
 """
 
 from __future__ import annotations
@@ -22,22 +26,23 @@ STORE_PREFIX = "cut\t"
 
 
 class CutMemory:
-    def __init__(self, store: BlobStore | None = None) -> None:
+    def __init__(self, store: BlobStore | None = None, shared: bool = False) -> None:
         self._recent: OrderedDict[str, bytes] = OrderedDict()
         self._store = store
+        self._shared = shared
         self._writes: set[asyncio.Task[None]] = set()
 
     async def recall(self, conversation: str) -> Recipe | None:
         raw = self._recent.get(conversation)
-        if raw is None and self._store is not None:
+        if self._store is not None and (raw is None or self._shared):
             try:
-                raw = await self._store.get_blob(STORE_PREFIX + conversation)
-            except Exception:  # the store is down: cut afresh this time
-                return None
-            recipe = decode(raw) if raw else None
-            if recipe is not None and raw is not None:  # its next requests replay from memory
-                self._hold(conversation, raw)
-            return recipe
+                stored = await self._store.get_blob(STORE_PREFIX + conversation)
+            except Exception:  # the store is down: memory's, or cut afresh this time
+                stored = None
+            recipe = decode(stored) if stored else None
+            if recipe is not None and stored is not None:  # its next requests replay from memory
+                self._hold(conversation, stored)
+                return recipe
         return decode(raw) if raw else None
 
     def remember(self, conversation: str, recipe: Recipe) -> None:

@@ -94,6 +94,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         if made is not None:
             await rt.owners.claim(team, made)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
+    await rt.settle()
     prefix = [("x-contextwarden-prefix", seen.state)] if seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.

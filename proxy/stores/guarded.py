@@ -98,6 +98,15 @@ class GuardedStore:
     async def release(self, key: str) -> None:
         await self._call(self._store.release(key))
 
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
+        return await self._call(self._store.take_slot(key, limit, window_seconds))
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int:
+        return await self._call(self._store.slots_taken(key, window_seconds))
+
+    async def ping(self) -> None:
+        await self._call(self._store.ping())
+
     async def scope_secret(self) -> bytes:
         return await self._call(self._store.scope_secret())
 
