@@ -59,6 +59,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         app.state.runtime = runtime
         if runtime.store.disabled:
             readiness.note = f"checkpoints disabled: {runtime.store.disabled}"
+        readiness.also("the summarizer's library (litellm) to load", runtime.compactor.llm.loaded)
         await readiness.start(runtime.connect)
         readiness.on_shutdown_signal()
         try:

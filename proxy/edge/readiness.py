@@ -4,8 +4,10 @@ it lives (``/health``).
 Not ready until the store has answered once: what every replica must share is read from it at
 start (the key that scopes checkpoints to a caller, the learned windows), and a replica that
 served without it would keep its conversations apart from the others'. Until then the store
-is asked again every ``RETRY_SECONDS``. Not ready again from the moment a shutdown begins
-(SIGTERM or SIGINT), while the requests in flight finish (``shutdown_grace_seconds``).
+is asked again every ``RETRY_SECONDS``. Nor until what else it waits for is done (``also``:
+litellm's import, when a policy summarizes: a summary asked for meanwhile would wait for it,
+or fall back to truncation). Not ready again from the moment a shutdown begins (SIGTERM or
+SIGINT), while the requests in flight finish (``shutdown_grace_seconds``).
 
 A store that fails *after* it first answered does not make the process unready: the proxy
 serves without it (fresh cuts, no summaries, each store call bounded by its timeout), which a
@@ -36,6 +38,11 @@ class Readiness:
         self.draining = False
         self.note = ""  # a fact the body states besides the status (a disabled store)
         self._task: asyncio.Task[None] | None = None
+        self._waits: list[tuple[str, Callable[[], bool]]] = []
+
+    def also(self, what: str, done: Callable[[], bool]) -> None:
+        """Not ready until ``done()`` (``what`` is said while it is not)."""
+        self._waits.append((what, done))
 
     def report(self) -> tuple[int, dict[str, Any]]:
         """``/ready``'s status code and body."""
@@ -43,6 +50,9 @@ class Readiness:
             return 503, {"status": "draining"}
         if not self.connected:
             return 503, {"status": "starting", "waiting_for": "the checkpoint store"}
+        waiting = next((what for what, done in self._waits if not done()), None)
+        if waiting is not None:
+            return 503, {"status": "starting", "waiting_for": waiting}
         return 200, {"status": "ready", **({"note": self.note} if self.note else {})}
 
     async def start(self, connect: Connect) -> None:

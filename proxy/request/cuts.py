@@ -8,8 +8,9 @@ Without a recipe (a store fault, an expired one, another conversation) the reque
 afresh, as before sticky cuts: a missing recipe only costs the cached prefix.
 
 A store ``shared`` with other processes is the truth: the conversation's newest cut may have
-been made by another replica, so the store is read on every recall, and memory's recipe serves
-only when the store has none (it restarted empty) or does not answer.
+been made by another replica, so only the store's recipe is replayed. A replica's own may be
+several cuts old: when the store has none (it restarted empty) or does not answer, the request
+is cut afresh, as without a store.
 """
 
 from __future__ import annotations
@@ -33,16 +34,16 @@ class CutMemory:
         self._writes: set[asyncio.Task[None]] = set()
 
     async def recall(self, conversation: str) -> Recipe | None:
-        raw = self._recent.get(conversation)
-        if self._store is not None and (raw is None or self._shared):
+        raw = None if self._shared else self._recent.get(conversation)
+        if raw is None and self._store is not None:
             try:
-                stored = await self._store.get_blob(STORE_PREFIX + conversation)
-            except Exception:  # the store is down: memory's, or cut afresh this time
-                stored = None
-            recipe = decode(stored) if stored else None
-            if recipe is not None and stored is not None:  # its next requests replay from memory
-                self._hold(conversation, stored)
-                return recipe
+                raw = await self._store.get_blob(STORE_PREFIX + conversation)
+            except Exception:  # the store is down: cut afresh this time
+                return None
+            recipe = decode(raw) if raw else None
+            if recipe is not None and raw is not None and not self._shared:
+                self._hold(conversation, raw)  # its next requests replay from memory
+            return recipe
         return decode(raw) if raw else None
 
     def remember(self, conversation: str, recipe: Recipe) -> None:
@@ -54,7 +55,8 @@ class CutMemory:
         if len(raw) > MAX_RECIPE_BYTES:
             self._recent.pop(conversation, None)
             return
-        self._hold(conversation, raw)
+        if not self._shared:  # else the store alone holds it
+            self._hold(conversation, raw)
         if self._store is not None:
             task = asyncio.ensure_future(self._write(self._store, conversation, raw))
             self._writes.add(task)

@@ -78,6 +78,10 @@ class LLMSummarizer:
             # full passes, which otherwise stall requests for a hundred milliseconds and more.
             self._import.add_done_callback(lambda _: gc.freeze())
 
+    def loaded(self) -> bool:
+        """Whether a summary would wait for litellm's import (started by ``warm``)."""
+        return self._import is None or self._import.done()
+
     async def _load(self, timeout: float) -> Any:
         self.warm()
         assert self._import is not None
