@@ -18,11 +18,12 @@ import anthropic
 import openai
 
 MAX_TOKENS = 256
-WORDS = (
+_WORDS = (
     "the of and to in that it is was for on are as with they be at one have this from or had "
     "by word but what some we can out other were all there when up use your how said an each "
     "deploy migration schema index replica backup query shard cache token window summary"
-).split()
+)
+WORDS = tuple(_WORDS.split())
 
 
 @dataclass
