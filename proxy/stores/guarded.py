@@ -98,6 +98,12 @@ class GuardedStore:
     async def release(self, key: str) -> None:
         await self._call(self._store.release(key))
 
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        await self._call(self._store.renew(key, ttl_seconds))
+
+    async def locked(self, key: str) -> bool:
+        return await self._call(self._store.locked(key))
+
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         return await self._call(self._store.take_slot(key, limit, window_seconds))
 

@@ -43,6 +43,14 @@ class Store(Protocol):
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool: ...
 
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        """A held lock lives ``ttl_seconds`` more (its holder is still at work)."""
+        ...
+
+    async def locked(self, key: str) -> bool:
+        """Whether someone holds the lock ``key``."""
+        ...
+
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         """One of ``key``'s ``limit`` slots per rolling ``window_seconds``, taken at once for
         every process of the store (a team's summarizer calls per hour); False when all the

@@ -11,6 +11,9 @@ from __future__ import annotations
 import secrets
 
 from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.stores.codec import dump, load
 from strategies.checkpoint import Checkpoint
@@ -38,8 +41,19 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. (t - tonumber(ARGV[1])), '+inf')
 
 
 class RedisStore:
-    def __init__(self, url: str, ttl_seconds: float, max_per_conversation: int) -> None:
-        self._redis = aioredis.from_url(url)
+    def __init__(
+        self, url: str, ttl_seconds: float, max_per_conversation: int, timeout: float = 1.0
+    ) -> None:
+        # One retry at once, on a new connection (those of a Redis that restarted are dead),
+        # and no backoff: redis-py's own (ten retries, up to a second apart) would keep a
+        # command on a dead Redis past the store's timeout (GuardedStore), which bounds every
+        # call and rests the store after a fault.
+        self._redis = aioredis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+        )
         self._ttl = int(ttl_seconds)
         self._max = max_per_conversation
         self._take = self._redis.register_script(TAKE_SLOT)
@@ -100,6 +114,12 @@ class RedisStore:
 
     async def release(self, key: str) -> None:
         await self._redis.delete(f"cw:lock:{key}")
+
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        await self._redis.pexpire(f"cw:lock:{key}", max(1, int(ttl_seconds * 1000)))
+
+    async def locked(self, key: str) -> bool:
+        return bool(await self._redis.exists(f"cw:lock:{key}"))
 
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         member = secrets.token_hex(8)

@@ -205,6 +205,25 @@ class SqliteStore:
     async def release(self, key: str) -> None:
         await self._run(lambda db: db.execute("DELETE FROM locks WHERE key=?", (key,)))
 
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        def renew(db: sqlite3.Connection) -> None:
+            now = time.time()
+            db.execute(  # a lock that lapsed is nobody's to renew
+                "UPDATE locks SET expires_at=? WHERE key=? AND expires_at>=?",
+                (now + ttl_seconds, key, now),
+            )
+
+        await self._run(renew)
+
+    async def locked(self, key: str) -> bool:
+        now = time.time()
+        row = await self._read(
+            lambda db: db.execute(
+                "SELECT 1 FROM locks WHERE key=? AND expires_at>=?", (key, now)
+            ).fetchone()
+        )
+        return row is not None
+
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         def take(db: sqlite3.Connection) -> bool:
             now = time.time()

@@ -1,24 +1,34 @@
-"""The recipe of docs/operations.md, run: three ``contextwarden serve`` replicas on one real
-Redis behind a real HAProxy (round robin, health checks on ``/ready``), growing conversations
-in chat, Responses and Anthropic Messages, one replica killed mid-run; against the same
-workload on one process with its SQLite file, run beside it."""
+"""The recipe of docs/operations.md, run once (``recipe``) and checked by each test below: three
+``contextwarden serve`` replicas on one real Redis behind a real HAProxy (round robin, health
+checks on ``/ready``), growing conversations in chat, Responses and Anthropic Messages.
+
+1. Thirty turns, one replica killed before turn 20; beside it, the same workload on one process
+   with its SQLite file.
+2. The conversations go on while Redis is stopped (SIGSTOP: it hangs) for 10 seconds, and after
+   it resumes.
+3. The same while Redis is killed, and 10 seconds later started again, empty.
+
+Everything runs at the defaults (the store's 1-second timeout, its 5-second rest after a
+fault), with the policy's summaries on, as they are by default.
+"""
 
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from proxy.config.settings import Checkpoints
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
 from tests.e2e.topology import REPLICAS, Balancer, Redis, Replica, replica_config, wait_for
-from tests.e2e.workload import Conversation, Figures, conversations, drive, upstream_states
+from tests.e2e.workload import Answer, Conversation, Figures, conversations, drive, upstream_states
 
 WINDOW = 4096
 MODELS = {"chat": "demo-chat", "responses": "demo-responses", "messages": "demo-claude"}
@@ -26,6 +36,9 @@ COUNTS = {"chat": 5, "responses": 1, "messages": 1}  # the issue's five chats, a
 TURNS = 30
 KILL_AT = 20  # the turn before which one replica is killed
 THINK = 0.15  # seconds between an answer and the next turn: a user's, an agent's tool run
+OUTAGE = 10.0
+RECOVERY = 8.0  # the store rests 5 seconds after its last fault, then is asked again
+TIMEOUT = Checkpoints().timeout_seconds
 
 
 def upstream(url: str) -> dict[str, Any]:
@@ -43,18 +56,80 @@ def upstream(url: str) -> dict[str, Any]:
 
 
 @dataclass
-class Demo:
-    url: str
-    state: Any  # the demo upstream's record: received bodies, summaries
+class Run:
+    """What the recipe's run recorded: the conversations through the load balancer (``ours``)
+    and on one process (``theirs``), each demo upstream's record, and where each phase of
+    ``ours`` begins (an index into every conversation's answers: the turns are in step)."""
+
+    ours: list[Conversation]
+    theirs: list[Conversation]
+    shared: Any
+    alone: Any
+    phases: dict[str, int] = field(default_factory=dict)
+
+    def answers(self, start: str, end: str | None = None) -> list[Answer]:
+        lo, hi = self.phases[start], self.phases[end] if end else None
+        return [a for c in self.ours for a in c.answers[lo:hi]]
 
 
-@pytest.fixture
-def demos() -> Iterator[tuple[Demo, Demo]]:
-    """Two demo upstreams: one for the replicas, one for the single process."""
+def for_seconds(url: str, talks: list[Conversation], seconds: float) -> None:
+    """Turns of every conversation until ``seconds`` have passed."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        drive(url, talks, 1, pause=THINK)
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    tmp = tmp_path_factory.mktemp("recipe")
     with ExitStack() as stack:
         apps = [create_upstream(window=WINDOW) for _ in range(2)]
-        servers = [stack.enter_context(BackgroundServer(app)) for app in apps]
-        yield Demo(servers[0].url, apps[0].state), Demo(servers[1].url, apps[1].state)
+        shared, alone = (stack.enter_context(BackgroundServer(app)) for app in apps)
+        config = {**upstream(alone.url), "data_dir": str(tmp / "single")}
+        single = stack.enter_context(Replica(config, tmp, "one"))
+        redis = stack.enter_context(Redis(tmp))
+        replicas = [
+            stack.enter_context(
+                Replica(replica_config(upstream(shared.url), redis.url, tmp / n), tmp, n)
+            )
+            for n in REPLICAS
+        ]
+        for process in (single, *replicas):
+            wait_for(process.ready, "every replica ready", timeout=90)
+        balancer = stack.enter_context(Balancer("haproxy", "haproxy.cfg", tmp, replicas))
+        talks = (conversations(COUNTS, MODELS, seed=45) for _ in range(2))
+        run = Run(*talks, *(app.state for app in apps))
+        run.phases["start"] = 0
+
+        def kill(turn: int) -> None:
+            """Between two turns: nothing in flight, the load balancer not told."""
+            if turn == KILL_AT:
+                replicas[1].signal(signal.SIGKILL)
+                replicas[1].popen.wait(10)  # gone: its port refuses connections
+
+        with ThreadPoolExecutor(2) as pool:
+            runs = [
+                pool.submit(drive, balancer.url, run.ours, TURNS, kill, THINK),
+                pool.submit(drive, single.url, run.theirs, TURNS, lambda turn: None, THINK),
+            ]
+            for done in runs:
+                done.result()
+
+        def phase(name: str, seconds: float) -> None:
+            run.phases[name] = len(run.ours[0].answers)
+            for_seconds(balancer.url, run.ours, seconds)
+
+        redis.signal(signal.SIGSTOP)
+        phase("hung", OUTAGE)
+        redis.signal(signal.SIGCONT)
+        phase("resumed", RECOVERY)
+        redis.signal(signal.SIGKILL)
+        redis.popen.wait(10)
+        phase("killed", OUTAGE)
+        stack.enter_context(Redis(tmp, redis.port))  # started again, empty
+        phase("empty", RECOVERY)
+        run.phases["end"] = len(run.ours[0].answers)
+        yield run
 
 
 def wrong_prefixes(talks: list[Conversation], received: list[dict[str, Any]]) -> int:
@@ -67,46 +142,12 @@ def wrong_prefixes(talks: list[Conversation], received: list[dict[str, Any]]) ->
     )
 
 
-def test_three_replicas_behind_round_robin_equal_one_process(
-    demos: tuple[Demo, Demo], tmp_path: Path
-) -> None:
-    shared, alone = demos
-    with ExitStack() as stack:
-        single = stack.enter_context(
-            Replica({**upstream(alone.url), "data_dir": str(tmp_path / "single")}, tmp_path, "one")
-        )
-        redis = stack.enter_context(Redis(tmp_path))
-        replicas = [
-            stack.enter_context(
-                Replica(replica_config(upstream(shared.url), redis.url, tmp_path / n), tmp_path, n)
-            )
-            for n in REPLICAS
-        ]
-        for process in (single, *replicas):
-            wait_for(process.ready, "every replica ready", timeout=90)
-        balancer = stack.enter_context(Balancer("haproxy", "haproxy.cfg", tmp_path, replicas))
-        ours, theirs = (conversations(COUNTS, MODELS, seed=45) for _ in range(2))
-
-        def kill(turn: int) -> None:
-            """Between two turns: nothing in flight, the load balancer not told."""
-            if turn == KILL_AT:
-                replicas[1].signal(signal.SIGKILL)
-                replicas[1].popen.wait(10)  # gone: its port refuses connections
-
-        with ThreadPoolExecutor(2) as pool:
-            runs = [
-                pool.submit(drive, balancer.url, ours, TURNS, kill, THINK),
-                pool.submit(drive, single.url, theirs, TURNS, lambda turn: None, THINK),
-            ]
-            for run in runs:
-                run.result()
-    replicated, one = Figures.of(ours), Figures.of(theirs)
-    errors = [
-        f"{c.tag} turn {t}: {a.error}"
-        for c in ours + theirs
-        for t, a in enumerate(c.answers)
-        if a.error
+def test_three_replicas_behind_round_robin_equal_one_process(recipe: Run) -> None:
+    ours = [
+        Conversation(c.fmt, c.model, c.tag, c.rng, answers=c.answers[:TURNS]) for c in recipe.ours
     ]
+    replicated, one = Figures.of(ours), Figures.of(recipe.theirs)
+    errors = [a.error for c in ours + recipe.theirs for a in c.answers if a.error]
     assert not errors, errors
     assert one.answered == one.requests == TURNS * sum(COUNTS.values())
     assert replicated.answered == replicated.requests == one.requests
@@ -115,14 +156,38 @@ def test_three_replicas_behind_round_robin_equal_one_process(
     assert replicated.trimmed_without_summary == one.trimmed_without_summary == 0
     assert replicated.trimmed == one.trimmed
     # Each prefix verdict is the upstream's own (the bodies it received, in order).
-    assert wrong_prefixes(ours, shared.state.received) == 0
-    assert wrong_prefixes(theirs, alone.state.received) == 0
+    received = recipe.shared.received[: len(recipe.alone.received)]
+    assert wrong_prefixes(ours, received) == 0
+    assert wrong_prefixes(recipe.theirs, recipe.alone.received) == 0
     # Whether a request finds the summary prepared for it ready (reused) or still being made
     # (it waits: created), and so where a sticky cut is renewed, is a race with the client's
     # next request, in one process as in three: the counts may differ by that, never more.
     noise = max(2, one.trimmed // 40)
-    print(f"\none process: {one}\nthree replicas: {replicated}")
     assert abs(replicated.reuses - one.reuses) <= noise, (replicated, one)
     assert abs(replicated.prefix["kept"] - one.prefix["kept"]) <= noise, (replicated, one)
-    summaries = (len(shared.state.summaries), len(alone.state.summaries))
-    assert abs(summaries[0] - summaries[1]) <= noise, summaries
+
+
+def outage(recipe: Run, start: str, back: str, end: str) -> None:
+    """Every request answered while the store was out, within the window, fresh cuts without
+    summaries, none waiting past the store's timeout; summaries and sticky cuts once it is
+    back."""
+    out, after = recipe.answers(start, back), recipe.answers(back, end)
+    assert all(a.status == 200 for a in out + after), [a.error for a in out + after if a.error]
+    assert all(a.retries == "0" for a in out + after)  # no prompt over the window
+    trimmed = [a.actions.split(",") for a in out if a.actions != "none"]
+    assert trimmed and not any("summarize" in a or "sticky" in a for a in trimmed), trimmed
+    slowest = max(a.seconds for a in out)
+    assert slowest < TIMEOUT + 0.75, slowest
+    # Back: the last turns summarize again, and replay their cuts.
+    hi = recipe.phases[end]
+    last = [a.actions.split(",") for c in recipe.ours for a in c.answers[hi - 2 : hi]]
+    assert all("summarize" in a for a in last if a != ["none"]), last
+    assert any("sticky" in a.actions for a in after)
+
+
+def test_a_redis_that_hangs_for_ten_seconds_costs_no_answer(recipe: Run) -> None:
+    outage(recipe, "hung", "resumed", "killed")
+
+
+def test_a_redis_started_again_empty_costs_no_answer(recipe: Run) -> None:
+    outage(recipe, "killed", "empty", "end")

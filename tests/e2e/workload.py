@@ -34,6 +34,7 @@ class Answer:
     prefix: str
     seconds: float
     error: str = ""
+    retries: str = ""  # the proxy's overflow retries (a prompt over the window: not 0)
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Conversation:
                 h.get("x-contextwarden-checkpoint", ""),
                 h.get("x-contextwarden-prefix", ""),
                 time.monotonic() - started,
+                retries=h.get("x-contextwarden-retries", ""),
             )
         )
 

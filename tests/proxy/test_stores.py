@@ -149,6 +149,21 @@ async def test_a_store_answers_a_ping(store: Store) -> None:
     await store.ping()
 
 
+async def test_a_renewed_lock_outlives_its_first_ttl_and_is_seen_held(store: Store) -> None:
+    key = f"lock-{uuid.uuid4()}"
+    assert not await store.locked(key)
+    assert await store.acquire(key, 0.3)
+    assert await store.locked(key)
+    await asyncio.sleep(0.2)
+    await store.renew(key, 0.3)
+    await asyncio.sleep(0.2)  # past the first ttl
+    assert await store.locked(key) and not await store.acquire(key, 0.3)
+    await asyncio.sleep(0.3)  # not renewed: gone
+    assert not await store.locked(key)
+    await store.renew(key, 60)  # renewing a lock nobody holds takes nothing
+    assert not await store.locked(key)
+
+
 async def test_sqlite_ttl_hides_and_purges_old_checkpoints(tmp_path: Path) -> None:
     s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=60, max_entries=100)
     await s.put("t", ck(1, created=time.time() - 3600))
