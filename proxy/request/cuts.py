@@ -10,7 +10,9 @@ afresh, as before sticky cuts: a missing recipe only costs the cached prefix.
 A store ``shared`` with other processes is the truth: the conversation's newest cut may have
 been made by another replica, so only the store's recipe is replayed. A replica's own may be
 several cuts old: when the store has none (it restarted empty) or does not answer, the request
-is cut afresh, as without a store.
+is cut afresh, as without a store. A cut made afresh because the store did not answer is not
+written (its truncation, made without the summary the store holds, would be replayed by the
+next requests, on every replica, as the conversation's cut).
 """
 
 from __future__ import annotations
@@ -32,14 +34,20 @@ class CutMemory:
         self._store = store
         self._shared = shared
         self._writes: set[asyncio.Task[None]] = set()
+        self._unread: set[str] = set()  # conversations whose recall the store failed
 
     async def recall(self, conversation: str) -> Recipe | None:
         raw = None if self._shared else self._recent.get(conversation)
         if raw is None and self._store is not None:
             try:
                 raw = await self._store.get_blob(STORE_PREFIX + conversation)
-            except Exception:  # the store is down: cut afresh this time
+            except Exception:  # the store is down: cut afresh this time, and keep it to itself
+                if self._shared:
+                    if len(self._unread) >= MAX_IN_MEMORY:
+                        self._unread.clear()
+                    self._unread.add(conversation)
                 return None
+            self._unread.discard(conversation)
             recipe = decode(raw) if raw else None
             if recipe is not None and raw is not None and not self._shared:
                 self._hold(conversation, raw)  # its next requests replay from memory
@@ -47,6 +55,9 @@ class CutMemory:
         return decode(raw) if raw else None
 
     def remember(self, conversation: str, recipe: Recipe) -> None:
+        if conversation in self._unread:  # cut without the store: not the conversation's cut
+            self._unread.discard(conversation)
+            return
         try:
             raw = encode(recipe)
         except TypeError:  # a message that cannot be stored: cut afresh next time

@@ -20,8 +20,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from proxy.config.settings import Checkpoints
@@ -65,6 +68,8 @@ class Run:
     theirs: list[Conversation]
     shared: Any
     alone: Any
+    replicas: list[Replica] = field(default_factory=list)
+    workdir: Path = Path()
     phases: dict[str, int] = field(default_factory=dict)
 
     def answers(self, start: str, end: str | None = None) -> list[Answer]:
@@ -98,7 +103,7 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             wait_for(process.ready, "every replica ready", timeout=90)
         balancer = stack.enter_context(Balancer("haproxy", "haproxy.cfg", tmp, replicas))
         talks = (conversations(COUNTS, MODELS, seed=45) for _ in range(2))
-        run = Run(*talks, *(app.state for app in apps))
+        run = Run(*talks, *(app.state for app in apps), replicas, tmp)
         run.phases["start"] = 0
 
         def kill(turn: int) -> None:
@@ -180,8 +185,9 @@ def outage(recipe: Run, start: str, back: str, end: str) -> None:
     assert slowest < TIMEOUT + 0.75, slowest
     # Back: the last turns summarize again, and replay their cuts.
     hi = recipe.phases[end]
-    last = [a.actions.split(",") for c in recipe.ours for a in c.answers[hi - 2 : hi]]
-    assert all("summarize" in a for a in last if a != ["none"]), last
+    last = [(c.tag, a.actions, a.checkpoint) for c in recipe.ours for a in c.answers[hi - 2 : hi]]
+    unsummarized = [x for x in last if x[1] != "none" and "summarize" not in x[1].split(",")]
+    assert not unsummarized, unsummarized
     assert any("sticky" in a.actions for a in after)
 
 
@@ -191,3 +197,52 @@ def test_a_redis_that_hangs_for_ten_seconds_costs_no_answer(recipe: Run) -> None
 
 def test_a_redis_started_again_empty_costs_no_answer(recipe: Run) -> None:
     outage(recipe, "killed", "empty", "end")
+
+
+def served(replica: Replica) -> float:
+    """The requests a replica has served (its /metrics)."""
+    text = httpx.get(f"{replica.url}/metrics", timeout=5).text
+    lines = [line for line in text.splitlines() if line.startswith("contextwarden_requests_total")]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines)
+
+
+def where(recipe: Run, balancer: Balancer, headers: dict[str, str], n: int = 6) -> list[float]:
+    """How many of ``n`` small requests with ``headers`` each live replica served."""
+    live = [r for r in recipe.replicas if r.popen.poll() is None]
+    before = [served(r) for r in live]
+    client = openai.OpenAI(base_url=f"{balancer.url}/v1", api_key="sk-recipe", max_retries=0)
+    for k in range(n):
+        client.chat.completions.create(
+            model=MODELS["chat"],
+            messages=[{"role": "user", "content": f"hello {k}"}],
+            max_tokens=16,
+            extra_headers=headers,
+        )
+    return [served(r) - b for r, b in zip(live, before, strict=True)]
+
+
+SESSIONS = [
+    {"session-id": "codex-0.169"},  # what the pinned Codex sends (tests/clients)
+    {"session_id": "codex-older"},
+    {"x-claude-code-session-id": "claude-code"},
+]
+
+
+@pytest.mark.parametrize("kind", ["haproxy", "nginx"])
+def test_the_load_balancers_configs_spread_requests_or_keep_sessions(
+    recipe: Run, kind: str
+) -> None:
+    """deploy/'s other configs, in front of the same replicas (one of them killed): round
+    robin spreads requests over the live ones; affinity keeps each session's on one, and
+    spreads those without a session header."""
+    names = {"haproxy": ("haproxy.cfg", "haproxy-affinity.cfg"), "nginx": ("nginx.conf",)}
+    names["nginx"] += ("nginx-affinity.conf",)
+    plain, affinity = names[kind]
+    with Balancer(kind, plain, recipe.workdir, recipe.replicas) as balancer:
+        assert all(n > 0 for n in where(recipe, balancer, {})), kind
+    with Balancer(kind, affinity, recipe.workdir, recipe.replicas) as balancer:
+        if kind == "haproxy":
+            time.sleep(2.5)  # its health checks have found the killed replica down
+        for headers in SESSIONS:
+            assert sorted(where(recipe, balancer, headers)) == [0, 6], headers
+        assert all(n > 0 for n in where(recipe, balancer, {}, 12)), kind

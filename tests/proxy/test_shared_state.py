@@ -145,6 +145,10 @@ async def test_a_replica_replays_the_newest_cut_the_store_holds() -> None:
     assert await a.recall("conv") == new  # not the one a made
     store.down = True
     assert await a.recall("conv") is None  # the store is down: cut afresh
+    store.down = False  # back before the fresh cut is written
+    a.remember("conv", old)
+    await a.drain()
+    assert await b.recall("conv") == new  # not over the newest: it was cut without reading it
     store.down = False
     store.blobs.clear()  # the store restarted empty: cut afresh
     assert await b.recall("conv") is None
