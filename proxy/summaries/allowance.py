@@ -76,8 +76,11 @@ class Allowance:
         return cls(calls, time.monotonic() + seconds, quota)
 
     async def affordable(self, wanted: int) -> int:
-        """How many of ``wanted`` calls this request and its team may still make."""
+        """How many of ``wanted`` calls this request and its team may still make (none left
+        in the team's quota: counted as refused by it)."""
         team = await self.quota.left()
+        if team == 0 and wanted > 0:
+            self.quota.refused += 1
         return max(0, min(wanted, self.calls, wanted if team is None else team))
 
     async def take(self, timeout: float) -> float:
