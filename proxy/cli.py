@@ -123,6 +123,12 @@ def banner(settings: Settings, path: str | None) -> str:
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
     lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
+    lines.append(
+        f"  memory: {settings.limits.memory_budget_mb} MiB for {each} "
+        "(limits.memory_budget_mb); its caches share what its footprint leaves "
+        "(GET /admin/stats: memory)"
+    )
     return "\n".join(lines)
 
 

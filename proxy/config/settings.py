@@ -67,6 +67,12 @@ class Limits(Strict):
     large_bodies_per_team: int = Field(
         1, gt=0, description="large bodies of one team in the proxy at once; more wait"
     )
+    memory_budget_mb: int = Field(
+        768,
+        ge=64,
+        description="what one process may hold (MiB): its footprint, then its caches share the "
+        "rest (proxy/observe/memory.py); requests in flight come on top",
+    )
 
 
 class Team(Strict):

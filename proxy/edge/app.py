@@ -156,6 +156,7 @@ async def admin_stats(request: Request) -> Response:
         "teams": rt.metrics.team_stats(),
         "summarizer": rt.compactor.figures(),
         "summarizer_by_team": await rt.compactor.team_figures(),
+        "memory": rt.memory.figures() if rt.memory is not None else {},
     }
     return JSONResponse(stats)
 

@@ -13,8 +13,10 @@ from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
 from proxy.edge.ownership import Owners
 from proxy.formats.recent import REUSE_FROM, RecentItems
+from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.overflow.retry import Lesson
+from proxy.request import conversations
 from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
@@ -30,6 +32,7 @@ from proxy.windows.calibration import SETTING_KEYS, Fit, Sample, from_settings, 
 from proxy.windows.models import Models, from_store_key, store_key
 from proxy.windows.modeltable import ModelTable
 from proxy.windows.tokenizers import Tokenizers, get_encoding
+from strategies import checkpoint, tokens
 
 log = logging.getLogger("contextwarden")
 
@@ -51,6 +54,7 @@ class Runtime:
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
     # The fingerprints' and cuts' writes to the store, gathered (proxy/stores/writer.py).
     writer: BlobWriter | None = None
+    memory: MemoryBudget | None = None  # what the caches may hold (proxy/observe/memory.py)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -73,10 +77,14 @@ class Runtime:
         auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
-        return cls(
+        rt = cls(
             settings, transport, models, store, compactor, planner, auth, metrics, prefixes,
             admission=admission, writer=writer,
         )  # fmt: skip
+        rt.memory = memory_budget(rt, seen)
+        metrics.registry.register(rt.memory)
+        llm.when_loaded(rt.memory.measure)  # litellm's tables are part of the footprint
+        return rt
 
     async def connect(self) -> bool:
         """Read what every replica shares from the store: the key that scopes checkpoints to
@@ -196,6 +204,23 @@ def restore(models: Models, stored: dict[str, int]) -> None:
         fit = from_settings(values)
         if fit is not None:
             models.calibration.restore(*scoped, fit)
+
+
+def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
+    """The caches, each given its share of the memory budget (proxy/observe/memory.py)."""
+    budget = MemoryBudget(rt.settings.limits.memory_budget_mb)
+    budget.add("request items", rt.items)
+    budget.add("message counts", rt.planner.recent)
+    budget.add("message digests", *conversations.memories())
+    budget.add("checkpoint chains", *checkpoint.memories())
+    budget.add("token counts", rt.models.tokenizers, tokens.digests())
+    budget.add("fingerprints", rt.prefixes.memory)
+    if rt.planner.cuts is not None:
+        budget.add("cuts", rt.planner.cuts.memory)
+    budget.add("seen conversations", seen.memory)
+    budget.add("pins", rt.pins.memory)
+    budget.measure()
+    return budget
 
 
 def build_models(settings: Settings) -> Models:

@@ -35,19 +35,21 @@ import asyncio
 import hashlib
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import orjson
 
-from strategies.memo import DigestMemo, ObjectMemo
+from strategies.memo import DigestMemo, Lru, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
 TTL_SECONDS = 3600.0  # the longest provider cache (Anthropic's 1-hour writes, OpenAI's hour)
-MAX_CONVERSATIONS = 65536
+# What a fingerprint holds in memory, about: its key, the object and its digest, the slot.
+FINGERPRINT_BYTES = 600
+FINGERPRINTS = 65536 * FINGERPRINT_BYTES  # until the memory budget gives its share
+PIN_BYTES = 300  # a conversation's pins: its key, the set, a slot (and 80 bytes a digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,9 @@ class PrefixTracker:
         clock: Callable[[], float] = time.time,
         shared: bool = False,
     ) -> None:
-        self._last: OrderedDict[str, Fingerprint | _Pending] = OrderedDict()
+        # The last prompt of the most recent conversations (a cache of the store's when it is
+        # shared), in the memory budget's share.
+        self._last: Lru[str, Fingerprint | _Pending] = Lru(FINGERPRINTS)
         self._store = store
         self._clock = clock
         self.shared = shared  # other processes write the store too (see the module docstring)
@@ -108,6 +112,11 @@ class PrefixTracker:
         # asyncio.get_running_loop() is a getpid system call. (A pending fingerprint whose
         # call never runs is finished by the next request or by drain all the same.)
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def memory(self) -> Lru[str, Fingerprint | _Pending]:
+        """What this process holds (proxy/observe/memory.py gives it its share)."""
+        return self._last
 
     async def see(
         self,
@@ -125,7 +134,7 @@ class PrefixTracker:
         now = self._clock()
         persist = persist or self.shared
         previous = await self._previous(conversation, persist)
-        self._last.pop(conversation, None)
+        self._last.pop(conversation)
         # Only the messages the comparison needs are digested now; the fingerprint is
         # finished once the answer has gone (``_finish``, scheduled), or when the
         # conversation's next request asks for it first: a new conversation's first request
@@ -136,9 +145,9 @@ class PrefixTracker:
             rolling.update(_digest(m))
         at_previous = rolling.digest() if previous is not None else None
         pending = _Pending(rolling, messages[upto:], len(messages), tokens, sent, now, persist)
-        self._last[conversation] = self._pending[conversation] = pending
-        if len(self._last) > MAX_CONVERSATIONS:
-            self._last.popitem(last=False)  # one still pending is written all the same
+        # One that memory lets go while still pending is written all the same.
+        self._last.put(conversation, pending, FINGERPRINT_BYTES)
+        self._pending[conversation] = pending
         if self.shared:  # written now: the caller flushes it before the answer leaves
             self._finish(conversation, pending)
         else:
@@ -165,8 +174,8 @@ class PrefixTracker:
         f = Fingerprint(pending.count, digest, pending.tokens, pending.sent, pending.at)
         if self._pending.get(conversation) is pending:
             del self._pending[conversation]
-            if self._last.get(conversation) is pending:
-                self._last[conversation] = f
+            if self._last.peek(conversation) is pending:
+                self._last.put(conversation, f, FINGERPRINT_BYTES)
             if pending.persist:
                 self._write(conversation, f)
         return f
@@ -293,6 +302,11 @@ _DIGESTS = DigestMemo()
 _BY_OBJECT = ObjectMemo()
 
 
+def memories() -> tuple[DigestMemo, ObjectMemo]:
+    """The message digests' memos, for the memory budget (proxy/observe/memory.py)."""
+    return _DIGESTS, _BY_OBJECT
+
+
 def _one_text(block: object) -> str | None:
     """The text of a text block (a breakpoint on it aside), else None."""
     if not isinstance(block, dict) or block.get("type") != "text":
@@ -316,8 +330,15 @@ _digest = message_digest
 
 
 class PinMemory:
+    """The pinned messages of the most recent conversations, per process (a cache: a pin
+    the client sent once to another replica, or that memory let go, is not known here)."""
+
     def __init__(self) -> None:
-        self._pins: OrderedDict[str, set[bytes]] = OrderedDict()
+        self._pins: Lru[str, set[bytes]] = Lru(FINGERPRINTS)
+
+    @property
+    def memory(self) -> Lru[str, set[bytes]]:
+        return self._pins
 
     def pinned(
         self, conversation: str, messages: Sequence[Message], pin_last: bool
@@ -327,14 +348,10 @@ class PinMemory:
         if pin_last:
             last = last_user_index(messages)
             if last >= 0:
-                if remembered is None:
-                    remembered = self._pins[conversation] = set()
-                remembered.add(message_digest(messages[last]))
-                if len(self._pins) > MAX_CONVERSATIONS:
-                    self._pins.popitem(last=False)
+                remembered = set(remembered or ()) | {message_digest(messages[last])}
+                self._pins.put(conversation, remembered, PIN_BYTES + 80 * len(remembered))
         if not remembered:
             return frozenset()
-        self._pins.move_to_end(conversation)
         return frozenset(
             id(m) for m in messages if m.get("role") == "user" and message_digest(m) in remembered
         )

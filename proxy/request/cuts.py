@@ -1,9 +1,10 @@
 """Each conversation's last cut, remembered so that its next request replays it (sticky cuts,
 strategies/sticky.py) instead of cutting afresh.
 
-A recipe is kept in memory (the most recent ``MAX_IN_MEMORY`` conversations) and, with the
-prefix fingerprints' TTL, in the checkpoint store beside the conversation's checkpoints and
-fingerprint, so replicas sharing a store (and a restarted proxy) replay each other's cuts.
+A recipe is kept in memory (the most recent conversations', in the memory budget's share)
+and, with the prefix fingerprints' TTL, in the checkpoint store beside the conversation's
+checkpoints and fingerprint, so replicas sharing a store (and a restarted proxy) replay each
+other's cuts.
 Without a recipe (a store fault, an expired one, another conversation) the request is cut
 afresh, as before sticky cuts: a missing recipe only costs the cached prefix.
 
@@ -18,19 +19,21 @@ next requests, on every replica, as the conversation's cut).
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 
 from proxy.request.conversations import TTL_SECONDS, BlobStore
+from strategies.memo import Lru, exact
 from strategies.sticky import Recipe, decode, encode
 
-MAX_IN_MEMORY = 4096
+IN_MEMORY = 64 * 1024 * 1024  # bytes, until the memory budget gives its share
+ENTRY = 400  # a recipe's key, its bytes object's header, the entry, its slot
 MAX_RECIPE_BYTES = 4 << 20  # a recipe larger than this is not kept (it would be a huge prompt)
 STORE_PREFIX = "cut\t"
+UNREAD = 4096  # conversations whose recall failed, remembered at most
 
 
 class CutMemory:
     def __init__(self, store: BlobStore | None = None, shared: bool = False) -> None:
-        self._recent: OrderedDict[str, bytes] = OrderedDict()
+        self._recent: Lru[str, bytes] = Lru(IN_MEMORY)
         self._store = store
         self._shared = shared
         self._writes: set[asyncio.Task[None]] = set()
@@ -43,7 +46,7 @@ class CutMemory:
                 raw = await self._store.get_blob(STORE_PREFIX + conversation)
             except Exception:  # the store is down: cut afresh this time, and keep it to itself
                 if self._shared:
-                    if len(self._unread) >= MAX_IN_MEMORY:
+                    if len(self._unread) >= UNREAD:
                         self._unread.clear()
                     self._unread.add(conversation)
                 return None
@@ -59,12 +62,12 @@ class CutMemory:
             self._unread.discard(conversation)
             return
         try:
-            raw = encode(recipe)
+            raw = exact(encode(recipe))
         except TypeError:  # a message that cannot be stored: cut afresh next time
-            self._recent.pop(conversation, None)
+            self._recent.pop(conversation)
             return
         if len(raw) > MAX_RECIPE_BYTES:
-            self._recent.pop(conversation, None)
+            self._recent.pop(conversation)
             return
         if not self._shared:  # else the store alone holds it
             self._hold(conversation, raw)
@@ -74,10 +77,12 @@ class CutMemory:
             task.add_done_callback(self._writes.discard)
 
     def _hold(self, conversation: str, raw: bytes) -> None:
-        self._recent[conversation] = raw
-        self._recent.move_to_end(conversation)
-        if len(self._recent) > MAX_IN_MEMORY:
-            self._recent.popitem(last=False)
+        self._recent.put(conversation, raw, ENTRY + len(raw))
+
+    @property
+    def memory(self) -> Lru[str, bytes]:
+        """What this process holds (proxy/observe/memory.py gives it its share)."""
+        return self._recent
 
     async def _write(self, store: BlobStore, conversation: str, raw: bytes) -> None:
         try:

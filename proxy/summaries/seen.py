@@ -6,18 +6,21 @@ The store is the truth: a mark per conversation, kept as long as its checkpoints
 a round-robin load balancer), or to a restarted proxy, is not taken for its first sight: that
 replica would truncate where the others summarize, and its truncation would become the
 conversation's sticky cut. What a process keeps is a cache of the marks it has read or made,
-the most recent ``limit``: a conversation once seen stays seen, so a mark found in memory
-needs no store round trip. A store fault reads as "not seen", as with no store at all.
+the most recent, in the memory budget's share: a conversation once seen stays seen, so a mark
+found in memory needs no store round trip. A store fault reads as "not seen", as with no store
+at all.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from contextlib import suppress
 from typing import Protocol
 
+from strategies.memo import Lru
+
 STORE_PREFIX = "seen\t"
-LIMIT = 65536
+LIMIT = 16 * 1024 * 1024  # bytes, until the memory budget gives its share
+ENTRY = 300  # a mark's key object, the entry and its slot, beside the key's characters
 
 
 class Blobs(Protocol):
@@ -30,14 +33,12 @@ class SeenConversations:
     def __init__(self, store: Blobs | None = None, ttl: float = 0.0, limit: int = LIMIT) -> None:
         self._store = store
         self._ttl = ttl
-        self._limit = limit
-        self._memory: OrderedDict[str, None] = OrderedDict()  # the most recent last
+        self._memory: Lru[str, bool] = Lru(limit)
 
     async def check(self, key: str, remember: bool = True) -> bool:
         """Whether the conversation ``key`` came by before; with ``remember``, it has now
         (marked in the store when it was not)."""
-        if key in self._memory:
-            self._memory.move_to_end(key)
+        if self._memory.get(key):
             return True
         seen = await self._stored(key)
         if seen or remember:
@@ -57,9 +58,9 @@ class SeenConversations:
             return False
 
     def _hold(self, key: str) -> None:
-        self._memory[key] = None
-        if len(self._memory) > self._limit:
-            self._memory.popitem(last=False)
+        self._memory.put(key, True, ENTRY + len(key))
 
-    def __len__(self) -> int:
-        return len(self._memory)
+    @property
+    def memory(self) -> Lru[str, bool]:
+        """What this process holds (proxy/observe/memory.py gives it its share)."""
+        return self._memory

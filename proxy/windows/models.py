@@ -167,6 +167,11 @@ class Models:
         self.learned = LearnedWindows()
         self.calibration = Calibration()
 
+    @property
+    def tokenizers(self) -> Tokenizers:
+        """The counters, whose memory the memory budget sizes (proxy/observe/memory.py)."""
+        return self._tokenizers
+
     def resolve(self, name: str) -> ModelSpec:
         spec = self._cache.get(name)
         if spec is None:
