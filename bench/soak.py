@@ -3,11 +3,12 @@
 
 Each conversation is new to the proxy: its first request is over the budget on first sight
 (truncated), its second outgrows that cut (a summary is made), its third replays the second's
-cut (the summary reused, the prefix kept). The proxy runs as its own process at its defaults
-(``python -m bench.soak [--quick] [--conversations N]`` runs this section alone); its resident
-memory is read from /proc every 500 conversations. The same run at an unbounded memory budget
-(``limits.memory_budget_mb`` of 64 GiB: every cache at its old, per-entry bound) is the
-baseline its prefix and summary figures are compared with.
+cut (the summary reused, the prefix kept). The proxy runs as its own process at its defaults,
+memory budget included (``python -m bench.soak [--quick] [--conversations N]`` runs this
+section alone); its resident memory is read from /proc 20 times over the run. The baseline
+is in the same run: the first tenth of the conversations, while the caches fill, against the
+last tenth, when they are full and let the least recently used go: the prefix kept and the
+summaries made and reused per conversation are the same.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bench.client import Connection
 WINDOW = 2048
 MODEL = "soak-model"
 CONCURRENCY = 16
-SAMPLE_EVERY = 500
+SAMPLES = 20  # RSS readings over the run (every 500 conversations of 10,000)
 _WORDS = (
     "the of and to in that it is was for on are as with they be at one have this from or had "
     "by word but what some we can out other were all there when up use your how said an each "
@@ -71,7 +72,22 @@ class Tally:
     reused: int = 0
     trimmed_pairs: int = 0  # a trimmed request after a trimmed one, in one conversation
     kept: int = 0  # of those, the proxy said the prefix was kept
+
+    def add(self, other: Tally) -> None:
+        for name in ("requests", "answered", "created", "reused", "trimmed_pairs", "kept"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class Soak:
+    conversations: list[Tally] = field(default_factory=list)  # in the order they finished
     rss: list[tuple[int, int]] = field(default_factory=list)  # (conversations done, KiB)
+
+    def total(self, part: slice = slice(None)) -> Tally:
+        total = Tally()
+        for t in self.conversations[part]:
+            total.add(t)
+        return total
 
 
 def rss_kib(pid: int) -> int:
@@ -81,38 +97,40 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def drive(port: int, pid: int, total: int, tally: Tally) -> None:
+async def drive(port: int, pid: int, total: int, soak: Soak) -> None:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for k in range(total):
         queue.put_nowait(k)
-    done = 0
+    every = max(1, total // SAMPLES)
 
     async def worker() -> None:
-        nonlocal done
         conn = await Connection.open("127.0.0.1", port)
         while not queue.empty():
-            k = queue.get_nowait()
-            trimmed_before = False
-            for body in conversation(k):
-                status, _ = await conn.post("/v1/chat/completions", body)
-                headers = conn.last_headers
-                tally.requests += 1
-                tally.answered += status == 200
-                event = headers.get("x-contextwarden-checkpoint", "")
-                tally.created += event.startswith("created")
-                tally.reused += event.startswith("reused")
-                trimmed = headers.get("x-contextwarden-actions", "none") != "none"
-                if trimmed and trimmed_before:
-                    tally.trimmed_pairs += 1
-                    tally.kept += headers.get("x-contextwarden-prefix") == "kept"
-                trimmed_before = trimmed
-            done += 1
-            if done % SAMPLE_EVERY == 0:
-                tally.rss.append((done, rss_kib(pid)))
+            soak.conversations.append(await converse(conn, queue.get_nowait()))
+            if len(soak.conversations) % every == 0:
+                soak.rss.append((len(soak.conversations), rss_kib(pid)))
         await conn.close()
 
-    tally.rss.append((0, rss_kib(pid)))
+    soak.rss.append((0, rss_kib(pid)))
     await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+
+
+async def converse(conn: Connection, k: int) -> Tally:
+    tally, trimmed_before = Tally(), False
+    for body in conversation(k):
+        status, _ = await conn.post("/v1/chat/completions", body)
+        headers = conn.last_headers
+        tally.requests += 1
+        tally.answered += status == 200
+        event = headers.get("x-contextwarden-checkpoint", "")
+        tally.created += event.startswith("created")
+        tally.reused += event.startswith("reused")
+        trimmed = headers.get("x-contextwarden-actions", "none") != "none"
+        if trimmed and trimmed_before:
+            tally.trimmed_pairs += 1
+            tally.kept += headers.get("x-contextwarden-prefix") == "kept"
+        trimmed_before = trimmed
+    return tally
 
 
 def free_port() -> int:
@@ -137,9 +155,9 @@ def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 120) -
     raise RuntimeError("the proxy was not ready")
 
 
-def soak(total: int, budget_mb: int | None) -> tuple[Tally, dict[str, Any]]:
-    """The soak through a fresh proxy process (``budget_mb`` None: its default budget); the
-    tally and the proxy's memory figures from ``/admin/stats`` at the end."""
+def soak(total: int) -> tuple[Soak, dict[str, Any]]:
+    """The soak through a fresh proxy process at its defaults; what it recorded, and the
+    proxy's memory figures from ``/admin/stats`` at the end."""
     up_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), "CW_SOAK_ADMIN": "soak-admin"}
     quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
@@ -150,8 +168,6 @@ def soak(total: int, budget_mb: int | None) -> tuple[Tally, dict[str, Any]]:
             "data_dir": data,
             "admin_key_env": "CW_SOAK_ADMIN",
         }
-        if budget_mb is not None:
-            config["limits"] = {"memory_budget_mb": budget_mb}
         path = Path(data) / "soak.yaml"
         path.write_text(yaml.safe_dump(config))
         upstream = subprocess.Popen(
@@ -161,8 +177,8 @@ def soak(total: int, budget_mb: int | None) -> tuple[Tally, dict[str, Any]]:
         proxy = subprocess.Popen([*argv, "--port", str(proxy_port)], env=env, **quiet)
         try:
             wait_ready(proxy_port, proxy)
-            tally = Tally()
-            asyncio.run(drive(proxy_port, proxy.pid, total, tally))
+            run = Soak()
+            asyncio.run(drive(proxy_port, proxy.pid, total, run))
             stats = httpx.get(
                 f"http://127.0.0.1:{proxy_port}/admin/stats",
                 headers={"authorization": "Bearer soak-admin"},
@@ -171,48 +187,46 @@ def soak(total: int, budget_mb: int | None) -> tuple[Tally, dict[str, Any]]:
             for p in (proxy, upstream):
                 p.terminate()
                 p.wait(timeout=30)
-    return tally, stats.get("memory", {})
+    return run, stats.get("memory", {})
 
 
 def soak_rows(quick: bool, total: int | None = None) -> tuple[list[str], list[list[str]]]:
-    total = total or (300 if quick else 10_000)
-    ours, memory = soak(total, None)
-    theirs, _ = soak(total, 64 * 1024)  # the baseline: every cache at its per-entry bound
-    budget = memory.get("budget_mb", 0)
+    total = total or (100 if quick else 10_000)
+    run, memory = soak(total)
+    tenth = max(1, total // 10)
     rows = []
-    for name, t in (("default budget", ours), ("unbounded (64 GiB) budget", theirs)):
-        peak = max(kib for _, kib in t.rss) / 1024
-        last = t.rss[-1][1] / 1024
+    for name, part in (
+        (f"first {tenth} conversations (the caches filling)", slice(None, tenth)),
+        (f"last {tenth} (the caches full, letting go)", slice(-tenth, None)),
+        (f"all {total}", slice(None)),
+    ):
+        t = run.total(part)
+        n = max(1, part.indices(total)[1] - part.indices(total)[0])
         rows.append(
             [
                 name,
                 f"{t.answered}/{t.requests}",
-                f"{t.rss[0][1] / 1024:.0f} MiB",
-                f"{peak:.0f} MiB",
-                f"{last:.0f} MiB",
                 f"{t.kept / max(1, t.trimmed_pairs):.1%} ({t.kept}/{t.trimmed_pairs})",
-                f"{t.created} / {t.reused}",
+                f"{t.created / n:.3f} / {t.reused / n:.3f}",
             ]
         )
+    rss = [kib / 1024 for _, kib in run.rss]
+    budget = memory.get("budget_mb", 0)
     rows.append(
         [
-            f"default budget: {budget} MiB; caches {memory.get('caches_mb', '?')} MiB",
-            "",
-            "",
-            "",
-            "",
-            "",
-            f"{memory.get('held_mb', '?')} MiB held by the caches at the end",
+            f"proxy RSS: {rss[0]:.0f} MiB at start, {max(rss):.0f} MiB at most, "
+            f"{rss[-1]:.0f} MiB at the end",
+            f"budget {budget} MiB",
+            f"footprint {memory.get('footprint_mb', 0):.0f} MiB, caches "
+            f"{memory.get('caches_mb', 0):.0f} MiB",
+            f"held at the end {memory.get('held_mb', 0):.0f} MiB",
         ]
     )
     header = [
-        f"{total} conversations x 3 requests ({WINDOW}-token window)",
+        f"{total} conversations x 3 requests ({WINDOW}-token window, defaults)",
         "answered",
-        "RSS at start",
-        "RSS peak",
-        "RSS at the end",
         "prefix kept (trimmed pairs)",
-        "summaries created / reused",
+        "summaries created / reused per conversation",
     ]
     return header, rows
 
