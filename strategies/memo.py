@@ -154,6 +154,21 @@ class Lru(Generic[K, V]):
         return len(self._entries)
 
 
+def key_size(key: Hashable, value: Any = None) -> int:
+    """What a memo's entry keyed by ``key`` keeps alive: the entry (``KEY_ENTRY``), and the
+    key's bytes or characters; a key of (name, string) pairs (a message of short strings,
+    strategies/tokens.py) keeps each pair and each string (``PAIR`` beside its characters)."""
+    if isinstance(key, tuple):
+        return KEY_ENTRY + sum(PAIR + len(v) for _, v in key)
+    if isinstance(key, bytes | str):
+        return KEY_ENTRY + len(key)
+    return KEY_ENTRY
+
+
+KEY_ENTRY = 160  # a dict slot, the key object's header, the value (tests/strategies/test_memo.py)
+PAIR = 130  # a (name, value) tuple and the value string's header
+
+
 def exact(raw: bytes) -> bytes:
     """``raw`` in a bytes object of its own size. orjson's output keeps the buffer it was
     written in (4 KiB at least, up to twice its length: tracemalloc finds 4,099 bytes held by a

@@ -16,7 +16,7 @@ import orjson
 
 from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
-from strategies.memo import DEFAULT_LIMIT, DigestMemo, Generations, exact
+from strategies.memo import DEFAULT_LIMIT, DigestMemo, Generations, exact, key_size
 from strategies.messages import HIDDEN, SOURCE, Message
 
 TOKENS_PER_MESSAGE = 3
@@ -85,8 +85,8 @@ class ChatCounter:
         self._images = images or ImageCosts()
         # Dicts whose every operation is atomic under the GIL: counters can be shared by the
         # worker threads that fit large requests.
-        self._cache: Generations[Hashable, int] = Generations(_count_size)
-        self._words: Generations[str, int] = Generations(_word_size)
+        self._cache: Generations[Hashable, int] = Generations(key_size)
+        self._words: Generations[str, int] = Generations(key_size)
         self.resize(memory)
         self.priming = REPLY_PRIMING
 
@@ -284,22 +284,6 @@ _DIGESTS = DigestMemo()  # the messages an agent resends every step, hashed once
 def digests() -> DigestMemo:
     """The memo of long messages' digests (their count's key), for the memory budget."""
     return _DIGESTS
-
-
-def _count_size(key: Hashable, count: int) -> int:
-    """What a count's entry keeps alive: a message's items (a key of short strings holds
-    them: each pair and each string object), its JSON, or a digest; and the entry itself."""
-    if isinstance(key, tuple):
-        return ENTRY + sum(PAIR + len(value) for _, value in key)
-    return ENTRY + len(key) if isinstance(key, bytes) else ENTRY
-
-
-def _word_size(text: str, count: int) -> int:
-    return ENTRY + len(text)
-
-
-ENTRY = 160  # a dict slot, the key object's header, the count (tests/strategies/test_memo.py)
-PAIR = 130  # a key's (name, value) tuple and the value string's header
 
 
 class MemoCounter:

@@ -14,6 +14,7 @@ fault), with the policy's summaries on, as they are by default.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -246,3 +247,15 @@ def test_the_load_balancers_configs_spread_requests_or_keep_sessions(
         for headers in SESSIONS:
             assert sorted(where(recipe, balancer, headers)) == [0, 6], headers
         assert all(n > 0 for n in where(recipe, balancer, {}, 12)), kind
+
+
+def test_the_recipe_in_the_docs_is_the_files_this_test_runs() -> None:
+    """docs/operations.md shows each file of deploy/ whole, as this test runs it."""
+    from tests.e2e.topology import DEPLOY, ROOT
+
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    blocks = {body for _, body in re.findall(r"^```(\w+)\n(.*?)^```", docs, re.M | re.S)}
+    files = sorted(DEPLOY.iterdir())
+    assert {p.name for p in files} >= {"haproxy.cfg", "nginx.conf", "docker-compose.yaml"}
+    for path in files:
+        assert path.read_text() in blocks, f"{path.name} is not shown whole in the docs"
