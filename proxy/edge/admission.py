@@ -15,7 +15,9 @@ JSON whose parsing alone holds the interpreter for over a second, and whose view
   first plan; not the wait for the upstream); the team's next large body waits. Its parsing and
   view run in a worker thread.
 
-Memory follows: a body's parse is bounded by its bytes and its node count.
+Memory follows: a body's parse is bounded by its bytes and its node count. Both bounds are
+per process (with replicas or ``serve --workers``, per replica): they guard this process's CPU
+and memory, not a team's share of the fleet (which the store's quotas do).
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ passthrough one credential: another caller's entries are never looked at, so no 
 faster for what someone else sent) and its first items: two conversations of one caller that
 begin alike share one (each request checks every item it reuses; sharing costs only the
 reuse). Held for the most recent conversations, at most the memory budget's share of them in
-all (``entry_bytes`` measures an entry; proxy/observe/memory.py).
+all (``entry_bytes`` measures an entry; proxy/observe/memory.py). A cache, per process: a
+request that finds nothing here (its conversation's last request went to another replica) is
+parsed whole, with the same result.
 """
 
 from __future__ import annotations

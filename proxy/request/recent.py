@@ -11,7 +11,8 @@ the format, the model and its calibration; the model's counter object itself mus
 Held for the most recent conversations, at most the memory budget's share of them in all
 (proxy/observe/memory.py): an entry counts as much as the request's own in the memory of
 recent items (proxy/formats/recent.py: ``entry_bytes``), since it keeps the same messages
-alive; with a smaller share, it lets a conversation go first.
+alive; with a smaller share, it lets a conversation go first. A cache, per process: without
+it a request is counted afresh, with the same counts.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ class GuardedStore:
     async def ping(self) -> None:
         await self._call(self._store.ping())
 
-    async def scope_secret(self) -> bytes:
-        return await self._call(self._store.scope_secret())
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        return await self._call(self._store.scope_secret(fresh))
 
     async def close(self) -> None:
         if self.inner is not None:

@@ -67,9 +67,11 @@ class Store(Protocol):
 
     async def release(self, key: str) -> None: ...
 
-    async def scope_secret(self) -> bytes:
-        """A random key made once and kept with the checkpoints, shared by every replica of
-        the store: it keys the hash that scopes checkpoints to a caller's credential."""
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        """A key made once (from ``fresh``, else random bytes) and kept with the checkpoints,
+        shared by every replica of the store: it keys the hash that scopes checkpoints to a
+        caller's credential. A replica that holds the key gives it as ``fresh``, so that a
+        store that lost it (a Redis restarted empty) gets it back."""
         ...
 
     async def close(self) -> None: ...

@@ -133,8 +133,8 @@ class RedisStore:
     async def ping(self) -> None:
         await self._redis.ping()
 
-    async def scope_secret(self) -> bytes:
-        await self._redis.set("cw:scope-secret", secrets.token_bytes(32), nx=True)
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        await self._redis.set("cw:scope-secret", fresh or secrets.token_bytes(32), nx=True)
         value = await self._redis.get("cw:scope-secret")
         return value.encode() if isinstance(value, str) else bytes(value or b"")
 

@@ -256,10 +256,10 @@ class SqliteStore:
     async def ping(self) -> None:
         await self._read(lambda db: db.execute("SELECT 1").fetchone())
 
-    async def scope_secret(self) -> bytes:
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
         def get(db: sqlite3.Connection) -> bytes:
-            fresh = secrets.token_bytes(32)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('scope_secret', ?)", (fresh,))
+            made = fresh or secrets.token_bytes(32)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('scope_secret', ?)", (made,))
             row = db.execute("SELECT value FROM meta WHERE key='scope_secret'").fetchone()
             return bytes(row[0])
 

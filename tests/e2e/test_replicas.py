@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+import redis as redis_client
 
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
@@ -29,6 +30,8 @@ MODEL = "demo-model"
 class Pair:
     upstream: Any  # the demo upstream's app: what it received, its summaries
     urls: list[str]
+    apps: list[Any] | None = None  # the proxies' apps, in process
+    redis: str = ""
 
     def client(self, k: int) -> openai.OpenAI:
         return openai.OpenAI(base_url=f"{self.urls[k]}/v1", api_key="sk", max_retries=0)
@@ -55,7 +58,7 @@ def make_pair(tmp_path: Path) -> Iterator[Any]:
             app = create_upstream(window=1024)
             demo = stack.enter_context(BackgroundServer(app))
             url = stack.enter_context(redis_server(tmp_path))
-            urls = []
+            urls, apps = [], []
             for name in ("a", "b"):
                 config = {
                     "upstreams": {"demo": {"base_url": f"{demo.url}/v1"}},
@@ -64,11 +67,11 @@ def make_pair(tmp_path: Path) -> Iterator[Any]:
                     "checkpoints": {"backend": "redis", "url": url},
                     **settings,
                 }
-                proxy = BackgroundServer(create_app(load_settings(None, **config)))
-                urls.append(stack.enter_context(proxy).url)
+                apps.append(create_app(load_settings(None, **config)))
+                urls.append(stack.enter_context(BackgroundServer(apps[-1])).url)
             # As a load balancer would, before it sends them requests.
             wait_for(lambda: all(ready(url) for url in urls), "both ready", 60)
-            return Pair(app, urls)
+            return Pair(app, urls, apps, url)
 
         yield build
 
@@ -132,3 +135,16 @@ def test_alternating_replicas_report_the_prefix_the_upstream_saw(make_pair: Any)
     ]
     assert states == upstream_states(received)["one"]
     assert "broken" in states and states.count("kept") > states.count("broken")
+
+
+def test_a_redis_restarted_empty_gets_the_replicas_scope_key_back(make_pair: Any) -> None:
+    """The key that scopes checkpoints to a caller: both replicas hold the store's; the store
+    loses it; within seconds it holds theirs again, so that a replica started now reads the
+    one they hold (not a new one, which would keep its callers' checkpoints apart)."""
+    pair = make_pair()
+    store = redis_client.Redis.from_url(pair.redis)
+    keys = [app.state.runtime.auth.scope_secret for app in pair.apps or []]
+    assert keys[0] == keys[1] == store.get("cw:scope-secret")
+    store.flushall()
+    wait_for(lambda: store.get("cw:scope-secret") is not None, "the key back", 10)
+    assert store.get("cw:scope-secret") == keys[0]
