@@ -131,7 +131,7 @@ def test_ready_waits_for_the_store_health_does_not(tmp_path: Path) -> None:
         assert answer.status_code == 503
         assert answer.json() == {"status": "starting", "waiting_for": "the checkpoint store"}
         with Redis(tmp_path, port) as redis:
-            wait_for(lambda: ready(proxy.url), "ready", 10)
+            wait_for(lambda: ready(proxy.url), "ready", 60)  # litellm loads meanwhile
             shared = redis_client.Redis.from_url(redis.url).get("cw:scope-secret")
         assert app.state.runtime.auth.scope_secret == shared
 
