@@ -82,6 +82,8 @@ class Tally:
 class Soak:
     conversations: list[Tally] = field(default_factory=list)  # in the order they finished
     rss: list[tuple[int, int]] = field(default_factory=list)  # (conversations done, KiB)
+    store_faults: int = 0  # from the proxy's log: a store call past its timeout, say
+    summaries_failed: int = 0
 
     def total(self, part: slice = slice(None)) -> Tally:
         total = Tally()
@@ -174,7 +176,10 @@ def soak(total: int) -> tuple[Soak, dict[str, Any]]:
             [sys.executable, "-m", "bench.upstream", str(up_port)], env=env, **quiet
         )
         argv = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(path)]
-        proxy = subprocess.Popen([*argv, "--port", str(proxy_port)], env=env, **quiet)
+        log = (Path(data) / "proxy.log").open("wb")
+        proxy = subprocess.Popen(
+            [*argv, "--port", str(proxy_port)], env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
         try:
             wait_ready(proxy_port, proxy)
             run = Soak()
@@ -187,6 +192,10 @@ def soak(total: int) -> tuple[Soak, dict[str, Any]]:
             for p in (proxy, upstream):
                 p.terminate()
                 p.wait(timeout=30)
+            log.close()
+        text = (Path(data) / "proxy.log").read_text(errors="replace")
+        run.store_faults = text.count("checkpoint store unavailable")
+        run.summaries_failed = text.count("summarization failed")
     return run, stats.get("memory", {})
 
 
@@ -220,6 +229,14 @@ def soak_rows(quick: bool, total: int | None = None) -> tuple[list[str], list[li
             f"footprint {memory.get('footprint_mb', 0):.0f} MiB, caches "
             f"{memory.get('caches_mb', 0):.0f} MiB",
             f"held at the end {memory.get('held_mb', 0):.0f} MiB",
+        ]
+    )
+    rows.append(
+        [
+            "faults in the proxy's log (each costs its request the summary)",
+            "",
+            f"store: {run.store_faults}",
+            f"summarizer: {run.summaries_failed}",
         ]
     )
     header = [
