@@ -72,7 +72,7 @@ class Runtime:
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe, seen)
         metrics.watch(compactor.figures)
         prefixes = PrefixTracker(writer, shared=shared)
-        recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds)
+        recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds, shared)
         planner = Planner(settings, compactor, prefixes, CutMemory(writer, shared), recalls)
         auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
@@ -115,6 +115,8 @@ class Runtime:
             await self.prefixes.drain()  # their writes, handed to the writer
             if self.planner.cuts is not None:
                 await self.planner.cuts.drain()
+            if self.planner.recalls is not None:
+                await self.planner.recalls.drain()
             await self.writer.flush()
 
     async def stop(self) -> None:
@@ -219,6 +221,8 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
         budget.add("cuts", rt.planner.cuts.memory)
     budget.add("seen conversations", seen.memory)
     budget.add("pins", rt.pins.memory)
+    if rt.planner.recalls is not None:
+        budget.add("recalled outputs", rt.planner.recalls)
     budget.measure()
     return budget
 

@@ -38,11 +38,12 @@ SHARES: dict[str, float] = {
     "message counts": 0.06,  # proxy/request/recent.py: its counts
     "message digests": 0.14,  # proxy/request/conversations.py: by bytes and by object
     "checkpoint chains": 0.10,  # strategies/checkpoint.py: by bytes and by object
-    "token counts": 0.24,  # strategies/tokens.py: each tokenizer's messages and short texts
+    "token counts": 0.20,  # strategies/tokens.py: each tokenizer's messages and short texts
     "fingerprints": 0.06,  # proxy/request/conversations.py: each conversation's last prompt
     "cuts": 0.05,  # proxy/request/cuts.py: its last cut
     "seen conversations": 0.03,  # proxy/summaries/seen.py
     "pins": 0.02,  # proxy/request/conversations.py
+    "recalled outputs": 0.04,  # proxy/request/recall.py: cleared outputs a model may recall
 }
 
 

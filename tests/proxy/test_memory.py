@@ -22,6 +22,7 @@ from proxy.observe import memory
 from proxy.observe.memory import FLOOR, MIB, SHARES, MemoryBudget
 from proxy.request.conversations import PrefixTracker
 from proxy.request.cuts import CutMemory
+from proxy.request.recall import RecallMemory
 from proxy.summaries.seen import SeenConversations
 from strategies.memo import Lru
 from strategies.sticky import Recipe
@@ -42,7 +43,7 @@ def test_the_caches_share_what_the_footprint_leaves(monkeypatch: pytest.MonkeyPa
     assert budget.footprint == 300 * MIB and budget.caches == 468 * MIB
     for name, cache in caches.items():
         assert cache.limit == int(468 * MIB * SHARES[name])
-    assert sum(SHARES.values()) <= 1.0
+    assert sum(SHARES.values()) == pytest.approx(1.0)
     figures = budget.figures()
     assert (figures["budget_mb"], figures["footprint_mb"], figures["caches_mb"]) == (768, 300, 468)
     assert set(figures["caches"]) == set(SHARES)
@@ -158,3 +159,19 @@ def test_cuts_and_seen_marks_count_what_they_keep_alive() -> None:
 
     real, kept = retained(marks)
     assert real <= kept.memory.held, (real, kept.memory.held)
+
+
+def test_recalled_outputs_count_what_they_keep_alive() -> None:
+    def fill() -> RecallMemory:
+        memory = RecallMemory()
+        for k in range(300):
+            outputs = {
+                f"r{k:06x}{i:06x}": (f"{k} {i} " + "out " * 200, f"bash ls {i}") for i in range(5)
+            }
+            memory.keep(f"{k:032x}", outputs)
+        return memory
+
+    real, kept = retained(fill)
+    assert real <= kept.held, (real, kept.held)
+    kept.resize(kept.held // 2)  # its share shrinks: the least recently used go
+    assert kept.held <= kept.limit

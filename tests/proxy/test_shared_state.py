@@ -10,6 +10,7 @@ import pytest
 
 from proxy.request.conversations import PrefixTracker
 from proxy.request.cuts import CutMemory
+from proxy.request.recall import RecallMemory
 from proxy.stores.writer import BlobWriter
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.llm import AllowanceSpent
@@ -199,3 +200,16 @@ async def test_a_quota_the_store_cannot_count_holds() -> None:
     assert await quota.left() == 0
     free = TeamQuota("t", None, store)  # no cap: the store is not asked
     assert await free.take() and await free.left() is None
+
+
+async def test_a_replica_finds_a_call_another_recorded_for_recall() -> None:
+    """Recall by what a call was (a file name) reads the store's index of the conversation's
+    calls: the newest may have been made on another replica."""
+    store = Shared()
+    a, b = RecallMemory(store, 60, shared=True), RecallMemory(store, 60, shared=True)
+    a.keep("conv", {"r000000000001": ("first", "read_file a.py")})
+    await a.drain()
+    assert await b.get("conv", "a.py") == "first"
+    b.keep("conv", {"r000000000002": ("second", "read_file a.py")})  # read again, on b
+    await b.drain()
+    assert await a.get("conv", "a.py") == "second"
