@@ -32,7 +32,7 @@ from proxy.edge.paths import SafePaths, is_messages_path
 from proxy.edge.preview import handle_preview
 from proxy.edge.readiness import Readiness
 from proxy.edge.runtime import Runtime, new_transport
-from proxy.edge.sharing import Sharing, scope_key
+from proxy.edge.sharing import Sharing, learned_windows, scope_key
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
@@ -63,7 +63,11 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         readiness.also("the summarizer's library (litellm) to load", runtime.compactor.llm.loaded)
         await readiness.start(runtime.connect)
         readiness.on_shutdown_signal()
-        steps = [scope_key(runtime.store, runtime.auth)] if settings.shared_store else []
+        steps = (
+            [scope_key(runtime.store, runtime.auth), learned_windows(runtime.store, runtime.models)]
+            if settings.shared_store
+            else []
+        )
         sharing = Sharing(steps, lambda: readiness.connected)
         sharing.start()
         try:

@@ -6,6 +6,12 @@ every ``EVERY_SECONDS``, besides what each request reads and writes itself.
                   the restart reads the one every running replica holds; if the store holds
                   another (replicas started while it had none made their own), every
                   process takes the store's, and they agree again
+    learned windows  what another process learned (a window from an overflow, a calibration's
+                  fit) or an operator forgot (``DELETE /admin/learned-windows/…``, which reaches
+                  one replica through a load balancer): the store's, compared with what it held
+                  a step ago; what came or changed is applied here, what went is forgotten.
+                  The store is the truth: a Redis restarted empty makes every replica forget
+                  what it had learned (the next overflow teaches it again, and is answered)
 
 A step that finds the store down is skipped until the next; nothing here is on a request's
 path.
@@ -18,7 +24,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from proxy.edge.auth import Authenticator
+from proxy.edge.runtime import restore
 from proxy.stores import GuardedStore
+from proxy.windows.calibration import SETTING_KEYS
+from proxy.windows.models import Models, from_store_key, store_key
 
 log = logging.getLogger("contextwarden")
 EVERY_SECONDS = 1.0
@@ -62,3 +71,43 @@ def scope_key(store: GuardedStore, auth: Authenticator) -> Step:
             auth.scope_secret = held
 
     return step
+
+
+def learned_windows(store: GuardedStore, models: Models) -> Step:
+    """The step that brings into this process the learned windows and calibration fits other
+    processes wrote, and forgets those an operator deleted through another one."""
+    last: dict[str, int] | None = None  # the store's, a step ago (None: not read yet)
+
+    async def step() -> None:
+        nonlocal last
+        stored = await store.learned_windows()
+        before, last = last, stored
+        if before is None:  # the first read since the start's (Runtime.connect): all of it
+            restore(models, stored)
+            return
+        for key in before.keys() - stored.keys():
+            _forget(models, key)
+        came = {s for s in (_scoped(k) for k, v in stored.items() if before.get(k) != v) if s}
+        for team, model in came:
+            window, held = stored.get(store_key(team, model)), models.learned.get(team, model)
+            if window is not None and held is not None and held < window:
+                models.learned.forget(team, model)  # deleted, then learned larger: the store's
+        restore(models, {k: v for k, v in stored.items() if _scoped(k) in came})
+
+    return step
+
+
+def _scoped(key: str) -> tuple[str, str] | None:
+    """The team and model a learned window's or a calibration setting's key is about."""
+    prefix = next((p for p in SETTING_KEYS if key.startswith(p)), "")
+    return from_store_key(key.removeprefix(prefix))
+
+
+def _forget(models: Models, key: str) -> None:
+    scoped = _scoped(key)
+    if scoped is None:
+        return
+    if any(key.startswith(p) for p in SETTING_KEYS):
+        models.calibration.forget(*scoped)
+    else:
+        models.learned.forget(*scoped)

@@ -54,8 +54,8 @@ def ready(url: str) -> bool:
 def make_pair(tmp_path: Path) -> Iterator[Any]:
     with ExitStack() as stack:
 
-        def build(**settings: Any) -> Pair:
-            app = create_upstream(window=1024)
+        def build(count_scale: float = 1.0, **settings: Any) -> Pair:
+            app = create_upstream(window=1024, count_scale=count_scale)
             demo = stack.enter_context(BackgroundServer(app))
             url = stack.enter_context(redis_server(tmp_path))
             urls, apps = [], []
@@ -148,3 +148,34 @@ def test_a_redis_restarted_empty_gets_the_replicas_scope_key_back(make_pair: Any
     store.flushall()
     wait_for(lambda: store.get("cw:scope-secret") is not None, "the key back", 10)
     assert store.get("cw:scope-secret") == keys[0]
+
+
+def test_a_window_learned_on_one_replica_is_used_and_forgotten_by_the_other(
+    make_pair: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replica a learns the window from an overflow (the upstream counts 1.3 times the
+    proxy); within a second replica b holds it, and its next request fits at once instead of
+    paying its own failed call. An operator's deletion through a: b forgets it too."""
+    monkeypatch.setenv("CW_ADMIN", "cw-admin")
+    tight = {"summarize": False, "cache_cut_share": 0}  # cut to the last token: overflows
+    pair = make_pair(count_scale=1.3, policies={"default": tight}, admin_key_env="CW_ADMIN")
+    a, b = (app.state.runtime for app in pair.apps or [])
+    team = a.settings.default_team
+    first = pair.send(0, over_budget_conversation(16))
+    assert int(first["x-contextwarden-retries"]) >= 1
+    learned = a.models.learned.get(team, MODEL)
+    assert learned is not None and b.models.learned.get(team, MODEL) is None
+    wait_for(lambda: b.models.learned.get(team, MODEL) == learned, "b holds a's window", 5)
+    wait_for(lambda: b.models.calibration.fit(team, MODEL) is not None, "and a's fit", 5)
+    calls = len(pair.upstream.state.received)
+    again = pair.send(1, over_budget_conversation(17))
+    assert again["x-contextwarden-retries"] == "0"
+    assert len(pair.upstream.state.received) == calls + 1  # one call: no failed one first
+    assert int(again["x-contextwarden-budget"]) < 1024 - 64 - 16  # the learned window
+
+    admin = {"authorization": "Bearer cw-admin"}
+    gone = httpx.delete(f"{pair.urls[0]}/admin/learned-windows/{team}/{MODEL}", headers=admin)
+    assert gone.status_code == 200
+    wait_for(lambda: b.models.learned.get(team, MODEL) is None, "b forgets the window", 5)
+    assert b.models.calibration.fit(team, MODEL) is None
+    assert redis_client.Redis.from_url(pair.redis).hgetall("cw:learned") == {}
