@@ -68,7 +68,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
             if settings.shared_store
             else []
         )
-        sharing = Sharing(steps, lambda: readiness.connected)
+        sharing = Sharing(steps, readiness)
         sharing.start()
         try:
             yield

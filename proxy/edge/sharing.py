@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from proxy.edge.auth import Authenticator
+from proxy.edge.readiness import Readiness
 from proxy.edge.runtime import restore
 from proxy.stores import GuardedStore
 from proxy.windows.calibration import SETTING_KEYS
@@ -36,20 +37,21 @@ Step = Callable[[], Awaitable[None]]
 
 
 class Sharing:
-    """Runs ``steps`` every ``EVERY_SECONDS`` once ``ready()`` (the store has answered)."""
+    """Runs ``steps`` every ``EVERY_SECONDS`` once the store has answered (``readiness``)."""
 
-    def __init__(self, steps: list[Step], ready: Callable[[], bool]) -> None:
+    def __init__(self, steps: list[Step], readiness: Readiness) -> None:
         self._steps = steps
-        self._ready = ready
+        self._readiness = readiness
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        if self._steps:  # a store of this process's own: nothing to keep in step
+            self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(EVERY_SECONDS)
-            for step in self._steps if self._ready() else ():
+            for step in self._steps if self._readiness.connected else ():
                 try:
                     await step()
                 except Exception as exc:  # the store's fault, logged by it: next time
