@@ -4,7 +4,6 @@ Anthropic Messages). Commands: serve, check-config, demo, preview; each has --he
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
@@ -26,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config (default: the embedded default config)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080)")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        help="processes serving the one port (default 1); they share the store",
+    )
     check = sub.add_parser("check-config", help="validate a config file and exit")
     check.add_argument("path", help="the YAML config file to check")
     demo = sub.add_parser(
@@ -58,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +126,12 @@ def banner(settings: Settings, path: str | None) -> str:
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
     lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
+    lines.append(
+        f"  memory: {settings.limits.memory_budget_mb} MiB for {each} "
+        "(limits.memory_budget_mb); its caches share what its footprint leaves "
+        "(GET /admin/stats: memory)"
+    )
     return "\n".join(lines)
 
 
@@ -175,41 +192,17 @@ def _with_model(body: bytes, model: str) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from proxy.edge.serving import configure_logging, serve
 
-    from proxy.edge.app import create_app
-
-    # The access log (one JSON line per request) and warnings go to stderr.
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    # Nothing logged here shows where or in which thread or process it was made, so records
-    # do not gather it (the logging HOWTO's "Optimization"): each record looked up its caller's
-    # frame and asked the kernel for the process id, a system call, about 25 us a request on
-    # this 2-core VM (bench: small chat requests at concurrency 16, A/B in one run).
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logger = logging.getLogger("contextwarden")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    configure_logging()
+    flags = (("host", args.host), ("port", args.port), ("workers", args.workers))
+    overrides = {k: v for k, v in flags if v is not None}
     settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
     problem = settings.exposure_problem()
     if problem is not None:
         raise ConfigError(problem)
     print(banner(settings, args.config), file=sys.stderr, flush=True)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        loop="auto",
-        http="auto",
-        server_header=False,
-        date_header=False,
-        log_level="info",
-        access_log=False,  # the proxy writes its own JSON line per request
-    )
+    serve(settings, args.config, overrides)
     return 0
 
 

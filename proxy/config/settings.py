@@ -68,6 +68,12 @@ class Limits(Strict):
     large_bodies_per_team: int = Field(
         1, gt=0, description="large bodies of one team in the proxy at once; more wait"
     )
+    memory_budget_mb: int = Field(
+        768,
+        ge=64,
+        description="what one process may hold (MiB): its footprint, then its caches share the "
+        "rest (proxy/observe/memory.py); requests in flight come on top",
+    )
 
 
 class Team(Strict):
@@ -106,6 +112,14 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    workers: int = Field(
+        1, ge=1, le=256, description="serving processes on the one port (serve --workers)"
+    )
+    shutdown_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="at shutdown, how long requests in flight (streams) may take to finish",
+    )
     default_upstream: str = Field(
         "", description="default: the only upstream, else the one named openai"
     )
@@ -182,6 +196,13 @@ class Settings(BaseSettings):
         if misdirected:
             raise ValueError("; ".join(misdirected))
         return self
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether other processes write the store too: Redis (replicas), or an SQLite file
+        shared by ``workers``. Then what a process remembers of a conversation is only a cache
+        of the store, which is read and written on each request."""
+        return self.checkpoints.backend == "redis" or self.workers > 1
 
     def exposure_problem(self) -> str | None:
         """Why serving on ``host`` would let anybody on the network spend the operator's

@@ -23,6 +23,10 @@ four million prompts to cut. Three such bodies in flight stalled every other tea
 
 ``tests/security/test_route_admission.py`` lists the app's routes and fails for any route that
 reads a body outside ``admit``.
+
+Memory follows: a body's parse is bounded by its bytes and its node count. Both bounds are
+per process (with replicas or ``serve --workers``, per replica): they guard this process's CPU
+and memory, not a team's share of the fleet (which the store's quotas do).
 """
 
 from __future__ import annotations

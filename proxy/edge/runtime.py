@@ -17,7 +17,9 @@ from proxy.edge.auth import Authenticator
 from proxy.edge.headers import upstream_headers
 from proxy.edge.ownership import Owners
 from proxy.formats.recent import REUSE_FROM, RecentItems
+from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
+from proxy.request import conversations
 from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
@@ -26,6 +28,7 @@ from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
+from proxy.summaries.seen import SeenConversations
 from proxy.upstreams.capabilities import CompactionSupport
 from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
 from proxy.windows.discovery import Discovery, Fetch
@@ -34,6 +37,7 @@ from proxy.windows.models import Models
 from proxy.windows.modeltable import ModelTable
 from proxy.windows.tokenizers import Tokenizers, get_encoding
 from proxy.windows.truncation import RecentUsage
+from strategies import checkpoint, tokens
 
 log = logging.getLogger("contextwarden")
 
@@ -62,6 +66,7 @@ class Runtime:
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
     # The fingerprints' and cuts' writes to the store, gathered (proxy/stores/writer.py).
     writer: BlobWriter | None = None
+    memory: MemoryBudget | None = None  # what the caches may hold (proxy/observe/memory.py)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -71,34 +76,62 @@ class Runtime:
         store = open_store(settings)
         discovery = Discovery(models.discovered, fetcher(settings, transport), store.put_setting)
         windows = WindowKnowledge(models, store, discovery)
-        await windows.load()
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
         if any(p.summarize for p in settings.policies.values()):
             llm.warm()
-        compactor = Compactor(store, llm, metrics.summarizer_latency.observe)
-        metrics.watch(compactor.figures)
         writer = BlobWriter(store)
-        prefixes = PrefixTracker(writer)
-        recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds)
-        planner = Planner(settings, compactor, prefixes, CutMemory(writer), recalls)
-        try:
-            secret = await store.scope_secret()
-        except Exception as exc:  # a per-process key: checkpoints still scoped, not shared
-            log.warning("could not read the checkpoint scope key: %s", exc)
-            secret = b""
-        auth = Authenticator(settings, secret)
+        shared = settings.shared_store  # the store is the truth; memory a cache of it
+        seen = SeenConversations(writer, settings.checkpoints.ttl_seconds)
+        compactor = Compactor(store, llm, metrics.summarizer_latency.observe, seen)
+        metrics.watch(compactor.figures)
+        prefixes = PrefixTracker(writer, shared=shared)
+        recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds, shared)
+        planner = Planner(settings, compactor, prefixes, CutMemory(writer, shared), recalls)
+        auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
-        return cls(
+        rt = cls(
             settings, transport, models, store, compactor, planner, auth, metrics, windows,
             prefixes, admission=admission, writer=writer,
         )  # fmt: skip
+        rt.memory = memory_budget(rt, seen)
+        metrics.registry.register(rt.memory)
+        llm.when_loaded(rt.memory.measure)  # litellm's tables are part of the footprint
+        return rt
+
+    async def connect(self) -> bool:
+        """Read what every replica shares from the store: the key that scopes checkpoints to
+        a caller, and the learned windows. Whether the store answered (proxy/edge/readiness.py
+        asks again until it does; a disabled store never will, and is not waited for)."""
+        if self.store.disabled:
+            return True
+        try:
+            secret = await self.store.scope_secret()
+            stored = await self.store.learned_windows()
+        except Exception as exc:  # served meanwhile, with a key of its own
+            log.warning("the checkpoint store does not answer: %s", exc)
+            return False
+        self.auth.scope_secret = secret
+        self.windows.restore(stored)
+        return True
 
     @property
     def owners(self) -> Owners:
         """Who made each stored response (proxy/edge/ownership.py), kept in the store."""
         return Owners(self.store)
+
+    async def settle(self) -> None:
+        """Before an answer leaves: with a store shared with other processes, the request's
+        writes (its fingerprint, cut, seen mark) are in it, for its next request to find on
+        whichever replica it lands (proxy/stores/writer.py)."""
+        if self.writer is not None and self.settings.shared_store:
+            await self.prefixes.drain()  # their writes, handed to the writer
+            if self.planner.cuts is not None:
+                await self.planner.cuts.drain()
+            if self.planner.recalls is not None:
+                await self.planner.recalls.drain()
+            await self.writer.flush()
 
     async def stop(self) -> None:
         self.admission.close()
@@ -113,6 +146,25 @@ class Runtime:
             await self.writer.drain()
         await self.store.close()
         await self.transport.aclose()
+
+
+def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
+    """The caches, each given its share of the memory budget (proxy/observe/memory.py)."""
+    budget = MemoryBudget(rt.settings.limits.memory_budget_mb)
+    budget.add("request items", rt.items)
+    budget.add("message counts", rt.planner.recent)
+    budget.add("message digests", *conversations.memories())
+    budget.add("checkpoint chains", *checkpoint.memories())
+    budget.add("token counts", rt.models.tokenizers, tokens.digests())
+    budget.add("fingerprints", rt.prefixes.memory)
+    if rt.planner.cuts is not None:
+        budget.add("cuts", rt.planner.cuts.memory)
+    budget.add("seen conversations", seen.memory)
+    budget.add("pins", rt.pins.memory)
+    if rt.planner.recalls is not None:
+        budget.add("recalled outputs", rt.planner.recalls)
+    budget.measure()
+    return budget
 
 
 def build_models(settings: Settings) -> Models:

@@ -105,6 +105,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
         await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
+    await rt.settle()
     # Said only to a caller with a credential: callers without one cannot be told apart, and
     # the state would say whether another one sent this conversation (an oracle).
     told = seen is not None and who.caller is not None

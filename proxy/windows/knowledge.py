@@ -57,6 +57,12 @@ class WindowKnowledge:
         except Exception as exc:
             log.warning("could not load learned windows: %s", exc)
             return
+        self.restore(stored)
+
+    def restore(self, stored: dict[str, int]) -> None:
+        """What the store keeps (``learned_windows``): windows read from servers, learned
+        windows, calibration fits and bounds."""
+        stored = dict(stored)
         for key in [k for k in stored if k.startswith(DISCOVERED_KEY)]:
             upstream, _, model = key.removeprefix(DISCOVERED_KEY).partition("\t")
             self.discovery.restore(upstream, model, stored.pop(key))

@@ -92,6 +92,11 @@ class Models:
     def upstream_names(self) -> list[str]:
         return list(self._settings.upstreams)
 
+    @property
+    def tokenizers(self) -> Tokenizers:
+        """The counters, whose memory the memory budget sizes (proxy/observe/memory.py)."""
+        return self._tokenizers
+
     def resolve(self, name: str) -> ModelSpec:
         spec = self._cache.get(name)
         if spec is None:

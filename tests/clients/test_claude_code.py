@@ -119,6 +119,10 @@ def test_a_long_task_and_two_more_turns_fit(make_agent: AgentFactory) -> None:
         assert more.returncode == 0, more
         assert "Done after 6 steps" in more.stdout, more
     received = agent.script.received
+    # One session id on every request, through --continue: what docs/operations.md's load
+    # balancers keep a session on one replica by.
+    sessions = {r.headers.get("x-claude-code-session-id") for r in received}
+    assert len(sessions) == 1 and None not in sessions, sessions
     assert not agent.script.refused, [r.body.get("messages", [])[-1:] for r in agent.script.refused]
     assert len(received) >= 21  # 7 requests a turn
     check_forwarded(agent)

@@ -76,6 +76,10 @@ def test_a_long_task_keeps_its_tools_and_prefix(make_agent: AgentFactory, model:
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
     assert not agent.script.refused
+    # One session id on every request of the run: what docs/operations.md's load balancers
+    # keep a session on one replica by (Codex sends it as `session-id`).
+    sessions = {r.headers.get("session-id") for r in agent.script.received}
+    assert len(sessions) == 1 and None not in sessions, sessions
     sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
     assert len(sent) == len(forwarded) == STEPS + 1
     for theirs, ours in zip(sent, forwarded, strict=True):
