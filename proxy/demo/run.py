@@ -10,6 +10,7 @@ Anthropic Messages (a Claude-Code-style tool loop with thinking).
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 
 from proxy.config.settings import load_settings
 from proxy.demo.clients import CLAUDE, MODEL, converse_anthropic, converse_chat, converse_responses
@@ -23,7 +24,7 @@ APIS = ["chat_completions", "responses", "messages"]
 def run_demo(turns: int, window: int, fmt: str = "chat") -> int:
     upstream_app = create_upstream(window=window)
     with BackgroundServer(upstream_app) as upstream, tempfile.TemporaryDirectory() as data:
-        config = {
+        config: dict[str, Any] = {
             "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
             "default_upstream": "demo",
             "models": {
