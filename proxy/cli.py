@@ -11,6 +11,8 @@ from pathlib import Path
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
+from proxy.config.startup import key_notes, self_loop_problem
+from proxy.windows.advice import banner_lines
 from proxy.windows.families import is_pattern
 
 
@@ -34,10 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     demo.add_argument(
-        "--turns", type=int, default=16, help="how many turns the demo conversation grows by"
+        "--turns", type=_positive, default=16, help="how many turns the demo conversation grows by"
     )
     demo.add_argument(
-        "--window", type=int, default=1024, help="the demo upstream's context window, in tokens"
+        "--window",
+        type=_positive,
+        default=1024,
+        help="the demo upstream's context window, in tokens",
     )
     demo.add_argument(
         "--format",
@@ -55,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the body's wire format (default: told from its shape)",
     )
     prev.add_argument("--model", help="model to plan for (default: the body's own model)")
+    prev.add_argument(
+        "--team",
+        help="plan as this team: its policy, models and max_context_tokens (default: "
+        "the config's default_team)",
+    )
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
     return parser
@@ -68,11 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         if args.command == "check-config":
-            settings = load_settings(args.path)
-            counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
-            print(f"{args.path}: ok ({counts})")
-            print("\n".join(_families(settings)))
-            return 0
+            return _check(args.path)
         if args.command == "preview":
             return _preview(args)
         from proxy.demo.run import run_demo
@@ -81,6 +87,38 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not above 0")
+    return value
+
+
+def _check(path: str) -> int:
+    """check-config: the file validated, what its families take, the key variables it names
+    that are unset, and what ``serve`` would refuse (exit 2)."""
+    settings = load_settings(path)
+    counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
+    if settings.upstreams_defaulted:
+        counts += "; the upstreams are the embedded default's: the file configures none"
+    print(f"{path}: ok ({counts})")
+    print("\n".join([*_families(settings), *(f"  {n}" for n in key_notes(settings))]))
+    problem = start_problem(settings)
+    if problem is not None:
+        print(f"{path}: serve would refuse it: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def start_problem(settings: Settings) -> str | None:
+    """Why ``serve`` must not start with these settings, or None."""
+    return settings.exposure_problem() or self_loop_problem(settings)
 
 
 def banner(settings: Settings, path: str | None) -> str:
@@ -95,7 +133,8 @@ def banner(settings: Settings, path: str | None) -> str:
         f"  config: {path or 'the embedded default'}; auth: {settings.auth}; "
         f"store: {settings.checkpoints.backend}",
         "  upstreams: "
-        + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items()),
+        + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items())
+        + (" (the embedded default's)" if path and settings.upstreams_defaulted else ""),
         f"  models not listed go to {settings.default_upstream!r}, with litellm's window",
     ]
     for name, entry in settings.models.items():
@@ -108,10 +147,15 @@ def banner(settings: Settings, path: str | None) -> str:
                 upstream.model if upstream.provider == "litellm" and upstream.model else name
             )
             window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
+        if is_pattern(name) and not entry.context_window:
+            lines.append(f"  family {name}: via {where}, each name's window from litellm's table")
+            continue
         kind = "family" if is_pattern(name) else "model"
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
+    lines += banner_lines()
     lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    lines += [f"  {note}" for note in key_notes(settings)]
     return "\n".join(lines)
 
 
@@ -134,6 +178,11 @@ def _preview(args: argparse.Namespace) -> int:
     from proxy.formats import FORMATS
 
     settings = load_settings(args.config)
+    team = args.team or settings.default_team
+    if team not in settings.teams:
+        source = args.config or "the embedded default config"
+        teams = ", ".join(sorted(settings.teams))
+        raise ConfigError(f"--team {team!r}: {source} has no such team (its teams: {teams})")
     try:
         body = Path(args.file).read_bytes()
     except OSError as exc:
@@ -142,7 +191,6 @@ def _preview(args: argparse.Namespace) -> int:
     if args.model:
         body = _with_model(body, args.model)
     try:
-        team = settings.default_team
         who = Principal(team, settings.teams[team], forward_client_auth=False)
         fmt = FORMATS[args.format] if args.format else None
         result = asyncio.run(offline_preview(body, Headers(), settings, who, fmt))
@@ -190,9 +238,9 @@ def _serve(args: argparse.Namespace) -> int:
     logger = logging.getLogger("contextwarden")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
-    problem = settings.exposure_problem()
+    # The options beat the environment, and are validated as the file's keys are.
+    settings = load_settings(args.config, flags={"host": args.host, "port": args.port})
+    problem = start_problem(settings)
     if problem is not None:
         raise ConfigError(problem)
     print(banner(settings, args.config), file=sys.stderr, flush=True)
