@@ -24,6 +24,7 @@ from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
 from proxy.upstreams.forwarding import HttpxTransport, Transport
+from proxy.windows.advice import FirstRefusals
 from proxy.windows.calibration import HIGH as CALIBRATION_HIGH
 from proxy.windows.calibration import SETTING_KEYS, Fit, Sample, from_settings, moved, to_settings
 from proxy.windows.models import Models, from_store_key, store_key
@@ -50,6 +51,8 @@ class Runtime:
     admission: Admission = field(default_factory=lambda: Admission(Limits()))
     # The fingerprints' and cuts' writes to the store, gathered (proxy/stores/writer.py).
     writer: BlobWriter | None = None
+    # The models whose window was unknown and whose first refusal was told the ways out.
+    told: FirstRefusals = field(default_factory=FirstRefusals)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:

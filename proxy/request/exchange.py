@@ -11,6 +11,7 @@ The client gets the upstream's own status, headers and bytes, plus ``x-contextwa
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -28,15 +29,18 @@ from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
-from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Lesson, Retrying, overflow_of, send_with_overflow_retry
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
+from proxy.windows.advice import annotated, refusal_note
 from strategies.cost import PromptCosts, prompt_costs
+
+log = logging.getLogger("contextwarden")
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
@@ -89,6 +93,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers(exc)
         raise
+    await tell_unknown_window(rt, req, reply, plan)
     if fmt.api == "responses" and rt.settings.auth == "keys" and reply.status == 200:
         made = answered_id(reply.body or reply.peeked)
         if made is not None:
@@ -129,6 +134,21 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+async def tell_unknown_window(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+    """The first overflow refusal of a model whose window was unknown says, inside the
+    upstream's own error message and in the log, why it went untrimmed and the ways out."""
+    if req.window is not None or reply.status < 400 or reply.body is None:
+        return
+    if await overflow_of(reply, plan.body) is None or not rt.told.first(req.spec.name):
+        return
+    note = refusal_note(req.spec.name, req.spec.route.name)
+    log.warning("%s", note)
+    body = annotated(decoded(reply.body, reply.headers), note)
+    if body is not None:
+        reply.body = body
+        reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-encoding"]
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
