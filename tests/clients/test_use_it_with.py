@@ -19,15 +19,17 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
 import pytest
 
+from proxy.cli import banner
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
@@ -261,47 +263,70 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_local_server(tmp_path: Path) -> None:
-    """Each line starts the real ``contextwarden serve`` (the README's ``.venv/bin`` is this
-    environment's) in front of an OpenAI-compatible server standing in for the local one, and
-    a chat request goes through it to that server."""
+def test_a_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each line puts the quick start's proxy in front of an OpenAI-compatible server standing
+    in for the local one, and a chat request goes through it to that server. The first line
+    runs as written: the real ``contextwarden serve`` (the README's ``.venv/bin`` is this
+    environment's); the others, which differ only in their variable, run the same load of the
+    embedded default in this process (three proxies starting at once take a while on two
+    cores)."""
     lines = [line for line in snippet("A local server").splitlines() if line.strip()]
     assert len(lines) == 3
-    with ExitStack() as stack:
-        started = []
-        for k, line in enumerate(lines):
-            env, argv = command(line)
-            assert argv == [".venv/bin/contextwarden", "serve"], line
+    for k, line in enumerate(lines):
+        env, argv = command(line)
+        assert argv == [".venv/bin/contextwarden", "serve"], line
+        assert list(env) == ["OPENAI_BASE_URL"], line
+        with ExitStack() as stack:
             local = create_upstream(window=8192)
             server = stack.enter_context(BackgroundServer(local))
             address = re.sub(r"/v1$", "", env["OPENAI_BASE_URL"])
             env = {name: value.replace(address, server.url) for name, value in env.items()}
-            port = free_port()
-            clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHR"))}
-            said = stack.enter_context((tmp_path / f"serve-{k}.txt").open("w+"))
-            proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "contextwarden"), *argv[1:]],
-                env={
-                    **clean,
-                    **env,
-                    "CONTEXTWARDEN_PORT": str(port),
-                    "CONTEXTWARDEN_DATA_DIR": str(tmp_path / str(k)),
-                },
-                stdout=subprocess.DEVNULL,
-                stderr=said,
-                text=True,
-            )
-            stack.callback(stop, proc)
-            started.append((proc, said, port, local, server.url))
-        for proc, said, port, local, url in started:
-            wait_healthy(proc, port, said)
+            data = tmp_path / str(k)
+            if k == 0:
+                proxy, said = stack.enter_context(serving_cli(argv, env, data))
+            else:
+                for name, value in env.items():
+                    monkeypatch.setenv(name, value)
+                monkeypatch.setenv("CONTEXTWARDEN_DATA_DIR", str(data))
+                said = partial(banner, load_settings(), None)
+                proxy = stack.enter_context(BackgroundServer(create_app(load_settings()))).url
             body = {"model": "llama3.1:8b", "messages": [{"role": "user", "content": "hi"}]}
-            answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body)
+            answer = httpx.post(f"{proxy}/v1/chat/completions", json=body, timeout=60)
             assert answer.status_code == 200, answer.text
             assert [r["model"] for r in local.state.received] == ["llama3.1:8b"]
+            assert f"upstreams: openai ({server.url}/v1)" in said()
+
+
+@contextmanager
+def serving_cli(
+    argv: list[str], env: dict[str, str], data: Path
+) -> Iterator[tuple[str, Callable[[], str]]]:
+    """The real ``contextwarden`` command on a free port: its URL, and what it printed."""
+    port = free_port()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "ANTHROPIC"))}
+    with (data.parent / f"{data.name}-serve.txt").open("w+") as said:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "contextwarden"), *argv[1:]],
+            env={
+                **clean,
+                **env,
+                "CONTEXTWARDEN_PORT": str(port),
+                "CONTEXTWARDEN_DATA_DIR": str(data),
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=said,
+            text=True,
+        )
+        try:
+            wait_healthy(proc, port, said)
+
+            def printed() -> str:
+                said.seek(0)
+                return said.read()
+
+            yield f"http://127.0.0.1:{port}", printed
+        finally:
             stop(proc)
-            said.seek(0)
-            assert f"upstreams: openai ({url}/v1)" in said.read()
 
 
 def wait_healthy(proc: subprocess.Popen[str], port: int, said: TextIO) -> None:
