@@ -162,10 +162,13 @@ def test_the_readme_demo_output_is_what_the_demo_prints(
         assert main(shlex.split(argv)) == 0
         printed = capsys.readouterr().out
         assert same_run(normalized(text), normalized(printed)), printed
-        # Every turn, shown or not, within the window (the demo model is counted exactly).
+        # Every turn, shown or not, forwarded within its budget, and the budget within the
+        # window (the demo model is counted exactly): columns turn, sent, fwd, tokens, budget.
         turns = [line.split() for line in printed.splitlines() if line[:4].strip().isdigit()]
         assert len(turns) == args.turns
-        assert all(int(turn[4]) <= args.window for turn in turns)
+        for turn in turns:
+            forwarded = int(turn[3].split("->")[1].lstrip("≤"))
+            assert forwarded <= int(turn[4]) <= args.window, turn
 
 
 def commands() -> list[list[str]]:
