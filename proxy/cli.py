@@ -11,7 +11,7 @@ from pathlib import Path
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
-from proxy.config.startup import key_notes, self_loop_problem
+from proxy.config.startup import WILDCARDS, client_url, key_notes, self_loop_problem
 from proxy.windows.advice import banner_lines
 from proxy.windows.families import is_pattern
 
@@ -127,9 +127,14 @@ def banner(settings: Settings, path: str | None) -> str:
     from proxy.windows.modeltable import ModelTable
 
     table = ModelTable.bundled()
-    url = f"http://{settings.host}:{settings.port}"
+    url = client_url(settings.host, settings.port)
+    listening = (
+        f"contextwarden on all addresses, port {settings.port}"
+        if settings.host in WILDCARDS
+        else f"contextwarden on {url}"
+    )
     lines = [
-        f"contextwarden on {url} (point clients at {url}/v1; Anthropic clients at {url})",
+        f"{listening} (point clients at {url}/v1; Anthropic clients at {url})",
         f"  config: {path or 'the embedded default'}; auth: {settings.auth}; "
         f"store: {settings.checkpoints.backend}",
         "  upstreams: "

@@ -3,6 +3,7 @@
 self_loop_problem  an upstream at the proxy's own address (clients and the proxy read the same
                    ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` when both run in one shell):
                    every request would come back to the proxy, so it does not start
+client_url         where a client on this machine reaches the proxy (loopback for a wildcard)
 key_notes          each key variable the config names that is unset (or empty), and what that
                    means for who can call and which upstream gets which key
 """
@@ -18,6 +19,17 @@ from proxy.config.defaults import origin_of
 from proxy.config.settings import Settings, is_loopback
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+WILDCARDS = ("0.0.0.0", "::", "[::]", "")
+
+
+def client_url(host: str, port: int) -> str:
+    """The address a client on this machine reaches a proxy listening on ``host`` at: a
+    wildcard (every address) is reached at loopback, an IPv6 address in brackets."""
+    if host in WILDCARDS:
+        host = "::1" if ":" in host else "127.0.0.1"
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 def self_loop_problem(settings: Settings) -> str | None:
@@ -55,7 +67,7 @@ def points_at_proxy(url: str, host: str, port: int) -> bool:
     if parts.scheme != "http" or target != port or not parts.hostname:
         return False
     name = parts.hostname
-    wildcard = host in ("0.0.0.0", "::", "[::]", "")
+    wildcard = host in WILDCARDS
     if is_loopback(name):
         return wildcard or is_loopback(host)
     addresses = _addresses(name)

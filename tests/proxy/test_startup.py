@@ -248,6 +248,37 @@ def test_the_banner_names_the_ways_out_for_a_model_in_no_table() -> None:
         assert way in shown
 
 
+@pytest.mark.parametrize(
+    ("host", "first_line"),
+    [
+        (
+            "127.0.0.1",
+            "contextwarden on http://127.0.0.1:8080 (point clients at "
+            "http://127.0.0.1:8080/v1; Anthropic clients at http://127.0.0.1:8080)",
+        ),
+        # A client cannot connect to "every address": it is told the loopback one.
+        (
+            "0.0.0.0",
+            "contextwarden on all addresses, port 8080 (point clients at "
+            "http://127.0.0.1:8080/v1; Anthropic clients at http://127.0.0.1:8080)",
+        ),
+        (
+            "::",
+            "contextwarden on all addresses, port 8080 (point clients at "
+            "http://[::1]:8080/v1; Anthropic clients at http://[::1]:8080)",
+        ),
+        (
+            "::1",
+            "contextwarden on http://[::1]:8080 (point clients at "
+            "http://[::1]:8080/v1; Anthropic clients at http://[::1]:8080)",
+        ),
+    ],
+)
+def test_the_banner_gives_an_address_a_client_can_use(host: str, first_line: str) -> None:
+    shown = banner(load_settings(flags={"host": host, "port": 8080}), None)
+    assert shown.splitlines()[0] == first_line
+
+
 # preview --team --------------------------------------------------------------------------------
 
 TEAMS = """
