@@ -312,3 +312,28 @@ def test_preview_plans_as_the_team(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["preview", str(body), "--config", str(config), "--team", "nobody"]) == 2
     said = capsys.readouterr().err
     assert "--team 'nobody'" in said and "(its teams: default, search)" in said
+
+
+def test_preview_takes_a_plain_claude_body_as_the_messages_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the quick start's config, a Claude body of plain user turns reads as chat and as
+    Messages alike; its model's upstream serves only Messages, so that is what it is taken as.
+    A body that is chat indeed (a system message) is still told its upstream's formats."""
+    monkeypatch.setenv("CONTEXTWARDEN_DATA_DIR", str(tmp_path / "data"))
+    body = tmp_path / "body.json"
+    messages = [{"role": "user", "content": "hello " * 50}]
+    body.write_text(
+        json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 512, "messages": messages})
+    )
+    assert main(["preview", str(body), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["report"]["upstream"], shown["report"]["format"]) == ("anthropic", "anthropic")
+    chat = [{"role": "system", "content": "be brief"}, *messages]
+    body.write_text(json.dumps({"model": "claude-sonnet-4-5", "messages": chat}))
+    assert main(["preview", str(body)]) == 1
+    assert "which serves messages, not chat_completions" in capsys.readouterr().err
+    # A GPT body of the same shape stays chat.
+    body.write_text(json.dumps({"model": "gpt-4.1", "max_tokens": 512, "messages": messages}))
+    assert main(["preview", str(body), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["report"]["format"] == "chat"
