@@ -31,6 +31,7 @@ from proxy.summaries.llm import LLMSummarizer
 from proxy.summaries.seen import SeenConversations
 from proxy.upstreams.capabilities import CompactionSupport
 from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
+from proxy.windows.advice import FirstRefusals
 from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.models import Models
@@ -67,6 +68,8 @@ class Runtime:
     # The fingerprints' and cuts' writes to the store, gathered (proxy/stores/writer.py).
     writer: BlobWriter | None = None
     memory: MemoryBudget | None = None  # what the caches may hold (proxy/observe/memory.py)
+    # The models whose window was unknown and whose first refusal was told the ways out.
+    told: FirstRefusals = field(default_factory=FirstRefusals)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:

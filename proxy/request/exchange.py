@@ -11,6 +11,7 @@ The client gets the upstream's own status, headers and bytes, plus ``x-contextwa
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -34,7 +35,7 @@ from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
-from proxy.overflow.retry import Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
@@ -44,7 +45,10 @@ from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
+from proxy.windows.advice import annotated, refusal_note
 from strategies.cost import PromptCosts, prompt_costs
+
+log = logging.getLogger("contextwarden")
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
@@ -102,6 +106,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers(exc)
         raise
+    await tell_unknown_window(rt, req, reply, plan)
     if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
         await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
@@ -184,6 +189,21 @@ async def discover(rt: Runtime, req: WireRequest, who: Principal) -> None:
     if await rt.windows.discovery.ensure(spec.route.name, spec.route.upstream, spec.name):
         learner = req.learns_as or req.team
         req.window = rt.models.window(spec, learner, who.config.max_context_tokens)
+
+
+async def tell_unknown_window(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+    """The first overflow refusal of a model whose window was unknown says, inside the
+    upstream's own error message and in the log, why it went untrimmed and the ways out."""
+    if req.window is not None or reply.status < 400 or reply.body is None:
+        return
+    if await overflow_of(reply, plan.body) is None or not rt.told.first(req.spec.name):
+        return
+    note = refusal_note(req.spec.name, req.spec.route.name)
+    log.warning("%s", note)
+    body = annotated(decoded(reply.body, reply.headers), note)
+    if body is not None:
+        reply.body = body
+        reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-encoding"]
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
