@@ -39,10 +39,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from proxy.config.settings import Limits
-from proxy.edge.errors import PayloadTooLarge
+from proxy.edge.errors import BadRequest, PayloadTooLarge
 
 T = TypeVar("T")
 
@@ -92,11 +92,16 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # An aborted upload: nobody reads the answer, and it is no error of the proxy's (no
+        # traceback in the log for each one).
+        raise BadRequest("the client closed the connection before its body was read") from None
     return b"".join(chunks)
 
 

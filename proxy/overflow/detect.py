@@ -86,6 +86,12 @@ _SOURCES: tuple[str, ...] = (
     r"reduce the length of the messages",
     r"input is too long for requested model",
     r"too many input tokens",
+    # LM Studio (lmstudio-bug-tracker #237, #546): "Trying to keep the first 10048 tokens when
+    # context the overflows. However, the model is loaded with context length of only 8192
+    # tokens, which is not enough."
+    rf"keep the first (?P<prompt>{_NUM}) tokens when context the overflows.*?loaded with "
+    rf"context length of only (?P<limit>{_NUM}) tokens",
+    r"the model is loaded with context length of only",
     # llama.cpp's llama-server (tools/server/server-context.cpp), with its figures in the
     # message too: an error re-wrapped as a 500 server_error keeps only the message.
     rf"request \((?P<prompt>{_NUM}) tokens\) exceeds the available context size "

@@ -148,6 +148,22 @@ CASES = [
         Overflow(8192, 9412, None),
     ),
     (
+        "lm studio, its error a string",
+        400,
+        b'{"error": "Trying to keep the first 10048 tokens when context the overflows. However, '
+        b"the model is loaded with context length of only 8192 tokens, which is not enough. Try "
+        b'to load the model with a larger context length, or provide a shorter input"}',
+        Overflow(8192, 10048, None),
+    ),
+    (
+        "lm studio, as an error object",
+        400,
+        b'{"error": {"message": "Trying to keep the first 10048 tokens when context the '
+        b"overflows. However, the model is loaded with context length of only 8192 tokens, "
+        b'which is not enough."}}',
+        Overflow(8192, 10048, None),
+    ),
+    (
         "llama.cpp embeddings",
         400,
         b'{"error": {"code": 400, "message": "input (600 tokens) is larger than the max context '
