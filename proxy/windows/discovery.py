@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from proxy.config.catalog import Upstream
 from proxy.windows.servers import Said, probe
@@ -118,6 +119,8 @@ class Discovery:
         caller waited (what is known may have changed)."""
         if upstream.discovery == "off" or upstream.provider != "openai" or not upstream.base_url:
             return False
+        if upstream.discovery == "auto" and hosted(upstream.base_url):
+            return False  # a provider's API: its models endpoint states no window
         key = (name, model)
         known = self.found.get(name, model)
         if known is not None and self._clock() - self._asked.get(key, self._clock()) >= REFRESH:
@@ -197,3 +200,18 @@ class Discovery:
                 await self._persist(f"{STORE_KEY}{name}\t{model}", found.window)
             except Exception as exc:  # kept in memory all the same
                 log.warning("could not persist the discovered window of %s: %s", model, exc)
+
+
+# Providers' hosted APIs: ``auto`` never asks them (their models endpoints state no window, and
+# each ask is a request on the operator's key); naming a kind of server still does.
+HOSTED = (
+    "api.openai.com", "api.anthropic.com", "api.mistral.ai", "api.groq.com", "api.deepseek.com",
+    "api.together.xyz", "api.fireworks.ai", "api.x.ai", "openrouter.ai",
+    "generativelanguage.googleapis.com", ".openai.azure.com",
+)  # fmt: skip
+
+
+def hosted(base_url: str) -> bool:
+    """Whether ``base_url`` is a provider's hosted API (``HOSTED``), not a server of one's own."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or (h.startswith(".") and host.endswith(h)) for h in HOSTED)

@@ -184,3 +184,13 @@ async def test_a_server_restarted_with_another_context_drops_what_its_overflows_
     assert models.learned.teams_of("m") == []
     assert [k for k in store.kept if not k.startswith(STORE_KEY)] == []
     assert models.window(models.resolve("m"), "a") == 32768
+
+
+def test_auto_leaves_providers_hosted_apis_alone() -> None:
+    from proxy.windows.discovery import hosted
+
+    assert hosted("https://api.openai.com/v1")
+    assert hosted("https://my-deployment.openai.azure.com/openai")
+    assert not hosted("http://localhost:11434/v1")
+    assert not hosted("http://gpu-box.internal:8000/v1")
+    assert not hosted("https://api.openai.com.evil.example/v1")

@@ -90,7 +90,12 @@ def test_each_key_reaches_only_the_provider_it_addressed(quick_start: QuickStart
         b"/v1/messages/count_tokens",
         b"/v1/models",
     ]
-    assert [s.raw_path for s in quick_start.openai.seen] == [b"/v1/chat/completions", b"/v1/models"]
+    # Before the chat request, the proxy asks the server (a local one, here) for gpt-4.1's
+    # window (proxy/windows/discovery.py): GETs, no body; no key but the caller's own.
+    paths = [s.raw_path for s in quick_start.openai.seen]
+    chat_at = paths.index(b"/v1/chat/completions")
+    assert paths[chat_at:] == [b"/v1/chat/completions", b"/v1/models"]
+    assert all(s.method == "GET" for s in quick_start.openai.seen[:chat_at])
     assert quick_start.credentials(quick_start.anthropic) == {("x-api-key", "sk-ant-caller")}
     assert quick_start.credentials(quick_start.openai) == {
         ("authorization", "Bearer sk-openai-caller")
