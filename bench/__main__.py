@@ -3,8 +3,9 @@
 Starts the mock upstream and the proxy as separate processes on loopback, then measures:
 added latency and throughput (proxy vs direct), decision time as conversations grow (cold and
 warm), trimming quality against ``litellm.utils.trim_messages``, the proxy's memory while it
-relays a large stream, and summarizer calls per conversation growth. Prints a table and writes
-it to BENCHMARKS.md.
+relays a large stream, summarizer calls per conversation growth, and a soak of 10,000
+conversations against the memory budget (bench/soak.py). Prints a table and writes it to
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from bench.outputs import output_rows
 from bench.quality import quality_rows
 from bench.recall import recall_rows
 from bench.rules import rules_rows
+from bench.soak import soak_rows
 from bench.summaries import summary_rows
 
 HERE = Path(__file__).resolve().parent
@@ -586,11 +588,12 @@ OWN = {
     "outputs": "Tool outputs re-encoded, by kind (tokens, o200k)",
     "recall": "Recall on the long-task workload (scripted agent; re-runs of a tool)",
     "rules": "Standing rules kept without a pin (conpact's 15 side constraints, 4k budget)",
+    "soak": "Soak: distinct conversations through one process, at the default memory budget",
 }
 
 
 def own_sections(names: list[str], quick: bool) -> str:
-    rows = {"outputs": output_rows, "recall": recall_rows, "rules": rules_rows}
+    rows = {"outputs": output_rows, "recall": recall_rows, "rules": rules_rows, "soak": soak_rows}
     return "\n\n".join(f"## {OWN[n]}\n\n" + table(*rows[n](quick)) for n in names)
 
 

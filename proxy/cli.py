@@ -4,13 +4,14 @@ Anthropic Messages). Commands: serve, check-config, demo, preview; each has --he
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
+from proxy.config.startup import WILDCARDS, client_url, key_notes, self_loop_problem
+from proxy.windows.advice import banner_lines
 from proxy.windows.families import is_pattern
 
 
@@ -26,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config (default: the embedded default config)")
     serve.add_argument("--host", help="listen address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="listen port (default 8080)")
+    serve.add_argument(
+        "--workers",
+        type=_positive,
+        help="processes serving the one port (default 1); they share the store",
+    )
     check = sub.add_parser("check-config", help="validate a config file and exit")
     check.add_argument("path", help="the YAML config file to check")
     demo = sub.add_parser(
@@ -34,10 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     demo.add_argument(
-        "--turns", type=int, default=16, help="how many turns the demo conversation grows by"
+        "--turns", type=_positive, default=16, help="how many turns the demo conversation grows by"
     )
     demo.add_argument(
-        "--window", type=int, default=1024, help="the demo upstream's context window, in tokens"
+        "--window",
+        type=_positive,
+        default=1024,
+        help="the demo upstream's context window, in tokens",
     )
     demo.add_argument(
         "--format",
@@ -55,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the body's wire format (default: told from its shape)",
     )
     prev.add_argument("--model", help="model to plan for (default: the body's own model)")
+    prev.add_argument(
+        "--team",
+        help="plan as this team: its policy, models and max_context_tokens (default: "
+        "the config's default_team)",
+    )
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
     return parser
@@ -68,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         if args.command == "check-config":
-            settings = load_settings(args.path)
-            counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
-            print(f"{args.path}: ok ({counts})")
-            print("\n".join(_families(settings)))
-            return 0
+            return _check(args.path)
         if args.command == "preview":
             return _preview(args)
         from proxy.demo.run import run_demo
@@ -83,20 +93,59 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not above 0")
+    return value
+
+
+def _check(path: str) -> int:
+    """check-config: the file validated, what its families take, the key variables it names
+    that are unset, and what ``serve`` would refuse (exit 2)."""
+    settings = load_settings(path)
+    counts = f"{len(settings.upstreams)} upstreams, {len(settings.models)} models"
+    if settings.upstreams_defaulted:
+        counts += "; the upstreams are the embedded default's: the file configures none"
+    print(f"{path}: ok ({counts})")
+    print("\n".join([*_families(settings), *(f"  {n}" for n in key_notes(settings))]))
+    problem = start_problem(settings)
+    if problem is not None:
+        print(f"{path}: serve would refuse it: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def start_problem(settings: Settings) -> str | None:
+    """Why ``serve`` must not start with these settings, or None."""
+    return settings.exposure_problem() or self_loop_problem(settings)
+
+
 def banner(settings: Settings, path: str | None) -> str:
     """What ``serve`` serves, before it starts: the config, the URL to point clients at,
     upstreams, each configured model's window and where it comes from, auth and the store."""
     from proxy.windows.modeltable import ModelTable
 
     table = ModelTable.bundled()
-    url = f"http://{settings.host}:{settings.port}"
+    url = client_url(settings.host, settings.port)
+    listening = (
+        f"contextwarden on all addresses, port {settings.port}"
+        if settings.host in WILDCARDS
+        else f"contextwarden on {url}"
+    )
     lines = [
-        f"contextwarden on {url} (point clients at {url}/v1; Anthropic clients at {url})",
+        f"{listening} (point clients at {url}/v1; Anthropic clients at {url})",
         f"  config: {path or 'the embedded default'}; auth: {settings.auth}; "
         f"store: {settings.checkpoints.backend}",
         "  upstreams: "
-        + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items()),
-        f"  models not listed go to {settings.default_upstream!r}, with litellm's window",
+        + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items())
+        + (" (the embedded default's)" if path and settings.upstreams_defaulted else ""),
+        f"  models not listed go to {settings.default_upstream!r}, with the window their server "
+        "states (discovery) or litellm's",
     ]
     for name, entry in settings.models.items():
         window, source = str(entry.context_window), "config"
@@ -108,10 +157,23 @@ def banner(settings: Settings, path: str | None) -> str:
                 upstream.model if upstream.provider == "litellm" and upstream.model else name
             )
             window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
+            if upstream.discovery != "off" and upstream.provider == "openai":
+                source += f"; the server is asked ({upstream.discovery})"
+        if is_pattern(name) and not entry.context_window:
+            lines.append(f"  family {name}: via {where}, each name's window from litellm's table")
+            continue
         kind = "family" if is_pattern(name) else "model"
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
+    lines += banner_lines()
     lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
+    lines.append(
+        f"  memory: {settings.limits.memory_budget_mb} MiB for {each} "
+        "(limits.memory_budget_mb); its caches share what its footprint leaves "
+        "(GET /admin/stats: memory)"
+    )
+    lines += [f"  {note}" for note in key_notes(settings)]
     return "\n".join(lines)
 
 
@@ -134,6 +196,11 @@ def _preview(args: argparse.Namespace) -> int:
     from proxy.formats import FORMATS
 
     settings = load_settings(args.config)
+    team = args.team or settings.default_team
+    if team not in settings.teams:
+        source = args.config or "the embedded default config"
+        teams = ", ".join(sorted(settings.teams))
+        raise ConfigError(f"--team {team!r}: {source} has no such team (its teams: {teams})")
     try:
         body = Path(args.file).read_bytes()
     except OSError as exc:
@@ -142,7 +209,6 @@ def _preview(args: argparse.Namespace) -> int:
     if args.model:
         body = _with_model(body, args.model)
     try:
-        team = settings.default_team
         who = Principal(team, settings.teams[team], forward_client_auth=False)
         fmt = FORMATS[args.format] if args.format else None
         result = asyncio.run(offline_preview(body, Headers(), settings, who, fmt))
@@ -172,41 +238,18 @@ def _with_model(body: bytes, model: str) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from proxy.edge.serving import configure_logging, serve
 
-    from proxy.edge.app import create_app
-
-    # The access log (one JSON line per request) and warnings go to stderr.
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    # Nothing logged here shows where or in which thread or process it was made, so records
-    # do not gather it (the logging HOWTO's "Optimization"): each record looked up its caller's
-    # frame and asked the kernel for the process id, a system call, about 25 us a request on
-    # this 2-core VM (bench: small chat requests at concurrency 16, A/B in one run).
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    logger = logging.getLogger("contextwarden")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    settings = load_settings(args.config).model_copy(update=overrides)  # flags beat env
-    problem = settings.exposure_problem()
+    configure_logging()
+    flags = {"host": args.host, "port": args.port, "workers": args.workers}
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    # The options beat the environment, and are validated as the file's keys are.
+    settings = load_settings(args.config, flags=overrides)
+    problem = start_problem(settings)
     if problem is not None:
         raise ConfigError(problem)
     print(banner(settings, args.config), file=sys.stderr, flush=True)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        loop="auto",
-        http="auto",
-        server_header=False,
-        date_header=False,
-        log_level="info",
-        access_log=False,  # the proxy writes its own JSON line per request
-    )
+    serve(settings, args.config, overrides)
     return 0
 
 

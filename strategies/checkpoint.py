@@ -57,6 +57,11 @@ _DIGESTS = DigestMemo()
 _BY_OBJECT = ObjectMemo()
 
 
+def memories() -> tuple[DigestMemo, ObjectMemo]:
+    """The chain's memos, for the memory budget."""
+    return _DIGESTS, _BY_OBJECT
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     id: str

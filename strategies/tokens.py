@@ -16,7 +16,7 @@ import orjson
 
 from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
-from strategies.memo import DigestMemo
+from strategies.memo import DEFAULT_LIMIT, DigestMemo, Generations, exact, key_size
 from strategies.messages import HIDDEN, SOURCE, Message
 
 TOKENS_PER_MESSAGE = 3
@@ -32,8 +32,7 @@ SHORT_TEXT = 8192
 # characters), which every rewrite of the message (a cleared result) prices again: it halved
 # the tokenizer calls of the compaction passes in those formats' fresh cuts (49 -> 24).
 WORD = 256
-WORDS = 65536
-WORD_CHARS = 4 * 1024 * 1024  # and at most this many characters held
+WORDS_SHARE = 8  # of a counter's memory, one part for these, the rest for messages
 
 
 class Counter(Protocol):
@@ -69,7 +68,9 @@ def count_prompt(counter: Counter, messages: Sequence[Message]) -> int:
 
 
 class ChatCounter:
-    """OpenAI chat accounting over a text-length function, with a per-message count cache.
+    """OpenAI chat accounting over a text-length function, with a per-message count memory
+    and one of short texts, together holding at most ``memory`` bytes (``resize``), the least
+    recently used going first (strategies/memo.py).
 
     ``token_len`` is normally ``len(encoding.encode_ordinary(text))`` for a tiktoken encoding.
     """
@@ -78,17 +79,31 @@ class ChatCounter:
         self,
         token_len: Callable[[str], int],
         images: ImageCosts | None = None,
-        cache_size: int = 65536,
+        memory: int = DEFAULT_LIMIT,
     ) -> None:
         self._token_len = token_len
         self._images = images or ImageCosts()
-        # A plain dict, emptied when full: every operation on it is atomic under the GIL, so
-        # counters can be shared by the worker threads that fit large requests.
-        self._cache: dict[Hashable, int] = {}
-        self._cache_size = cache_size
-        self._words: dict[str, int] = {}
-        self._word_chars = 0
+        # Dicts whose every operation is atomic under the GIL: counters can be shared by the
+        # worker threads that fit large requests.
+        self._cache: Generations[Hashable, int] = Generations(key_size)
+        self._words: Generations[str, int] = Generations(key_size)
+        self.resize(memory)
         self.priming = REPLY_PRIMING
+
+    def resize(self, memory: int) -> None:
+        self._words.resize(memory // WORDS_SHARE)
+        self._cache.resize(memory - memory // WORDS_SHARE)
+
+    @property
+    def limit(self) -> int:
+        return self._cache.limit + self._words.limit
+
+    @property
+    def held(self) -> int:
+        return self._cache.held + self._words.held
+
+    def __len__(self) -> int:
+        return len(self._cache) + len(self._words)
 
     def text(self, text: str) -> int:
         if len(text) > WORD:
@@ -96,11 +111,7 @@ class ChatCounter:
         known = self._words.get(text)
         if known is None:
             known = self._token_len(text) if text else 0
-            if len(self._words) >= WORDS or self._word_chars >= WORD_CHARS:
-                self._words.clear()
-                self._word_chars = 0
-            self._words[text] = known
-            self._word_chars += len(text)
+            self._words.put(text, known)
         return known
 
     def message(self, message: Message) -> int:
@@ -111,9 +122,7 @@ class ChatCounter:
         if cached is not None:
             return cached
         value = self._price(message)
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()
-        self._cache[key] = value
+        self._cache.put(exact(key) if type(key) is bytes else key, value)
         return value
 
     def tools(self, tools: object, functions: object) -> int:
@@ -270,6 +279,11 @@ def _digest(message: Message) -> Hashable | None:
 
 
 _DIGESTS = DigestMemo()  # the messages an agent resends every step, hashed once
+
+
+def digests() -> DigestMemo:
+    """The memo of long messages' digests (their count's key), for the memory budget."""
+    return _DIGESTS
 
 
 class MemoCounter:

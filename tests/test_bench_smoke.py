@@ -33,6 +33,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Tool outputs re-encoded, by kind",
         "Recall on the long-task workload",
         "Standing rules kept without a pin",
+        "Soak: distinct conversations",
     ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out

@@ -34,6 +34,17 @@ class Upstream(Strict):
     )
     api_key_env: str | None = None
     model: str | None = Field(None, description="litellm model string, for provider: litellm")
+    discovery: Literal["auto", "ollama", "llama.cpp", "vllm", "lmstudio", "off"] = Field(
+        "auto",
+        description="ask the server for a model's window when models: does not state it: "
+        "auto tries each kind of server; name one to ask only its endpoints; off never asks",
+    )
+    responses_compaction: Literal["auto", "upstream", "proxy"] = Field(
+        "auto",
+        description="a Responses compaction request (Codex's compaction_trigger): upstream "
+        "forwards it; proxy answers it with the proxy's own summary; auto forwards the first "
+        "and answers from then on when the upstream's answer is no compaction",
+    )
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)

@@ -11,19 +11,28 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from proxy.config.catalog import ModelEntry, Strict, Upstream
 from proxy.config.credentials import misdirected_credentials
+from proxy.config.defaults import with_default_upstreams
 from proxy.config.policies import PolicyConfig, resolve_extends
 from proxy.edge.paths import DEFAULT_FORWARD
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
+# The command line's options (``serve --port``), while a Settings is made: above the
+# environment, and validated by the same fields as the file.
+_FLAGS: ContextVar[Mapping[str, Any] | None] = ContextVar("contextwarden_flags", default=None)
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
 class ConfigError(Exception):
@@ -68,6 +77,12 @@ class Limits(Strict):
     large_bodies_per_team: int = Field(
         1, gt=0, description="large bodies of one team in the proxy at once; more wait"
     )
+    memory_budget_mb: int = Field(
+        768,
+        ge=64,
+        description="what one process may hold (MiB): its footprint, then its caches share the "
+        "rest (proxy/observe/memory.py); requests in flight come on top",
+    )
 
 
 class Team(Strict):
@@ -106,6 +121,14 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    workers: int = Field(
+        1, ge=1, le=256, description="serving processes on the one port (serve --workers)"
+    )
+    shutdown_grace_seconds: int = Field(
+        30,
+        ge=0,
+        description="at shutdown, how long requests in flight (streams) may take to finish",
+    )
     default_upstream: str = Field(
         "", description="default: the only upstream, else the one named openai"
     )
@@ -141,6 +164,8 @@ class Settings(BaseSettings):
         description="browser origins that may make the proxy spend its keys; default none",
     )
     _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
+    # The file configured no upstreams: it is served with the embedded default's.
+    _default_upstreams: bool = PrivateAttr(default=False)
     upstream_client: Literal["http1", "aiohttp", "httpx"] = "http1"
 
     @classmethod
@@ -152,8 +177,27 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The YAML file arrives as init kwargs; the environment overrides it.
-        return (env_settings, init_settings)
+        # The YAML file arrives as init kwargs; the environment overrides it, and the command
+        # line's options override both.
+        return (_Flags(settings_cls), env_settings, init_settings)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, host: str) -> str:
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            if not _HOST.match(host):
+                raise ValueError(
+                    f"{host!r} is not an address to listen on: an IP address or a host name, "
+                    "without a scheme or a port (e.g. 127.0.0.1, 0.0.0.0, ::1, localhost)"
+                ) from None
+        return host
+
+    @property
+    def upstreams_defaulted(self) -> bool:
+        """Whether the upstreams are the embedded default's (the file configured none)."""
+        return self._default_upstreams
 
     @model_validator(mode="before")
     @classmethod
@@ -182,6 +226,13 @@ class Settings(BaseSettings):
         if misdirected:
             raise ValueError("; ".join(misdirected))
         return self
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether other processes write the store too: Redis (replicas), or an SQLite file
+        shared by ``workers``. Then what a process remembers of a conversation is only a cache
+        of the store, which is read and written on each request."""
+        return self.checkpoints.backend == "redis" or self.workers > 1
 
     def exposure_problem(self) -> str | None:
         """Why serving on ``host`` would let anybody on the network spend the operator's
@@ -287,31 +338,49 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def default_config() -> dict[str, Any]:
-    """The embedded config: one OpenAI-compatible upstream from the usual OpenAI variables."""
-    return {
-        "upstreams": {
-            "openai": {
-                "base_url": os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL,
-                "api_key_env": "OPENAI_API_KEY",
-            }
-        }
-    }
+class _Flags(PydanticBaseSettingsSource):
+    """The command line's options, as a settings source (see ``load_settings``'s ``flags``)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return (_FLAGS.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FLAGS.get() or {})
 
 
-def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
-    """Load ``path`` (or the embedded default), apply the environment, validate."""
-    source = str(path) if path else "embedded default config"
-    data = _read_yaml(Path(path)) if path else default_config()
-    data.update(overrides)
+@contextmanager
+def _flags(flags: Mapping[str, Any]) -> Iterator[None]:
+    token = _FLAGS.set(flags)
     try:
-        return Settings(**data)
+        yield
+    finally:
+        _FLAGS.reset(token)
+
+
+def load_settings(
+    path: str | Path | None = None, *, flags: Mapping[str, Any] | None = None, **overrides: Any
+) -> Settings:
+    """Load ``path`` (or the embedded default), apply the environment, then ``flags`` (the
+    command line's options, by key: they beat the environment), validate. A file that
+    configures no upstreams gets the embedded default's."""
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    source = str(path) if path else "embedded default config"
+    if flags:
+        source += " with " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items())
+    data = _read_yaml(Path(path)) if path else {}
+    data.update(overrides)
+    defaulted = with_default_upstreams(data)
+    try:
+        with _flags(flags):
+            settings = Settings(**data)
     except ValidationError as exc:
         # Field errors stop pydantic before the cross-references are checked: check those on
         # the file itself, so that every mistake comes in one run.
         messages = " ".join(str(e["msg"]) for e in exc.errors())
         more = [p for p in reference_problems(data) if p not in messages]
         raise ConfigError(format_errors(source, exc, more)) from None
+    settings._default_upstreams = defaulted
+    return settings
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -10,7 +10,17 @@ converse_anthropic   a Claude-Code-style loop: system and tools with ``cache_con
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+# Called after each request: the demo waits there for the proxy's background work (a summary
+# being prepared), as a user's pause between turns would, so that every run prints the same.
+Settle = Callable[[], None]
+
+
+def _nothing() -> None:
+    return None
+
 
 MODEL = "demo-model"
 FILLER = (
@@ -24,7 +34,9 @@ TOOL = {"name": "read", "description": "Read a file"}
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 
 
-def converse_responses(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+def converse_responses(
+    proxy_url: str, received: list[dict[str, Any]], turns: int, settle: Settle = _nothing
+) -> None:
     import openai
 
     client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="demo", max_retries=0)
@@ -52,12 +64,15 @@ def converse_responses(proxy_url: str, received: list[dict[str, Any]], turns: in
                     {"type": "function_call_output", "call_id": call.call_id, "output": output}
                 )
             report(turn, sent, len(received[-1]["input"]), raw.headers)
+            settle()
             if not calls:
                 break
     print("\nsent: items the client sent; fwd: items the upstream received.")
 
 
-def converse_anthropic(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+def converse_anthropic(
+    proxy_url: str, received: list[dict[str, Any]], turns: int, settle: Settle = _nothing
+) -> None:
     import anthropic
 
     client = anthropic.Anthropic(base_url=proxy_url, api_key="demo", max_retries=0)
@@ -100,6 +115,7 @@ def converse_anthropic(proxy_url: str, received: list[dict[str, Any]], turns: in
                 ]
                 messages.append({"role": "user", "content": results})
             report(turn, sent, len(received[-1]["messages"]), raw.headers)
+            settle()
             if not uses:
                 break
     print("\nsent: messages the client sent; fwd: messages the upstream received.")
@@ -124,7 +140,9 @@ def report(turn: int, sent: int, forwarded: int, h: Any) -> None:
     )
 
 
-def converse_chat(proxy_url: str, received: list[dict[str, Any]], turns: int) -> None:
+def converse_chat(
+    proxy_url: str, received: list[dict[str, Any]], turns: int, settle: Settle = _nothing
+) -> None:
     import openai
 
     client = openai.OpenAI(base_url=f"{proxy_url}/v1", api_key="demo", max_retries=0)
@@ -140,6 +158,7 @@ def converse_chat(proxy_url: str, received: list[dict[str, Any]], turns: int) ->
         )
         answer = raw.parse().choices[0].message.content or ""
         report(turn, len(messages), len(received[-1]["messages"]), raw.headers)
+        settle()
         messages.append({"role": "assistant", "content": answer})
     print("\nsent: messages the client sent; fwd: messages the upstream received;")
     print("≤: an upper bound from the body's size (a request that clearly fits is not counted).")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
+
+T = TypeVar("T")
 
 
 class BackgroundServer:
@@ -26,6 +29,7 @@ class BackgroundServer:
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.host = host
         self.port = port
 
@@ -34,7 +38,20 @@ class BackgroundServer:
         return f"http://{self.host}:{self.port}"
 
     def _run(self) -> None:
-        asyncio.run(self._server.serve())
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._server.serve()
+
+    def call(self, work: Callable[[], Awaitable[T]], timeout: float = 60) -> T:
+        """Run ``work()`` on the server's own event loop and wait for its result."""
+        assert self._loop is not None, "the server is not running"
+
+        async def run() -> T:
+            return await work()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
     def __enter__(self) -> BackgroundServer:
         self._thread.start()

@@ -3,6 +3,9 @@ client gets back.
 
     app.py          the ASGI application: routes, lifespan, the one place errors become responses
     runtime.py      the long-lived objects of one running proxy, built once, passed explicitly
+    serving.py      contextwarden serve: one process or N workers on one port, the drain
+    readiness.py    whether to send this process requests (/ready), apart from /health
+    sharing.py      what the processes of a shared store keep in step, every second
     paths.py        which request paths are accepted and which are forwarded (before routing)
     origins.py      the Host and Origin checks that keep the proxy's own keys safe
     auth.py         who is calling: a team, from a contextwarden key or a passthrough header

@@ -23,6 +23,10 @@ four million prompts to cut. Three such bodies in flight stalled every other tea
 
 ``tests/security/test_route_admission.py`` lists the app's routes and fails for any route that
 reads a body outside ``admit``.
+
+Memory follows: a body's parse is bounded by its bytes and its node count. Both bounds are
+per process (with replicas or ``serve --workers``, per replica): they guard this process's CPU
+and memory, not a team's share of the fleet (which the store's quotas do).
 """
 
 from __future__ import annotations
@@ -35,10 +39,10 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from proxy.config.settings import Limits
-from proxy.edge.errors import PayloadTooLarge
+from proxy.edge.errors import BadRequest, PayloadTooLarge
 
 T = TypeVar("T")
 
@@ -88,11 +92,16 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise PayloadTooLarge(f"request body of {declared} bytes is over the {limit}-byte limit")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"request body is over the {limit}-byte limit")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # An aborted upload: nobody reads the answer, and it is no error of the proxy's (no
+        # traceback in the log for each one).
+        raise BadRequest("the client closed the connection before its body was read") from None
     return b"".join(chunks)
 
 

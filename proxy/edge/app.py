@@ -30,7 +30,9 @@ from proxy.edge.origins import TrustedCallers
 from proxy.edge.passthrough import handle_models, handle_passthrough
 from proxy.edge.paths import SafePaths, is_messages_path
 from proxy.edge.preview import handle_preview
+from proxy.edge.readiness import Readiness
 from proxy.edge.runtime import Runtime, new_transport
+from proxy.edge.sharing import Sharing, learned_windows, scope_key
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
@@ -49,15 +51,34 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
     ``upstream_client`` is pooled for the app's life."""
     prepare_environment()
 
+    readiness = Readiness()
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         runtime = await Runtime.start(
             settings, transport or new_transport(settings, MAX_CONNECTIONS)
         )
         app.state.runtime = runtime
+        if runtime.store.disabled:
+            readiness.note = f"checkpoints disabled: {runtime.store.disabled}"
+        readiness.also("the summarizer's library (litellm) to load", runtime.compactor.llm.loaded)
+        await readiness.start(runtime.connect)
+        readiness.on_shutdown_signal()
+        steps = (
+            [
+                scope_key(runtime.store, runtime.auth),
+                learned_windows(runtime.store, runtime.windows),
+            ]
+            if settings.shared_store
+            else []
+        )
+        sharing = Sharing(steps, readiness)
+        sharing.start()
         try:
             yield
         finally:
+            await readiness.stop()
+            await sharing.stop()
             await runtime.stop()
 
     routes = [
@@ -72,6 +93,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
+        Route("/ready", ready, methods=["GET"]),
         Route("/v1/contextwarden/preview", preview, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/admin/stats", admin_stats, methods=["GET"]),
@@ -85,12 +107,14 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
     handlers = {ProxyError: _proxy_error, Exception: _unexpected}
-    return Starlette(
+    app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers=handlers,
         middleware=[Middleware(TrustedCallers, settings=settings), Middleware(SafePaths)],
     )
+    app.state.readiness = readiness
+    return app
 
 
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -145,7 +169,8 @@ async def admin_stats(request: Request) -> Response:
     stats = {
         "teams": rt.metrics.team_stats(),
         "summarizer": rt.compactor.figures(),
-        "summarizer_by_team": rt.compactor.team_figures(),
+        "summarizer_by_team": await rt.compactor.team_figures(),
+        "memory": rt.memory.figures() if rt.memory is not None else {},
     }
     return JSONResponse(stats)
 
@@ -160,6 +185,8 @@ async def admin_windows(request: Request) -> Response:
             "evidence": learned.evidence(),
             "pending": learned.pending(),
             "calibration": rt.models.calibration.items(),
+            "without_figures": learned.without_figures(),
+            "discovered": rt.models.discovered.items(),
         }
     )
 
@@ -187,10 +214,9 @@ async def admin_confirm_window(request: Request) -> Response:
     team, model = body.get("team"), body.get("model")
     if not isinstance(team, str) or not isinstance(model, str):
         raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
-    window = rt.models.learned.confirm(team, model)
+    window = await rt.windows.confirm(team, model)
     if window is None:
         raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
-    await rt.persist_window(team, model, window)
     return JSONResponse({"team": team, "model": model, "window": window})
 
 
@@ -200,7 +226,7 @@ async def admin_forget_window(request: Request) -> Response:
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     team, model = request.path_params["team"], request.path_params["model"]
-    if not await rt.forget_window(team, model):
+    if not await rt.windows.forget(team, model):
         raise NotFound(f"nothing was learned about model {model!r} for team {team!r}")
     return JSONResponse({"team": team, "model": model, "forgotten": True})
 
@@ -217,7 +243,16 @@ async def admin_preview(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
+    """Liveness: the process answers (whether to send it requests is ``/ready``'s)."""
     return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> Response:
+    """Readiness (proxy/edge/readiness.py): 503 until the store has answered once, and from
+    the moment a shutdown begins."""
+    readiness: Readiness = request.app.state.readiness
+    status, body = readiness.report()
+    return JSONResponse(body, status)
 
 
 def _shape(request: Request) -> str:

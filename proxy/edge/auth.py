@@ -143,7 +143,8 @@ def paid_options(payload: dict[str, Any]) -> list[tuple[str, str]]:
 class Authenticator:
     def __init__(self, settings: Settings, scope_secret: bytes = b"") -> None:
         self._settings = settings
-        self._scope_secret = scope_secret or secrets.token_bytes(32)
+        # The store's key once it is read (every replica's the same); a random one until then.
+        self.scope_secret = scope_secret or secrets.token_bytes(32)
         self._keys: list[tuple[bytes, str]] = [
             (os.environ[env].encode(), team)
             for team, cfg in settings.teams.items()
@@ -202,7 +203,7 @@ class Authenticator:
         return None if credential is None else self._digest(credential.value)
 
     def _digest(self, credential: str) -> str:
-        digest = hmac.digest(self._scope_secret, credential.encode(), "sha256")  # one C call
+        digest = hmac.digest(self.scope_secret, credential.encode(), "sha256")  # one C call
         return digest.hex()[:32]  # the credential itself is never kept
 
     def _match(self, presented: bytes) -> str | None:

@@ -28,6 +28,9 @@ TEAM = "x-contextwarden-team"
 POLICY = "x-contextwarden-policy"
 SESSION_MEMORY = "x-contextwarden-session-memory"
 PIN_LAST = "x-contextwarden-pin-last"  # 1: pin the newest user message, in this conversation
+# On an answer whose usage shows the upstream read less of the prompt than it was sent (it
+# truncated silently): "<tokens it read> of <tokens sent>", in its units.
+UPSTREAM_TRUNCATED = "x-contextwarden-upstream-truncated"
 # The proxy's own request headers are for the proxy, not the upstream.
 OWN_REQUEST_HEADERS = frozenset({TEAM, POLICY, SESSION_MEMORY, PIN_LAST})
 

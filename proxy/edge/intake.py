@@ -27,6 +27,7 @@ from proxy.edge.errors import BadRequest, Forbidden
 from proxy.edge.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
+from proxy.formats.compaction import expand
 from proxy.formats.recent import RecentItems
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec, ResolvedPolicy
@@ -123,6 +124,8 @@ def build_request(
 ) -> WireRequest:
     """``recent``: the conversations' last requests, whose items this one reuses where it
     sends them again (proxy/formats/recent.py)."""
+    if fmt.api == "responses":  # the proxy's own compaction items, as the upstream reads them
+        body = expand(body)
     reuse = (
         recent.begin(fmt.name, who.scope)
         if recent is not None and len(body) >= recent.min_body

@@ -12,7 +12,8 @@ spends a key of its own, ``TrustedCallers`` refuses with 403, before routing:
 - a request with an ``Origin`` header (a browser's) that ``allowed_origins`` does not list.
   SDKs and agent CLIs send none.
 
-``/health`` is exempt: it spends nothing.
+``/health`` and ``/ready`` are exempt: they spend nothing (a load balancer's health checks
+send no Host of the proxy's).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from proxy.config.settings import Settings, is_loopback
 from proxy.edge.paths import is_messages_path, refuse
 
-EXEMPT = frozenset({"/health"})
+EXEMPT = frozenset({"/health", "/ready"})
 
 
 class TrustedCallers:

@@ -6,9 +6,11 @@ import time
 from typing import Any
 
 import orjson
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
+from proxy.config.settings import Settings
 from proxy.edge.auth import Principal
 from proxy.edge.errors import (
     BadRequest,
@@ -51,7 +53,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         model = _model_of(payload)
         if payload is not None:
             who.check_spend(payload)
-        name = _route(rt, who, model, subpath)
+        name = _route(rt, who, model, subpath, request.headers)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
         if (rt.settings.holds_key(name) or not who.forward_client_auth) and label == "other":
@@ -91,9 +93,9 @@ def path_label(subpath: str, patterns: list[str]) -> str:
     return next((p for p in patterns if forwardable(subpath, [p])), "other")
 
 
-def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
-    """The upstream for this request: its model's, else the default; the team must be allowed
-    the model, and a team limited to some models must name one."""
+def _route(rt: Runtime, who: Principal, model: str | None, subpath: str, headers: Headers) -> str:
+    """The upstream for this request: its model's, else the one its API addressed; the team
+    must be allowed the model, and a team limited to some models must name one."""
     if model is None:
         if who.config.models is not None:
             raise Forbidden(
@@ -101,13 +103,31 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str) -> str:
                 "names none in a JSON body",
                 code="model_not_allowed",
             )
-        name = rt.settings.default_upstream
+        name = addressed_upstream(rt.settings, headers)
     else:
         who.check_model(model)
         name = rt.models.resolve(model).route.name
     if rt.settings.upstreams[name].provider == "litellm":
         raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
     return name
+
+
+def addressed_upstream(settings: Settings, headers: Headers) -> str:
+    """The upstream a request that names no model addressed: the default, unless the request
+    speaks Anthropic's API (``anthropic-version``: its SDKs and Claude Code always send it) and
+    the default serves no Messages; then the upstream that does (an Anthropic one first). So
+    an Anthropic client's ``GET /v1/models`` gets Anthropic's list, and its key never goes to
+    another provider."""
+    default = settings.default_upstream
+    if "anthropic-version" not in headers or "messages" in settings.upstreams[default].served_apis:
+        return default
+    serving = [
+        name
+        for name, u in settings.upstreams.items()
+        if "messages" in u.served_apis and u.base_url is not None
+    ]
+    serving.sort(key=lambda name: settings.upstreams[name].provider != "anthropic")
+    return serving[0] if serving else default
 
 
 def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
@@ -170,12 +190,20 @@ def _model_of(payload: dict[str, Any] | None) -> str | None:
 
 
 async def handle_models(request: Request, rt: Runtime) -> Response:
-    """The default upstream's model list when it answers, with the configured models added."""
+    """The default upstream's model list when it answers, with the configured models added; an
+    Anthropic client's (``addressed_upstream``) is its Anthropic upstream's, as it answers."""
 
     who = rt.auth.team(request.headers)
     listed: list[dict[str, object]] = []
-    name = rt.settings.default_upstream
+    name = addressed_upstream(rt.settings, request.headers)
     upstream = rt.settings.upstreams[name]
+    if upstream.base_url is not None and upstream.provider == "anthropic":
+        key = rt.settings.api_key(name)
+        headers = upstream_headers(
+            decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
+        )
+        url = join_url(upstream.base_url, "models", query_of(request.scope))
+        return respond(await rt.transport.send(upstream, "GET", url, headers, None), [])
     if upstream.base_url is not None and upstream.provider == "openai":
         key = rt.settings.api_key(name)
         headers = upstream_headers(

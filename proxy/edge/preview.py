@@ -14,10 +14,11 @@ from starlette.responses import Response
 from proxy.config.settings import Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Principal
-from proxy.edge.errors import BadRequest, Forbidden
+from proxy.edge.errors import BadRequest, Forbidden, ProxyError
 from proxy.edge.intake import WireRequest, build_request
 from proxy.edge.runtime import build_models
 from proxy.formats import FORMATS, format_of
+from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.request.plan import Plan, Planner
@@ -107,12 +108,27 @@ def report(plan: Plan, req: WireRequest, window: int | None, original: list[Any]
     }
 
 
-def shaped(body: bytes) -> WireFormat:
-    """The body's format from its shape (``?format=`` or ``--format`` says it outright)."""
+def shaped(body: bytes, models: Models | None = None) -> WireFormat:
+    """The body's format from its shape (``?format=`` or ``--format`` says it outright). A
+    body that reads as chat and as Messages alike (user turns of plain text and
+    ``max_tokens``) is taken as Messages when its model's upstream serves Messages and not
+    chat: a ``claude-*`` body of the quick start's, previewed as its client sends it."""
     try:
-        return format_of(orjson.loads(body))
+        payload = orjson.loads(body)
     except orjson.JSONDecodeError:
         return CHAT  # its parse says what is wrong, in chat's words
+    fmt = format_of(payload)
+    model = payload.get("model") if isinstance(payload, dict) else None
+    if fmt is not CHAT or models is None or not isinstance(model, str):
+        return fmt
+    apis = models.resolve(model).route.apis
+    if CHAT.api in apis or ANTHROPIC.api not in apis:
+        return CHAT
+    try:
+        ANTHROPIC.parse(body)
+    except ProxyError:
+        return CHAT  # chat indeed (a system message, tool calls): its upstream refuses it
+    return ANTHROPIC
 
 
 async def offline_preview(
@@ -123,8 +139,9 @@ async def offline_preview(
     store = open_store(settings)
     try:
         planner = Planner(settings, Compactor(store, LLMSummarizer()))
-        fmt = fmt or shaped(body)
-        return await preview(body, headers, build_models(settings), planner, who, fmt=fmt)
+        models = build_models(settings)
+        fmt = fmt or shaped(body, models)
+        return await preview(body, headers, models, planner, who, fmt=fmt)
     finally:
         await store.close()
 
@@ -150,7 +167,7 @@ async def handle_preview(
     if name is not None and name not in FORMATS:
         raise BadRequest(f"unknown format {name!r}: one of {', '.join(FORMATS)}", param="format")
     async with admission.admit(request, who.team) as body:
-        fmt = FORMATS[name] if name is not None else await admission.run(body, shaped, body)
+        fmt = FORMATS[name] if name is not None else await admission.run(body, shaped, body, models)
         result = await preview(
             body, request.headers, models, planner, who, not summarize, fmt, admission
         )

@@ -3,7 +3,9 @@
     base.py              the View the engine trims, the WireFormat protocol, and the strict
                          JSON reading every format shares
     chat.py              chat completions: the engine's own shape, and its checks
-    responses.py         OpenAI Responses (``/v1/responses``); responses_items.py: its items
+    responses.py         OpenAI Responses (``/v1/responses``); responses_items.py: its items;
+                         compaction.py: its compaction requests and items (Codex's), answered
+                         and expanded by the proxy
     anthropic.py         Anthropic Messages (``/v1/messages``); anthropic_checks.py: its
                          request checks; anthropic_cache.py: its cache breakpoints on a trim
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,

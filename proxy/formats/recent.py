@@ -27,7 +27,10 @@ A conversation's entry is found by a fingerprint of its format, its caller (a te
 passthrough one credential: another caller's entries are never looked at, so no answer comes
 faster for what someone else sent) and its first items: two conversations of one caller that
 begin alike share one (each request checks every item it reuses; sharing costs only the
-reuse). Held for the most recent conversations, at most ``MAX_BYTES`` in all.
+reuse). Held for the most recent conversations, at most the memory budget's share of them in
+all (``entry_bytes`` measures an entry; proxy/observe/memory.py). A cache, per process: a
+request that finds nothing here (its conversation's last request went to another replica) is
+parsed whole, with the same result.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any, TypeVar
 import orjson
 
 from proxy.formats.written import head_length, shared_items, written_after
+from strategies.memo import exact
 
 T = TypeVar("T")
 MAX_BYTES = 64 * 1024 * 1024
@@ -139,6 +143,21 @@ class RecentItems:
             keys.pop(key, None)
             if not keys:
                 del self._bodies[probe]
+
+    def resize(self, limit: int) -> None:
+        """Hold at most ``limit`` bytes (the memory budget's share, proxy/observe/memory.py)."""
+        with self._lock:
+            self._max = limit
+            while self._held > self._max and self._last:
+                self._drop(next(iter(self._last)))
+
+    @property
+    def limit(self) -> int:
+        return self._max
+
+    @property
+    def held(self) -> int:
+        return self._held
 
     def __len__(self) -> int:
         return len(self._last)
@@ -264,9 +283,11 @@ class Reuse:
         known = 0
         if earlier is not None:
             for i, new in enumerate(raw):
-                if new != earlier.raw_of(i):
+                kept = earlier.raw_of(i)
+                if new != kept:
                     break
                 items[i] = earlier.items[i]
+                raw[i] = kept  # the kept bytes (orjson's own keep a larger buffer: memo.exact)
                 known = i + 1
         self.known, self.known_bytes = known, sum(map(len, raw[:known]))
 
@@ -344,15 +365,33 @@ class Reuse:
             return
         same = [a is b for a, b in zip(items, self._parsed, strict=True)]
         kept = list(items)
-        if self._raw is not None:
-            raw = [r if same else b"" for r, same in zip(self._raw, same, strict=True)]
-            entry = _Entry(kept, raw, b"", 0, [], self._derived, 2 * size, self._facts)
+        if self._raw is not None:  # the known items' bytes are kept already, the others copied
+            raw = [
+                (r if i < self.known else exact(r)) if same else b""
+                for i, (r, same) in enumerate(zip(self._raw, same, strict=True))
+            ]
+            held = entry_bytes(self.fmt, size, len(kept))
+            entry = _Entry(kept, raw, b"", 0, [], self._derived, held, self._facts)
         else:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
-            entry = _Entry(kept, None, body, at, ends, derived, 2 * size, self._facts)
+            held = entry_bytes(self.fmt, size, len(kept))
+            entry = _Entry(kept, None, body, at, ends, derived, held, self._facts)
         entry.space, entry.view, entry.carry = (self.fmt, self.caller), self._view, self._carry
         self.recent._keep(self._key, entry)
+
+
+def entry_bytes(fmt: str, body: int, items: int) -> int:
+    """What a request of ``body`` bytes and ``items`` items keeps alive when it is kept: its
+    bytes (or its items' JSON), and per item the parsed item, what the view made of it and
+    its facts (measured by tracemalloc over agents' requests and chats: 430-700 bytes an item
+    in chat, 1,100-1,400 in Responses, 930-1,650 in Messages; tests/proxy/formats/
+    test_recent_items.py holds it to that measure)."""
+    return ENTRY_BYTES + body + ITEM_BYTES.get(fmt, max(ITEM_BYTES.values())) * items
+
+
+ITEM_BYTES = {"chat": 900, "responses": 1600, "anthropic": 1900}
+ENTRY_BYTES = 2000
 
 
 def _fingerprint(value: Any, depth: int = 0) -> Hashable:

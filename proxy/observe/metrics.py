@@ -148,6 +148,12 @@ class Metrics:
             "model_context_window_exceeded), left alone",
             ("team", "model"),
         )
+        self.truncations = self._counter(
+            "contextwarden_upstream_truncations",
+            "Answers whose usage showed the upstream read fewer prompt tokens than were sent "
+            "(it truncated the prompt silently, as Ollama does at num_ctx): the window was learned",
+            ("team", "model"),
+        )
         self.prefixes = self._counter(
             "contextwarden_prefix",
             "Fitted requests by whether they kept the conversation's previous prompt as their "

@@ -66,6 +66,10 @@ _SOURCES: tuple[str, ...] = (
     rf"(?: \((?P<prompt>{_NUM}) in the messages, (?P<completion>{_NUM}) in the completion\))?",
     rf"maximum context length is (?P<limit>{_NUM}) tokens"
     rf".*?resulted in (?P<prompt>{_NUM}) tokens",
+    # vLLM since 0.10: "you requested 1000 output tokens and your prompt contains at least
+    # 7800 input tokens, for a total of at least 8800 tokens".
+    rf"maximum context length is (?P<limit>{_NUM}) tokens.*?requested (?P<completion>{_NUM}) "
+    rf"output tokens and your prompt contains (?:at least )?(?P<prompt>{_NUM}) input tokens",
     rf"maximum context length is (?P<limit>{_NUM}) tokens",
     rf"prompt is too long: (?P<prompt>{_NUM}) tokens > (?P<limit>{_NUM}) maximum",
     rf"input length and `?max_tokens`? exceed context limit"
@@ -82,6 +86,18 @@ _SOURCES: tuple[str, ...] = (
     r"reduce the length of the messages",
     r"input is too long for requested model",
     r"too many input tokens",
+    # LM Studio (lmstudio-bug-tracker #237, #546): "Trying to keep the first 10048 tokens when
+    # context the overflows. However, the model is loaded with context length of only 8192
+    # tokens, which is not enough."
+    rf"keep the first (?P<prompt>{_NUM}) tokens when context the overflows.*?loaded with "
+    rf"context length of only (?P<limit>{_NUM}) tokens",
+    r"the model is loaded with context length of only",
+    # llama.cpp's llama-server (tools/server/server-context.cpp), with its figures in the
+    # message too: an error re-wrapped as a 500 server_error keeps only the message.
+    rf"request \((?P<prompt>{_NUM}) tokens\) exceeds the available context size "
+    rf"\((?P<limit>{_NUM}) tokens\)",
+    rf"input \((?P<prompt>{_NUM}) tokens\) is larger than the max context size "
+    rf"\((?P<limit>{_NUM}) tokens\)",
     r"exceeds the available context size",
     r"context[ _]length[ _]exceeded",
     r"exceeds? (?:the )?(?:model'?s? )?(?:maximum )?context (?:length|window)",

@@ -1,9 +1,13 @@
 """The overflow retry: send, and while the upstream says the prompt was too long, re-fit
 smaller from the original transcript and send again.
 
-The loop knows nothing of HTTP requests or the runtime: it is given the first plan and four
-callables (send a plan, re-fit for a budget, the budget rule for a window, learn a window), so
-chat and every later wire format share it.
+The loop knows nothing of HTTP requests or the runtime: it is given the first plan and the
+callables of ``Retrying`` (send a plan, re-fit for a budget, the budget rule for a window, learn
+from an overflow), so every wire format shares it.
+
+Every model gets the retry, listed or not: a request whose window was unknown went uncounted;
+on its overflow it is counted, and fitted to what the overflow taught (the window it stated, or,
+without figures, the bound it set: proxy/windows/bounds.py).
 """
 
 from __future__ import annotations
@@ -20,19 +24,13 @@ from proxy.overflow.peek import peek
 from proxy.request.budget import checked
 from proxy.request.plan import Plan, off_loop
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
+from proxy.windows.learned import Lesson
 from strategies.budget import Budget
 
 log = logging.getLogger("contextwarden.overflow")
 
-
-@dataclass(frozen=True, slots=True)
-class Lesson:
-    """What an overflow error taught, in the upstream's own units: the window it stated, and
-    its count of the prompt (None when it stated none)."""
-
-    window: int
-    theirs: int | None
-    evidence: str
+UNKNOWN = "unknown-window"
+UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
 
 
 def lesson_of(overflow: Overflow, ours: int) -> Lesson | None:
@@ -53,8 +51,13 @@ class Retrying:
     send: Callable[[Plan], Awaitable[Reply]]
     refit: Callable[[Budget], Awaitable[Plan]]  # from the original transcript, never a view
     budget_for: Callable[[int], Budget]  # the first attempt's budget rule, for a window
-    # What the overflow taught (in its own units) about the plan that was sent.
-    learn: Callable[[Lesson, Plan], Awaitable[None]]
+    # What an overflow that states its window taught (in its own units) about the plan sent;
+    # the window now in force, in the proxy's count (None: still unknown).
+    learn: Callable[[Lesson, Plan], Awaitable[int | None]]
+    # An overflow without figures: the plan's size is a bound (proxy/windows/bounds.py); the
+    # window to retry at and the size refused, both in the proxy's count, or None to shrink
+    # by ``overflow_shrink``. The flag says the plan's window was unknown (it was sent whole).
+    refused: Callable[[Plan, bool], Awaitable[tuple[int, int] | None]]
     recount: Callable[[], int]  # the exact count, when the plan only has a bound
     lowers_output: bool = False  # the output limit may be lowered (proxy/request/budget.py)
     # The plan with its output limit set to a number of the upstream's tokens; None when the
@@ -73,26 +76,14 @@ async def send_with_overflow_retry(
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
         assert overflow is not None
-        if plan.counted == "bound":  # the shrink must start from the real count, not a bound
-            plan.tokens_after = do.recount()
-        assert plan.budget is not None and plan.tokens_after is not None
-        lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
-        if lesson is not None:
-            await do.learn(lesson, plan)
-        # The upstream's own figures first: a prompt that fit beside a smaller reply limit is
-        # sent again as it was, with the limit those figures leave.
-        retry = lowered(plan, overflow, do, do.output_floor)
-        if retry is None:
-            try:
-                budget, _ = budget_after_overflow(
-                    plan, overflow, do.budget_for, trimming, do.lowers_output
-                )
-                retry = await do.refit(budget)
-            except ContextTooLarge as exc:
-                retry = lowered(plan, overflow, do, 1)  # any room beats the error
-                if retry is None:
-                    log.info("overflow not retried: %s; the upstream's error stands", exc.message)
-                    return reply, plan, retries
+        retry: Plan | None
+        try:
+            retry = await _retry_plan(plan, overflow, do, trimming)
+        except ContextTooLarge as exc:
+            retry = lowered(plan, overflow, do, 1)  # any room beats the error
+            if retry is None:
+                log.info("overflow not retried: %s; the upstream's error stands", exc.message)
+                return reply, plan, retries
         await reply.aclose()
         retries += 1
         retry.actions = [*retry.actions, "overflow-retry"]
@@ -115,12 +106,55 @@ def lowered(plan: Plan, overflow: Overflow, do: Retrying, floor: int) -> Plan | 
     return retry
 
 
+async def _retry_plan(plan: Plan, overflow: Overflow, do: Retrying, trimming: Trimming) -> Plan:
+    """The next plan after ``overflow``: what it taught is learned, then the original is fitted
+    to the smaller window; ContextTooLarge when nothing smaller can hold what must be kept."""
+    unknown = plan.budget is None
+    if unknown:  # sent whole and uncounted: counted now, against no window
+        plan.budget, plan.tokens_after = do.budget_for(UNBOUNDED), do.recount()
+    elif plan.counted == "bound":  # the shrink must start from the real count, not a bound
+        plan.tokens_after = do.recount()
+    assert plan.budget is not None and plan.tokens_after is not None
+    lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
+    known = await do.learn(lesson, plan) if lesson is not None else None
+    # The upstream's own figures first: a prompt that fit beside a smaller reply limit is
+    # sent again as it was, with the limit those figures leave.
+    retry = lowered(plan, overflow, do, do.output_floor)
+    if retry is not None:
+        return retry
+    if overflow.limit:
+        budget, _ = budget_after_overflow(
+            plan, overflow, do.budget_for, trimming, do.lowers_output, known
+        )
+        return await do.refit(budget)
+    bound = await do.refused(plan, unknown)
+    if bound is None:
+        return await do.refit(_shrunk(plan.budget, plan.tokens_after, trimming.overflow_shrink))
+    return await _refit_within(plan, *bound, do)
+
+
+async def _refit_within(plan: Plan, window: int, sent: int, do: Retrying) -> Plan:
+    """The original fitted to ``window``; when what must be kept does not fit that small but
+    fits below what was refused (``sent``), fitted to the least window that holds it."""
+    assert plan.budget is not None and plan.tokens_after is not None
+    fixed = plan.budget.window - plan.budget.messages  # a reply reserve, tools and the margin
+    for _ in range(3):  # the window asked, the least the budget allows, the least the fit does
+        try:
+            return await do.refit(do.budget_for(window))
+        except ContextTooLarge as exc:
+            least = exc.tokens if exc.tokens is not None else fixed + 1
+            if not window < least < sent:
+                raise
+            window = least
+    raise ContextTooLarge("nothing below the refused size holds what must be kept")
+
+
 def should_retry(overflow: Overflow | None, plan: Plan, retries: int, limit: int) -> bool:
     """Whether to retry after this answer; the reason is logged on every exit."""
     if overflow is None:
         reason, retry = "not a context overflow", False
-    elif plan.budget is None:
-        reason, retry = "overflow, but the window is unknown or trimming is off", False
+    elif plan.budget is None and UNKNOWN not in plan.actions:
+        reason, retry = "overflow, but trimming is off or the request is stateful", False
     elif retries >= limit:
         reason, retry = f"overflow, but the {limit} retries are used up", False
     else:
@@ -136,6 +170,7 @@ def budget_after_overflow(
     budget_for: Callable[[int], Budget],
     trimming: Trimming,
     lowers_output: bool = False,
+    known: int | None = None,
 ) -> tuple[Budget, int | None]:
     """The budget for a retry after an upstream overflow, and the window learned (our tokens).
 
@@ -150,6 +185,9 @@ def budget_after_overflow(
     When the upstream says the prompt fit and only the output limit did not (``a + b > c``) and
     the request's limit may be lowered, the budget for the learned window is all it takes: the
     refit keeps the messages and lowers the limit to what that window leaves.
+
+    A limit stated without the upstream's count (``known``: the window it set, now in force,
+    in the proxy's count) is fitted to when that is smaller than what was sent.
     """
     assert plan.budget is not None and plan.tokens_after is not None
     old, sent = plan.budget, plan.tokens_after
@@ -171,6 +209,10 @@ def budget_after_overflow(
         if fresh.messages - slack < sent:
             return checked(replace(fresh, margin=fresh.margin + slack)), learned
         return _shrunk(old, sent, trimming.overflow_shrink), learned
+    if known is not None and known < old.window:
+        fresh = budget_for(known)
+        if fresh.messages < sent:
+            return fresh, known
     return _shrunk(old, sent, trimming.overflow_shrink), None
 
 

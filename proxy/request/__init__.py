@@ -7,6 +7,10 @@ plan.py           what to forward: the original bytes when they fit, a compacted
 postcondition.py  what every plan keeps, checked before it is written (else the safe plan)
 budget.py         the one budget rule: how many tokens a request's messages may use
 usage.py          what the upstream says it counted, read from its answer
+lessons.py        what a request's outcome teaches about its model's window (overflows with
+                  figures or without, answers, silent truncations)
+compaction.py     a Responses compaction request (Codex's), answered by the proxy for an
+                  upstream that does not implement it
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
 cuts.py           a conversation's last cut, remembered so later requests replay it (sticky)
 recent.py         a conversation's last counts, reused by its next request's same messages

@@ -12,11 +12,16 @@ from the provider's cache), ``broken`` (it is not: the provider re-reads, and bi
 prompt) or ``new`` (no fingerprint, or one older than ``TTL_SECONDS``, past any provider's
 cache). A request digests only the messages the comparison needs; its own fingerprint is
 finished once its answer has gone (or by the next request, if that comes first). Fingerprints
-live in memory and, with the TTL, in the checkpoint store, so replicas sharing a store (and a
-restarted proxy) know each other's last prompts. For prompts the proxy counted (near the
-limit: the fast path's small prompts stay in memory) the store is read when memory has no
-fingerprint for the conversation, and written in the background. A store fault only costs the
-comparison (the request reports ``new``).
+live in memory and, with the TTL, in the checkpoint store, so that a restarted proxy knows its
+last prompts. For prompts the proxy counted (near the limit: the fast path's small prompts stay
+in memory) the store is read when memory has no fingerprint for the conversation, and written
+in the background. A store fault only costs the comparison (the request reports ``new``).
+
+A store ``shared`` with other processes (replicas on Redis, ``serve --workers``) is the truth:
+the conversation's last prompt may have gone through another one. Then every request reads the
+store and takes the newer of the store's fingerprint and memory's (a replica's own may be
+several requests old), and writes its own at once, for its caller to flush before the answer
+leaves (proxy/stores/writer.py): its next request may come to another replica.
 
 **Pins.** ``x-contextwarden-pin-last: 1`` pins the newest user message. A client sends that
 header once, with the message, so the proxy remembers the pinned message's digest for its
@@ -30,19 +35,21 @@ import asyncio
 import hashlib
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import orjson
 
-from strategies.memo import DigestMemo, ObjectMemo
+from strategies.memo import DigestMemo, Lru, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
 TTL_SECONDS = 3600.0  # the longest provider cache (Anthropic's 1-hour writes, OpenAI's hour)
-MAX_CONVERSATIONS = 65536
+# What a fingerprint holds in memory, about: its key, the object and its digest, the slot.
+FINGERPRINT_BYTES = 600
+FINGERPRINTS = 65536 * FINGERPRINT_BYTES  # until the memory budget gives its share
+PIN_BYTES = 300  # a conversation's pins: its key, the set, a slot (and 80 bytes a digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +95,28 @@ class BlobStore(Protocol):
 
 class PrefixTracker:
     def __init__(
-        self, store: BlobStore | None = None, clock: Callable[[], float] = time.time
+        self,
+        store: BlobStore | None = None,
+        clock: Callable[[], float] = time.time,
+        shared: bool = False,
     ) -> None:
-        self._last: OrderedDict[str, Fingerprint | _Pending] = OrderedDict()
+        # The last prompt of the most recent conversations (a cache of the store's when it is
+        # shared), in the memory budget's share.
+        self._last: Lru[str, Fingerprint | _Pending] = Lru(FINGERPRINTS)
         self._store = store
         self._clock = clock
+        self.shared = shared  # other processes write the store too (see the module docstring)
         self._writes: set[asyncio.Task[None]] = set()
         self._pending: dict[str, _Pending] = {}
         # The event loop that finishes fingerprints, asked for once: on Python 3.11 each
         # asyncio.get_running_loop() is a getpid system call. (A pending fingerprint whose
         # call never runs is finished by the next request or by drain all the same.)
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def memory(self) -> Lru[str, Fingerprint | _Pending]:
+        """What this process holds (proxy/observe/memory.py gives it its share)."""
+        return self._last
 
     async def see(
         self,
@@ -114,8 +132,9 @@ class PrefixTracker:
         trimmed) the store is read when memory has nothing, and written; without it, the
         comparison is memory's alone, and a small request costs no store round trip."""
         now = self._clock()
+        persist = persist or self.shared
         previous = await self._previous(conversation, persist)
-        self._last.pop(conversation, None)
+        self._last.pop(conversation)
         # Only the messages the comparison needs are digested now; the fingerprint is
         # finished once the answer has gone (``_finish``, scheduled), or when the
         # conversation's next request asks for it first: a new conversation's first request
@@ -126,13 +145,16 @@ class PrefixTracker:
             rolling.update(_digest(m))
         at_previous = rolling.digest() if previous is not None else None
         pending = _Pending(rolling, messages[upto:], len(messages), tokens, sent, now, persist)
-        self._last[conversation] = self._pending[conversation] = pending
-        if len(self._last) > MAX_CONVERSATIONS:
-            self._last.popitem(last=False)  # one still pending is written all the same
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.get_running_loop()
-        loop.call_soon(self._finish, conversation, pending)
+        # One that memory lets go while still pending is written all the same.
+        self._last.put(conversation, pending, FINGERPRINT_BYTES)
+        self._pending[conversation] = pending
+        if self.shared:  # written now: the caller flushes it before the answer leaves
+            self._finish(conversation, pending)
+        else:
+            loop = self._loop
+            if loop is None or loop.is_closed():
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._finish, conversation, pending)
         if previous is None or now - previous.at > TTL_SECONDS:
             return Seen("new")
         kept = 0 < previous.count <= len(messages) and at_previous == previous.digest
@@ -152,8 +174,8 @@ class PrefixTracker:
         f = Fingerprint(pending.count, digest, pending.tokens, pending.sent, pending.at)
         if self._pending.get(conversation) is pending:
             del self._pending[conversation]
-            if self._last.get(conversation) is pending:
-                self._last[conversation] = f
+            if self._last.peek(conversation) is pending:
+                self._last.put(conversation, f, FINGERPRINT_BYTES)
             if pending.persist:
                 self._write(conversation, f)
         return f
@@ -166,19 +188,23 @@ class PrefixTracker:
         return previous
 
     async def _previous(self, conversation: str, ask_store: bool = True) -> Fingerprint | None:
+        """The conversation's last prompt: memory's; the store's when memory has none, or
+        (shared) the newer of the two."""
         pending = self._pending.get(conversation)  # the newest, even if memory let it go
         if pending is not None:
             return self._finish(conversation, pending)
         found = self._last.get(conversation)
-        if isinstance(found, _Pending):
-            return self._finish(conversation, found)
-        if found is not None or self._store is None or not ask_store:
-            return found
+        mine = self._finish(conversation, found) if isinstance(found, _Pending) else found
+        if self._store is None or not ask_store or (mine is not None and not self.shared):
+            return mine
         try:
             raw = await self._store.get_blob(STORE_PREFIX + conversation)
-        except Exception:  # the store is down: no comparison this time
-            return None
-        return _decode(raw) if raw else None
+        except Exception:  # the store is down: memory's, if any
+            return mine
+        theirs = _decode(raw) if raw else None
+        if theirs is None or (mine is not None and mine.at >= theirs.at):
+            return mine
+        return theirs
 
     async def drain(self) -> None:
         """Finish the fingerprints and wait for the background writes (at shutdown, before
@@ -276,6 +302,11 @@ _DIGESTS = DigestMemo()
 _BY_OBJECT = ObjectMemo()
 
 
+def memories() -> tuple[DigestMemo, ObjectMemo]:
+    """The message digests' memos, for the memory budget (proxy/observe/memory.py)."""
+    return _DIGESTS, _BY_OBJECT
+
+
 def _one_text(block: object) -> str | None:
     """The text of a text block (a breakpoint on it aside), else None."""
     if not isinstance(block, dict) or block.get("type") != "text":
@@ -299,8 +330,15 @@ _digest = message_digest
 
 
 class PinMemory:
+    """The pinned messages of the most recent conversations, per process (a cache: a pin
+    the client sent once to another replica, or that memory let go, is not known here)."""
+
     def __init__(self) -> None:
-        self._pins: OrderedDict[str, set[bytes]] = OrderedDict()
+        self._pins: Lru[str, set[bytes]] = Lru(FINGERPRINTS)
+
+    @property
+    def memory(self) -> Lru[str, set[bytes]]:
+        return self._pins
 
     def pinned(
         self, conversation: str, messages: Sequence[Message], pin_last: bool
@@ -310,14 +348,10 @@ class PinMemory:
         if pin_last:
             last = last_user_index(messages)
             if last >= 0:
-                if remembered is None:
-                    remembered = self._pins[conversation] = set()
-                remembered.add(message_digest(messages[last]))
-                if len(self._pins) > MAX_CONVERSATIONS:
-                    self._pins.popitem(last=False)
+                remembered = set(remembered or ()) | {message_digest(messages[last])}
+                self._pins.put(conversation, remembered, PIN_BYTES + 80 * len(remembered))
         if not remembered:
             return frozenset()
-        self._pins.move_to_end(conversation)
         return frozenset(
             id(m) for m in messages if m.get("role") == "user" and message_digest(m) in remembered
         )

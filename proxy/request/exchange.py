@@ -11,6 +11,7 @@ The client gets the upstream's own status, headers and bytes, plus ``x-contextwa
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -20,7 +21,13 @@ from starlette.responses import Response
 
 from proxy.edge.auth import Principal
 from proxy.edge.errors import ProxyError
-from proxy.edge.headers import cw_headers, decode_headers, refused_headers, upstream_headers
+from proxy.edge.headers import (
+    UPSTREAM_TRUNCATED,
+    cw_headers,
+    decode_headers,
+    refused_headers,
+    upstream_headers,
+)
 from proxy.edge.intake import WireRequest, build_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.paths import query_of
@@ -28,15 +35,20 @@ from proxy.edge.runtime import Runtime
 from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
-from proxy.overflow.retry import Lesson, Retrying, send_with_overflow_retry
+from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
+from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.conversations import PrefixTracker, Seen
 from proxy.request.fitting import Fitting, first_plan, fitting_for
+from proxy.request.lessons import Lessons
 from proxy.request.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
+from proxy.windows.advice import annotated, refusal_note
 from strategies.cost import PromptCosts, prompt_costs
+
+log = logging.getLogger("contextwarden")
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
@@ -52,6 +64,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
             model = req.spec.name
+            await discover(rt, req, who)
             if fmt.api == "responses" and rt.settings.auth == "keys":
                 capped = bool(who.config.max_context_tokens)
                 await rt.owners.check(team, capped, req.payload)
@@ -59,10 +72,15 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             async def build(other: bytes) -> WireRequest:
                 return await rt.admission.run(other, build_request, other, *args)
 
-            req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
-            fitting = fitting_for(rt, req)
+            compacting = wants_compaction(req)
+            if not compacting:
+                req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
+                fitting = fitting_for(rt, req)
+        if compacting:  # answered outside the admission slot: a summary takes its time
+            return await compact(request, rt, req, who, started)
+        lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
         reply, plan, retries = await send_with_overflow_retry(
-            plan, retrying(request, rt, req, who, clock, fitting), rt.settings.trimming
+            plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
         )
         recalled = 0
         if plan.recall and reply.status == 200:
@@ -88,26 +106,22 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         rt.metrics.record(outcome)
         exc.headers = refused_headers(exc)
         raise
+    await tell_unknown_window(rt, req, reply, plan)
     if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
         await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
+    await rt.settle()
     # Said only to a caller with a credential: callers without one cannot be told apart, and
     # the state would say whether another one sent this conversation (an oracle).
     told = seen is not None and who.caller is not None
     prefix = [("x-contextwarden-prefix", seen.state)] if told and seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.
-    counted = plan.counted_prompt if not recalled else None
-    if reply.stream is not None and reply.status == 200 and counted is not None:
-        reply.stream = tapped(
-            reply.stream, req.fmt, lambda n: learn_usage(rt, req, fitting, plan, n)
-        )
+    learned = await observe_usage(rt, req, lessons, reply, plan) if not recalled else []
     # A fallback answered: the model that did (``model`` is the one the client asked for).
     answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
     more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
-    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more])
-    if not recalled:
-        await observe_usage(rt, req, fitting, reply, plan)
+    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -150,6 +164,48 @@ async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
         reply.stream = claiming(reply.stream, partial(rt.owners.claim, team))
 
 
+async def compact(
+    request: Request, rt: Runtime, req: WireRequest, who: Principal, started: float
+) -> Response:
+    """A Responses compaction request, answered by the proxy or relayed whole
+    (proxy/request/compaction.py), counted and logged as the others are."""
+    response = await compaction(rt, req, partial(send_once, request, rt, req, who=who))
+    actions = response.headers.get("x-contextwarden-actions", "compaction-relayed")
+    elapsed = time.perf_counter() - started
+    outcome = Outcome(
+        req.team, req.spec.name, response.status_code, None, None, actions.split(","), 0, None,
+        elapsed, 0.0, bool(req.payload.get("stream")), path=req.fmt.path, format=req.fmt.name,
+    )  # fmt: skip
+    rt.metrics.record(outcome)
+    return response
+
+
+async def discover(rt: Runtime, req: WireRequest, who: Principal) -> None:
+    """A model whose window is not configured has its server asked for it, the first time
+    (proxy/windows/discovery.py); the request is fitted to what it said."""
+    spec = req.spec
+    if spec.configured:
+        return
+    if await rt.windows.discovery.ensure(spec.route.name, spec.route.upstream, spec.name):
+        learner = req.learns_as or req.team
+        req.window = rt.models.window(spec, learner, who.config.max_context_tokens)
+
+
+async def tell_unknown_window(rt: Runtime, req: WireRequest, reply: Reply, plan: Plan) -> None:
+    """The first overflow refusal of a model whose window was unknown says, inside the
+    upstream's own error message and in the log, why it went untrimmed and the ways out."""
+    if req.window is not None or reply.status < 400 or reply.body is None:
+        return
+    if await overflow_of(reply, plan.body) is None or not rt.told.first(req.spec.name):
+        return
+    note = refusal_note(req.spec.name, req.spec.route.name)
+    log.warning("%s", note)
+    body = annotated(decoded(reply.body, reply.headers), note)
+    if body is not None:
+        reply.body = body
+        reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-encoding"]
+
+
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
     """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
     proxy/request/conversations.py); None when the proxy did not fit the request (unknown window,
@@ -175,33 +231,28 @@ def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | N
 
 
 async def observe_usage(
-    rt: Runtime, req: WireRequest, fitting: Fitting, reply: Reply, plan: Plan
-) -> None:
-    """What an answer read whole (or a stream's first events) says: the upstream's prompt count
-    against ours, and a Messages answer that stopped at the model's context window (counted,
-    and left alone). A stream's final usage comes later, through ``tapped``."""
+    rt: Runtime, req: WireRequest, lessons: Lessons, reply: Reply, plan: Plan
+) -> list[tuple[str, str]]:
+    """What an answer says of its prompt: the upstream's count against ours and the request's
+    need (proxy/request/lessons.py), and a Messages answer that stopped at the model's context
+    window (counted, and left alone). A stream's usage comes at its end, through ``tapped``
+    (or at its start: Anthropic's ``message_start``). The headers that say what it taught: an
+    upstream that read less than it was sent."""
+    if reply.status != 200:
+        return []
     theirs = prompt_usage(reply, req.fmt)
-    model = rt.metrics.model_label(req.spec.name)
-    if theirs is not None:
-        await learn_usage(rt, req, fitting, plan, theirs)
+    if reply.stream is not None:
+
+        async def on_usage(final: int | None) -> None:
+            await lessons.answered(plan, final or theirs)
+
+        reply.stream = tapped(reply.stream, req.fmt, on_usage)
+        return []
+    short = await lessons.answered(plan, theirs)
     data = answer(reply) if req.fmt.name == "anthropic" else None
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
-        rt.metrics.window_stops.labels(req.team, model).inc()
-
-
-async def learn_usage(
-    rt: Runtime, req: WireRequest, fitting: Fitting, plan: Plan, theirs: int
-) -> None:
-    """The upstream's count of the prompt the plan forwarded (an answer's usage): the drift
-    metric, and for a model the proxy only estimates, a calibration sample, whatever the
-    prompt's size (proxy/windows/calibration.py fits the fixed per-request cost apart)."""
-    count = plan.counted_prompt
-    if not count or theirs <= 0:
-        return
-    rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(theirs / count)
-    sample = fitting.sample(theirs, plan) if plan.counted == "estimate" else None
-    if sample is not None:
-        await rt.calibrate(req.learns_as or req.team, req.spec.name, sample)
+        rt.metrics.window_stops.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
+    return [(UPSTREAM_TRUNCATED, short)] if short else []
 
 
 def recalling(
@@ -225,8 +276,9 @@ def recalling(
     async def send(nxt: WireRequest) -> tuple[Reply, Plan]:
         fitting = fitting_for(rt, nxt)
         first = await fitting.first()
+        lessons = Lessons(rt, nxt, fitting, who.config.max_context_tokens)
         reply, made, _ = await send_with_overflow_retry(
-            first, retrying(request, rt, nxt, who, clock, fitting), rt.settings.trimming
+            first, retrying(request, rt, nxt, who, clock, fitting, lessons), rt.settings.trimming
         )
         return reply, made
 
@@ -257,6 +309,7 @@ def retrying(
     who: Principal,
     clock: UpstreamClock,
     fitting: Fitting,
+    lessons: Lessons,
 ) -> Retrying:
     """The overflow loop's collaborators for one request."""
 
@@ -267,16 +320,12 @@ def retrying(
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
-    async def learn(lesson: Lesson, plan: Plan) -> None:
-        sample = fitting.sample(lesson.theirs, plan) if lesson.theirs else None
-        learner = req.learns_as or req.team
-        await rt.learn_window(learner, req.spec.name, lesson, sample, not req.spec.pricing.exact)
-
     return Retrying(
         send=send,
         refit=fitting.refit,
         budget_for=fitting.budget_for,
-        learn=learn,
+        learn=lessons.stated,
+        refused=lessons.refused,
         recount=fitting.recount,
         lowers_output=fitting.lowers_output,
         with_output=fitting.with_output,
@@ -287,6 +336,7 @@ def retrying(
 async def send_once(
     request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
 ) -> Reply:
+    """``plan`` sent to the request's upstream, in its format's path."""
     route = req.spec.route
     upstream, key = route.upstream, route.key
     # The caller's credential goes only to the upstream it addressed (a fallback model on

@@ -30,6 +30,7 @@ from proxy.config.settings import Settings
 from proxy.edge.errors import ContextTooLarge
 from proxy.edge.intake import WireRequest
 from proxy.formats.recall import offer
+from proxy.formats.recent import entry_bytes
 from proxy.request.budget import budget_for, output_floor, settled
 from proxy.request.conversations import (
     Fingerprint,
@@ -201,13 +202,13 @@ class Planner:
         if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
             return Plan(req.body, budget, bound, bound, counted="bound")
         memo = MemoCounter(counter)
-        key, model = self._recent_key(req), req.spec.pricing.counter
+        key, model, fmt = self._recent_key(req), req.spec.pricing.counter, req.fmt.name
         known = self.recent.seed(key, model, messages, memo)
         fresh = req.fresh if known else len(req.body)  # none known: every message is tokenized
         rest = messages[len(known) :] if known else messages
         counts = known + await off_loop(fresh, each_message, memo, rest)
         tokens = sum(counts) + memo.priming
-        self.recent.keep(key, model, messages, counts, len(req.body))
+        self.recent.keep(key, model, messages, counts, entry_bytes(fmt, len(req.body), len(counts)))
         if tokens > budget.messages or req.policy.engine.repair_tool_calls:
             return await self._fitted_or_uncertain(req, budget, tokens, memo, dry_run)
         step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)
@@ -620,6 +621,11 @@ class Planner:
         if self.compactor is None or not summarizes(config, req.session_memory):
             return budget.messages
         return soft_limit(budget.messages, config)
+
+    def summary_context(self, req: WireRequest, budget: Budget) -> Context:
+        """What the summarizer needs of ``req`` for a summary of its own (a client's
+        compaction answered by the proxy: proxy/request/compaction.py)."""
+        return self._context(req, budget, MemoCounter(req.counter()))
 
     def _context(self, req: WireRequest, budget: Budget, counter: MemoCounter) -> Context:
         """What the compactor needs of the request; ``counter`` is the request's own, which

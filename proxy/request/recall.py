@@ -2,9 +2,10 @@
 
 Under a policy with ``recall: true``, the passes that clear or compact tool outputs name a
 handle in each placeholder (strategies/outputs.py). When a plan forwards such placeholders, the
-planner keeps the originals here (``RecallMemory``: in memory, and in the checkpoint store
-under the conversation's key, which names its caller, with the store's TTL) and offers the
-model one extra tool (proxy/formats/recall.py).
+planner keeps the originals here (``RecallMemory``: in the checkpoint store under the
+conversation's key, which names its caller, with the store's TTL, and in memory, a cache of
+the store's within the memory budget's share) and offers the model one extra tool
+(proxy/formats/recall.py).
 
 When the model calls it, ``settle`` answers the call itself: it reads the upstream's answer
 whole (a stream is buffered, then relayed chunk by chunk as it came), appends the call and the
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,7 @@ from proxy.edge.errors import UpstreamUnavailable
 from proxy.formats.recall import Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
+from strategies.memo import Lru
 from strategies.messages import Message
 from strategies.outputs import HANDLE, handle_for, output_text
 from strategies.prompt_cut import cut_message_middle
@@ -39,7 +40,9 @@ from strategies.tokens import Counter
 
 STORE_PREFIX = "recall\t"
 INDEX_PREFIX = "recall-index\t"
-MAX_IN_MEMORY = 2048
+IN_MEMORY = 64 * 1024 * 1024  # bytes, until the memory budget gives its share
+INDEX_SHARE = 8  # of that memory, one part for the indexes, the rest for the originals
+ENTRY = 300  # an entry's key and slot, beside its text
 MAX_INDEX = 1024  # calls indexed per conversation (the oldest go first)
 MAX_ORIGINAL_BYTES = 4 << 20  # an output larger than this is not kept (nor recallable)
 RECALLED_SHARE = 0.5  # of the continuation's budget, at most, for one recalled output
@@ -59,34 +62,56 @@ class RecallMemory:
     with each conversation's index: which call (tool and arguments) each handle answered, so
     an output no longer shown at all can be recalled by what it was."""
 
-    def __init__(self, store: BlobStore | None = None, ttl_seconds: float = 7 * 86400) -> None:
-        self._recent: OrderedDict[str, str] = OrderedDict()
-        self._index: OrderedDict[str, dict[str, str]] = OrderedDict()
+    def __init__(
+        self,
+        store: BlobStore | None = None,
+        ttl_seconds: float = 7 * 86400,
+        shared: bool = False,
+    ) -> None:
+        """``shared``: other processes write the store too (its index of a conversation's
+        calls may be newer than this process's)."""
+        # Caches of the store's, in the memory budget's share (``resize``): the originals, and
+        # each conversation's index of calls.
+        self._recent: Lru[str, str] = Lru()
+        self._index: Lru[str, dict[str, str]] = Lru()
+        self.resize(IN_MEMORY)
         self._store = store
         self._ttl = ttl_seconds
+        self._shared = shared
         self._writes: set[asyncio.Task[None]] = set()
+
+    def resize(self, limit: int) -> None:
+        self._index.resize(limit // INDEX_SHARE)
+        self._recent.resize(limit - limit // INDEX_SHARE)
+
+    @property
+    def limit(self) -> int:
+        return self._recent.limit + self._index.limit
+
+    @property
+    def held(self) -> int:
+        return self._recent.held + self._index.held
+
+    def __len__(self) -> int:
+        return len(self._recent) + len(self._index)
 
     def keep(self, conversation: str, originals: dict[str, tuple[str, str]]) -> None:
         """Hold ``originals`` (handle -> (text, call)) now; write the new ones and the index
         to the store in the background (a recall in this request's answer finds them in
         memory)."""
         new = []
-        index = self._index.setdefault(conversation, {})
-        self._index.move_to_end(conversation)
+        index = dict(self._index.get(conversation) or {})
         for handle, (text, call) in originals.items():
             key = f"{STORE_PREFIX}{conversation}\t{handle}"
             index.setdefault(handle, call)
-            if key in self._recent:
-                self._recent.move_to_end(key)
+            if self._recent.get(key) is not None:
                 continue
-            self._recent[key] = text
+            self._recent.put(key, text, _text_bytes(text))
             new.append((key, text.encode("utf-8", "surrogatepass"), self._ttl))
-        while len(self._index[conversation]) > MAX_INDEX:
+        while len(index) > MAX_INDEX:
             del index[next(iter(index))]
-        while len(self._recent) > MAX_IN_MEMORY:
-            self._recent.popitem(last=False)
-        while len(self._index) > MAX_IN_MEMORY:
-            self._index.popitem(last=False)
+        size = ENTRY + sum(ENTRY + len(h) + len(c) for h, c in index.items())
+        self._index.put(conversation, index, size)
         if new and self._store is not None:
             new.append((f"{INDEX_PREFIX}{conversation}", orjson.dumps(index), self._ttl))
             task = asyncio.ensure_future(self._write(self._store, new))
@@ -111,12 +136,12 @@ class RecallMemory:
 
     async def _find(self, conversation: str, query: str) -> str | None:
         index = self._index.get(conversation)
-        if index is None:
+        if index is None or self._shared:  # the store's may name calls made elsewhere
             raw = await self._read(f"{INDEX_PREFIX}{conversation}")
             try:
-                index = orjson.loads(raw) if raw else {}
+                index = orjson.loads(raw) if raw else index or {}
             except orjson.JSONDecodeError:
-                index = {}
+                index = index or {}
         wanted = query.lower()
         if not wanted or not isinstance(index, dict):
             return None
@@ -141,6 +166,12 @@ class RecallMemory:
     async def drain(self) -> None:
         while self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+
+def _text_bytes(text: str) -> int:
+    """What a kept original holds: a str takes a byte a character when all are ASCII, up to
+    four otherwise."""
+    return ENTRY + len(text) * (1 if text.isascii() else 4)
 
 
 def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str, tuple[str, str]]:

@@ -8,7 +8,11 @@ first on, take their counts from it, and only the others are priced. The reuse i
 counters are deterministic, and the key names the conversation (its caller's scope and team),
 the format, the model and its calibration; the model's counter object itself must be the same.
 
-Held for the most recent conversations, at most ``MAX_BYTES`` of their request bodies in all.
+Held for the most recent conversations, at most the memory budget's share of them in all
+(proxy/observe/memory.py): an entry counts as much as the request's own in the memory of
+recent items (proxy/formats/recent.py: ``entry_bytes``), since it keeps the same messages
+alive; with a smaller share, it lets a conversation go first. A cache, per process: without
+it a request is counted afresh, with the same counts.
 """
 
 from __future__ import annotations
@@ -74,8 +78,8 @@ class RecentCounts:
         counts: list[int],
         size: int,
     ) -> None:
-        """Remember ``counts``, those of ``messages``, for the next request; a request larger
-        than the whole memory is not kept."""
+        """Remember ``counts``, those of ``messages``, for the next request (``size``: what
+        the entry keeps alive); a request larger than the whole memory is not kept."""
         old = self._last.pop(key, None)
         if old is not None:
             self._held -= old.size
@@ -86,6 +90,24 @@ class RecentCounts:
         while self._held > self._max:
             _, dropped = self._last.popitem(last=False)
             self._held -= dropped.size
+
+    def resize(self, limit: int) -> None:
+        """Hold at most ``limit`` bytes (the memory budget's share, proxy/observe/memory.py)."""
+        self._max = limit
+        while self._held > self._max and self._last:
+            _, dropped = self._last.popitem(last=False)
+            self._held -= dropped.size
+
+    @property
+    def limit(self) -> int:
+        return self._max
+
+    @property
+    def held(self) -> int:
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._last)
 
 
 def _same_json(a: Message, b: Message) -> bool:

@@ -8,15 +8,19 @@ tokenizer change, or an estimate that runs low, before requests start to overflo
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import orjson
 
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.upstreams.forwarding import Reply, decoded
+
+log = logging.getLogger("contextwarden")
 
 
 def answer(reply: Reply) -> dict[str, Any] | None:
@@ -75,22 +79,32 @@ TAIL_BYTES = 65536
 async def tapped(
     stream: AsyncIterator[bytes],
     fmt: WireFormat,
-    on_usage: Callable[[int], Awaitable[None]],
+    on_usage: Callable[[int | None], Awaitable[object]],
 ) -> AsyncIterator[bytes]:
     """``stream`` relayed chunk by chunk, unchanged; at its end, the prompt usage its last
     events state (chat's final chunk when the client asked for ``include_usage``, Responses'
-    ``response.completed``) goes to ``on_usage``. Only the stream's tail is kept."""
+    ``response.completed``) goes to ``on_usage``, or None when they state none. Only the
+    stream's tail is kept.
+
+    Agents hang up as soon as the final event arrives (Codex does), so the relay may stop
+    between two chunks: the usage is reported when the relay is closed, whichever way."""
     tail: deque[bytes] = deque()
     size = 0
-    async for chunk in stream:
-        yield chunk
-        tail.append(chunk)
-        size += len(chunk)
-        while size - len(tail[0]) >= TAIL_BYTES:  # keep just enough chunks for the tail
-            size -= len(tail.popleft())
-    theirs = final_usage(b"".join(tail), fmt)
-    if theirs is not None:
-        await on_usage(theirs)
+    try:
+        async for chunk in stream:
+            tail.append(chunk)
+            size += len(chunk)
+            while size - len(tail[0]) >= TAIL_BYTES:  # keep just enough chunks for the tail
+                size -= len(tail.popleft())
+            yield chunk
+    finally:
+        # A client that hung up cancels the relay, and every await of a cancelled relay would
+        # be cancelled again: the report is shielded, so it runs to its end.
+        with anyio.CancelScope(shield=True):
+            try:
+                await on_usage(final_usage(b"".join(tail), fmt))
+            except Exception:  # what an answer teaches never fails its relay
+                log.exception("could not learn from a stream's usage")
 
 
 def final_usage(tail: bytes, fmt: WireFormat) -> int | None:

@@ -38,7 +38,7 @@ def open_store(settings: Settings) -> GuardedStore:
         from proxy.stores.redis import RedisStore
 
         assert config.url is not None
-        redis = RedisStore(config.url, config.ttl_seconds, config.max_per_conversation)
+        redis = RedisStore(config.url, config.ttl_seconds, config.max_per_conversation, timeout)
         return GuardedStore(redis, timeout)
     path = Path(settings.data_dir) / "checkpoints.sqlite3"
     try:

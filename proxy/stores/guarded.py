@@ -98,8 +98,23 @@ class GuardedStore:
     async def release(self, key: str) -> None:
         await self._call(self._store.release(key))
 
-    async def scope_secret(self) -> bytes:
-        return await self._call(self._store.scope_secret())
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        await self._call(self._store.renew(key, ttl_seconds))
+
+    async def locked(self, key: str) -> bool:
+        return await self._call(self._store.locked(key))
+
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
+        return await self._call(self._store.take_slot(key, limit, window_seconds))
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int:
+        return await self._call(self._store.slots_taken(key, window_seconds))
+
+    async def ping(self) -> None:
+        await self._call(self._store.ping())
+
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        return await self._call(self._store.scope_secret(fresh))
 
     async def close(self) -> None:
         if self.inner is not None:

@@ -9,8 +9,9 @@ from strategies.checkpoint import Checkpoint
 
 class Store(Protocol):
     """What a proxy keeps between requests and shares with its replicas: checkpoints, learned
-    windows and calibration settings, small expiring blobs (prefix fingerprints, response
-    owners), locks and the scope key. SQLite in one process, Redis across replicas."""
+    windows and calibration settings, small expiring blobs (prefix fingerprints, cuts, seen
+    conversations, response owners), locks, quotas and the scope key. SQLite for the
+    processes of one machine, Redis across machines."""
 
     async def candidates(self, team: str, conversation: str) -> list[Checkpoint]: ...
 
@@ -42,11 +43,35 @@ class Store(Protocol):
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool: ...
 
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        """A held lock lives ``ttl_seconds`` more (its holder is still at work)."""
+        ...
+
+    async def locked(self, key: str) -> bool:
+        """Whether someone holds the lock ``key``."""
+        ...
+
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
+        """One of ``key``'s ``limit`` slots per rolling ``window_seconds``, taken at once for
+        every process of the store (a team's summarizer calls per hour); False when all the
+        window's slots are taken."""
+        ...
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int:
+        """How many of ``key``'s slots were taken in the last ``window_seconds``."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise unless the store answers."""
+        ...
+
     async def release(self, key: str) -> None: ...
 
-    async def scope_secret(self) -> bytes:
-        """A random key made once and kept with the checkpoints, shared by every replica of
-        the store: it keys the hash that scopes checkpoints to a caller's credential."""
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        """A key made once (from ``fresh``, else random bytes) and kept with the checkpoints,
+        shared by every replica of the store: it keys the hash that scopes checkpoints to a
+        caller's credential. A replica that holds the key gives it as ``fresh``, so that a
+        store that lost it (a Redis restarted empty) gets it back."""
         ...
 
     async def close(self) -> None: ...

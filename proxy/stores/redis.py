@@ -2,7 +2,8 @@
 
 Checkpoints of a conversation live in one hash (``cw:ck:<team>:<conversation>``) that expires
 with the TTL and keeps at most ``max_per_conversation`` entries; single-flight locks are
-``SET NX PX`` keys, so replicas summarize a conversation once between them.
+``SET NX PX`` keys, so replicas summarize a conversation once between them; a quota's slots are
+a sorted set taken by a script, so replicas share a team's quota.
 """
 
 from __future__ import annotations
@@ -10,18 +11,53 @@ from __future__ import annotations
 import secrets
 
 from redis import asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.stores.codec import dump, load
 from strategies.checkpoint import Checkpoint
 
 LEARNED = "cw:learned"
+# A quota's slots: a sorted set of the times they were taken, by Redis's own clock (one clock
+# for every replica), counted and taken in one script (atomic).
+TAKE_SLOT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - window)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], t, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
+return 1
+"""
+COUNT_SLOTS = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+return redis.call('ZCOUNT', KEYS[1], '(' .. (t - tonumber(ARGV[1])), '+inf')
+"""
 
 
 class RedisStore:
-    def __init__(self, url: str, ttl_seconds: float, max_per_conversation: int) -> None:
-        self._redis = aioredis.from_url(url)
+    def __init__(
+        self, url: str, ttl_seconds: float, max_per_conversation: int, timeout: float = 1.0
+    ) -> None:
+        # One retry at once, on a new connection (those of a Redis that restarted are dead),
+        # and no backoff: redis-py's own (ten retries, up to a second apart) would keep a
+        # command on a dead Redis past the store's timeout (GuardedStore), which bounds every
+        # call and rests the store after a fault.
+        self._redis = aioredis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+        )
         self._ttl = int(ttl_seconds)
         self._max = max_per_conversation
+        self._take = self._redis.register_script(TAKE_SLOT)
+        self._count = self._redis.register_script(COUNT_SLOTS)
 
     @staticmethod
     def _key(team: str, conversation: str) -> str:
@@ -79,8 +115,26 @@ class RedisStore:
     async def release(self, key: str) -> None:
         await self._redis.delete(f"cw:lock:{key}")
 
-    async def scope_secret(self) -> bytes:
-        await self._redis.set("cw:scope-secret", secrets.token_bytes(32), nx=True)
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        await self._redis.pexpire(f"cw:lock:{key}", max(1, int(ttl_seconds * 1000)))
+
+    async def locked(self, key: str) -> bool:
+        return bool(await self._redis.exists(f"cw:lock:{key}"))
+
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
+        member = secrets.token_hex(8)
+        window = str(window_seconds)
+        taken = await self._take(keys=[f"cw:slots:{key}"], args=[limit, window, member])
+        return bool(taken)
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int:
+        return int(await self._count(keys=[f"cw:slots:{key}"], args=[str(window_seconds)]))
+
+    async def ping(self) -> None:
+        await self._redis.ping()
+
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
+        await self._redis.set("cw:scope-secret", fresh or secrets.token_bytes(32), nx=True)
         value = await self._redis.get("cw:scope-secret")
         return value.encode() if isinstance(value, str) else bytes(value or b"")
 

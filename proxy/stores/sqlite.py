@@ -7,8 +7,9 @@ a read of these small rows costs tens of microseconds, where a worker thread's r
 about 120 us of CPU and as long again in latency. When the file is locked all the same
 (another process holding it exclusively), the read goes to the worker thread and waits there.
 Checkpoints older than the TTL are purged, and the oldest go when there are more than
-``max_entries``. Locks (for single-flight summarization) are rows with an expiry, so several
-processes on one host sharing the file also summarize a conversation once.
+``max_entries``. Locks (for single-flight summarization) are rows with an expiry, and quota
+slots rows taken under the file's write lock, so the processes of one host sharing the file
+(``serve --workers``) also summarize a conversation once and share each team's quota.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (
     key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS slots (key TEXT NOT NULL, taken_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS slots_key ON slots (key, taken_at);
 """
 
 
@@ -202,10 +205,61 @@ class SqliteStore:
     async def release(self, key: str) -> None:
         await self._run(lambda db: db.execute("DELETE FROM locks WHERE key=?", (key,)))
 
-    async def scope_secret(self) -> bytes:
+    async def renew(self, key: str, ttl_seconds: float) -> None:
+        def renew(db: sqlite3.Connection) -> None:
+            now = time.time()
+            db.execute(  # a lock that lapsed is nobody's to renew
+                "UPDATE locks SET expires_at=? WHERE key=? AND expires_at>=?",
+                (now + ttl_seconds, key, now),
+            )
+
+        await self._run(renew)
+
+    async def locked(self, key: str) -> bool:
+        now = time.time()
+        row = await self._read(
+            lambda db: db.execute(
+                "SELECT 1 FROM locks WHERE key=? AND expires_at>=?", (key, now)
+            ).fetchone()
+        )
+        return row is not None
+
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
+        def take(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            db.execute("BEGIN IMMEDIATE")  # the file's write lock: one process counts at once
+            try:
+                db.execute(
+                    "DELETE FROM slots WHERE key=? AND taken_at<=?", (key, now - window_seconds)
+                )
+                (taken,) = db.execute("SELECT count(*) FROM slots WHERE key=?", (key,)).fetchone()
+                if taken < limit:
+                    db.execute("INSERT INTO slots VALUES (?, ?)", (key, now))
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            return bool(taken < limit)
+
+        return await self._run(take)
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int:
+        since = time.time() - window_seconds
+        row = await self._read(
+            lambda db: db.execute(
+                "SELECT count(*) FROM slots WHERE key=? AND taken_at>?", (key, since)
+            ).fetchone()
+        )
+        return int(row[0])
+
+    async def ping(self) -> None:
+        await self._read(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def scope_secret(self, fresh: bytes | None = None) -> bytes:
         def get(db: sqlite3.Connection) -> bytes:
-            fresh = secrets.token_bytes(32)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('scope_secret', ?)", (fresh,))
+            made = fresh or secrets.token_bytes(32)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('scope_secret', ?)", (made,))
             row = db.execute("SELECT value FROM meta WHERE key='scope_secret'").fetchone()
             return bytes(row[0])
 

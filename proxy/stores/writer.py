@@ -10,9 +10,12 @@ The writer holds what is written for ``DELAY`` seconds, the newest value per key
 conversation's next request supersedes its last), then writes all of it in one call, one batch
 at a time, in order. Reads see what waits and what is being written. What waits when the
 process dies is lost, as the last writes of an SQLite file in WAL mode may be; it is what the
-next requests rebuild (a fingerprint, a cut). A proxy that stops drains it first. Replicas
-sharing a store see a write up to ``DELAY`` later: an agent's next step, behind a model's
-answer, comes later than that.
+next requests rebuild (a fingerprint, a cut). A proxy that stops drains it first.
+
+Processes sharing a store (replicas on Redis, ``serve --workers``) would see a write up to
+``DELAY`` later, and an agent's next step may come sooner than that, to another replica. So a
+request of a shared store ``flush``es before its answer leaves: what waits is written at once
+(with what other requests put meanwhile), and the answer waits for that batch.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class BlobWriter:
         self._writing: dict[str, tuple[bytes, float]] = {}  # the batch in flight
         self._timer: asyncio.TimerHandle | None = None
         self._flight: asyncio.Task[None] | None = None
+        self._flushed: asyncio.Future[None] | None = None  # done when what waits is written
+        self._hurry = False  # a flush waits for what waits: it goes as soon as it can
         self.batches = 0  # batches written (or tried): for tests and the benchmarks
 
     async def get_blob(self, key: str) -> bytes | None:
@@ -64,9 +69,10 @@ class BlobWriter:
         if not self._waiting:
             return
         self._writing, self._waiting = self._waiting, {}
-        self._flight = asyncio.ensure_future(self._write())
+        flushed, self._flushed = self._flushed, None
+        self._flight = asyncio.ensure_future(self._write(flushed))
 
-    async def _write(self) -> None:
+    async def _write(self, flushed: asyncio.Future[None] | None) -> None:
         batch = [(key, value, ttl) for key, (value, ttl) in self._writing.items()]
         self.batches += 1
         try:
@@ -75,8 +81,27 @@ class BlobWriter:
             pass
         finally:
             self._writing, self._flight = {}, None
-            if self._waiting:  # what came meanwhile waits its own delay
-                self._timer = asyncio.get_running_loop().call_later(self._delay, self._send)
+            if flushed is not None and not flushed.done():
+                flushed.set_result(None)
+            if self._waiting:  # what came meanwhile waits its own delay, unless flushed
+                delay, self._hurry = (0.0 if self._hurry else self._delay), False
+                self._timer = asyncio.get_running_loop().call_later(delay, self._send)
+
+    async def flush(self) -> None:
+        """Return once everything put so far is written (or its batch failed)."""
+        if self._waiting:
+            if self._flushed is None:
+                self._flushed = asyncio.get_running_loop().create_future()
+            flushed = self._flushed
+            if self._flight is None:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._send()
+            else:
+                self._hurry = True
+            await asyncio.shield(flushed)
+        elif self._flight is not None:
+            await asyncio.shield(self._flight)
 
     async def drain(self) -> None:
         """Write everything that waits now (at shutdown, before the store closes)."""

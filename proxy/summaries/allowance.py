@@ -2,39 +2,67 @@
 
 ``Allowance`` bounds one checkpoint's work: a number of summarizer calls and a deadline, after
 which the request truncates instead. ``TeamQuota`` bounds a team's calls per rolling hour
-(``teams.<name>.summarizer_calls_per_hour``); its figures are in ``/admin/stats``.
+(``teams.<name>.summarizer_calls_per_hour``), counted in the store: every process and replica
+of the store takes its calls from the one quota (a count per process would give K replicas K
+times the quota). A store that cannot count refuses the call (the request truncates): a quota
+is a cap. Its figures are in ``/admin/stats``.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from proxy.summaries.llm import AllowanceSpent
 
 HOUR = 3600.0
 MIN_CALL_SECONDS = 0.05
+log = logging.getLogger("contextwarden.compaction")
+
+
+class Slots(Protocol):
+    async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool: ...
+
+    async def slots_taken(self, key: str, window_seconds: float) -> int: ...
 
 
 @dataclass(slots=True)
 class TeamQuota:
+    team: str
     per_hour: int | None
-    calls: int = 0
+    store: Slots
+    calls: int = 0  # this process's calls and refusals (the quota itself is the store's)
     refused: int = 0
-    _recent: deque[float] = field(default_factory=deque)
 
-    def left(self, now: float) -> int | None:
+    @property
+    def key(self) -> str:
+        return f"summarizer-calls\t{self.team}"
+
+    async def left(self) -> int | None:
+        """The team's calls left this hour (None: no cap; 0 when the store cannot say)."""
         if self.per_hour is None:
             return None
-        while self._recent and self._recent[0] <= now - HOUR:
-            self._recent.popleft()
-        return self.per_hour - len(self._recent)
+        try:
+            taken = await self.store.slots_taken(self.key, HOUR)
+        except Exception:  # the store logged it
+            return 0
+        return max(0, self.per_hour - taken)
 
-    def take(self, now: float) -> None:
-        self.calls += 1
+    async def take(self) -> bool:
+        """One call of the team's quota; False (and counted as refused) when none is left."""
         if self.per_hour is not None:
-            self._recent.append(now)
+            try:
+                taken = await self.store.take_slot(self.key, self.per_hour, HOUR)
+            except Exception as exc:  # a cap that cannot be counted holds
+                log.warning("team %s: its summarizer quota cannot be counted: %s", self.team, exc)
+                taken = False
+            if not taken:
+                self.refused += 1
+                return False
+        self.calls += 1
+        return True
 
 
 @dataclass(slots=True)
@@ -47,22 +75,22 @@ class Allowance:
     def start(cls, calls: int, seconds: float, quota: TeamQuota) -> Allowance:
         return cls(calls, time.monotonic() + seconds, quota)
 
-    def affordable(self, wanted: int) -> int:
-        """How many of ``wanted`` calls this request and its team may still make."""
-        team = self.quota.left(time.monotonic())
+    async def affordable(self, wanted: int) -> int:
+        """How many of ``wanted`` calls this request and its team may still make (none left
+        in the team's quota: counted as refused by it)."""
+        team = await self.quota.left()
+        if team == 0 and wanted > 0:
+            self.quota.refused += 1
         return max(0, min(wanted, self.calls, wanted if team is None else team))
 
-    def take(self, timeout: float) -> float:
+    async def take(self, timeout: float) -> float:
         """Spend one call; returns its time-out (never past the deadline)."""
-        now = time.monotonic()
-        left = self.deadline - now
+        left = self.deadline - time.monotonic()
         if self.calls <= 0:
             raise AllowanceSpent("the request's summarizer calls are used up")
         if left < MIN_CALL_SECONDS:
             raise AllowanceSpent("the request's summarizing deadline has passed")
-        if self.quota.left(now) == 0:
-            self.quota.refused += 1
+        if not await self.quota.take():
             raise AllowanceSpent("the team's summarizer calls for this hour are used up")
         self.calls -= 1
-        self.quota.take(now)
-        return min(timeout, left)
+        return min(timeout, self.deadline - time.monotonic())

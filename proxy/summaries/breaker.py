@@ -2,7 +2,9 @@
 
 Each failure counts; only a success resets. Once ``max_failures`` is reached the next attempt is
 skipped (the request falls back to truncation) and the count drops to ``max_failures - 1``: the
-breaker is half-open, so the attempt after that tries the summarizer again.
+breaker is half-open, so the attempt after that tries the summarizer again. Per process: each
+replica finds out for itself that a summarizer is failing (a few calls), as it finds out that
+it is back.
 """
 
 from __future__ import annotations

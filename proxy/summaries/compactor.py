@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
-from proxy.summaries.breaker import Breakers
+from proxy.summaries.breaker import Breaker, Breakers
 from proxy.summaries.decision import (
     Choice,
     choose,
@@ -33,6 +33,7 @@ from proxy.summaries.decision import (
     worth_preparing,
 )
 from proxy.summaries.flight import Flights
+from proxy.summaries.handoff import make_handoff
 from proxy.summaries.job import (
     BreakerOpen,
     Context,
@@ -42,6 +43,7 @@ from proxy.summaries.job import (
     planned_cut,
 )
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
+from proxy.summaries.seen import SeenConversations
 from strategies.checkpoint import Checkpoint, apply_summary, next_cut, prefix_chain
 from strategies.messages import Message, leading_count
 from strategies.summary import SummaryText, summary_max_tokens
@@ -50,7 +52,6 @@ from strategies.tokens import count_messages, count_prompt
 log = logging.getLogger("contextwarden.compaction")
 
 SESSION_MEMORY_CHARS = 20000
-SEEN_CONVERSATIONS = 65536
 
 
 @dataclass(slots=True)
@@ -78,7 +79,10 @@ class Compactor:
         store: Store,
         llm: LLMSummarizer,
         on_latency: Callable[[float], None] | None = None,
+        seen: SeenConversations | None = None,
     ) -> None:
+        """``seen``: which conversations came by before (seen.py); by default this process's
+        memory alone."""
         self.store = store
         self.llm = llm
         self._on_latency = on_latency
@@ -87,7 +91,7 @@ class Compactor:
         self._background: set[asyncio.Task[Any]] = set()  # summaries, and preparing them
         self._breakers = Breakers()
         self._quotas: dict[str, TeamQuota] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()  # conversations, most recent last
+        self._seen = seen if seen is not None else SeenConversations()
 
     def figures(self) -> dict[str, float]:
         """Counters for /metrics."""
@@ -99,13 +103,12 @@ class Compactor:
             "store_disabled": float(bool(getattr(self.store, "disabled", None))),
         }
 
-    def team_figures(self) -> dict[str, dict[str, int | None]]:
-        """Per team, for /admin/stats: calls made, calls refused by the team's cap, and what
-        is left of the cap this hour."""
-        now = time.monotonic()
+    async def team_figures(self) -> dict[str, dict[str, int | None]]:
+        """Per team, for /admin/stats: this process's calls and its calls refused by the
+        team's cap, and what is left of the cap this hour (for every replica of the store)."""
         return {
-            team: {"calls": q.calls, "refused": q.refused, "left_this_hour": q.left(now)}
-            for team, q in self._quotas.items()
+            team: {"calls": q.calls, "refused": q.refused, "left_this_hour": await q.left()}
+            for team, q in list(self._quotas.items())
         }
 
     async def compact(
@@ -136,12 +139,14 @@ class Compactor:
         if not candidates and not self._flights.running(bare.key) and planned_cut(bare) is None:
             # Nothing stored to reuse and nothing to summarize (a running task's steps):
             # truncated, without digesting the whole conversation. Seen, as on_compact has it.
-            self._seen_before(bare, not dry_run)
+            await self._seen.check(bare.key, not dry_run)
             return None
         chain = prefix_chain(messages)
         choice = self._choice(candidates, messages, chain, budget, ctx)
         job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
-        action = on_compact(choice, lambda: self._seen_before(job, not dry_run), ctx.policy)
+        # Asked only when it matters (on_compact): it remembers the conversation.
+        seen = await self._seen.check(job.key, not dry_run) if choice.best is None else True
+        action = on_compact(choice, lambda: seen, ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
             assert choice.view is not None and choice.best is not None
             if not dry_run:
@@ -179,7 +184,7 @@ class Compactor:
         job = Job(messages, head, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
-        if first_sight_truncates(self._seen_before(job), ctx.policy):
+        if first_sight_truncates(await self._seen.check(job.key), ctx.policy):
             return  # prepared from its next request on, if there is one
         if planned_cut(job) is None:
             # Nothing to summarize from the start, nor then after any checkpoint (a later
@@ -191,6 +196,12 @@ class Compactor:
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
             self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
+
+    async def handoff(self, messages: list[Message], ctx: Context) -> Checkpoint | None:
+        """A summary of all of ``messages`` after their leading instructions (a client's own
+        compaction, answered by the proxy: proxy/summaries/handoff.py), kept as the
+        conversation's checkpoint; None when the summarizer could not make one."""
+        return await self._kept(ctx, partial(make_handoff, messages, ctx, self.llm))
 
     def soon(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (preparing a summary: its request's answer does not wait for it) in
@@ -259,13 +270,19 @@ class Compactor:
         task.add_done_callback(self._background.discard)
 
     async def _make(self, job: Job) -> Checkpoint | None:
-        ctx = job.ctx
+        return await self._kept(job.ctx, partial(make_checkpoint, job, self.llm))
+
+    async def _kept(
+        self, ctx: Context, making: Callable[[Allowance, Breaker], Awaitable[Checkpoint]]
+    ) -> Checkpoint | None:
+        """A checkpoint made (``making``, within the request's allowance, behind the
+        summarizer's breaker) and kept in the store; None when none could be made."""
         breaker = self._breakers.for_target(
             ctx.team, ctx.target.key, ctx.policy.summarizer.breaker_failures
         )
         began = time.monotonic()
         try:
-            checkpoint = await make_checkpoint(job, self.llm, self._allowance(ctx), breaker)
+            checkpoint = await making(self._allowance(ctx), breaker)
         except NothingToSummarize:
             return None
         except BreakerOpen:
@@ -287,19 +304,9 @@ class Compactor:
     def _allowance(self, ctx: Context) -> Allowance:
         quota = self._quotas.get(ctx.team)
         if quota is None or quota.per_hour != ctx.calls_per_hour:
-            quota = self._quotas[ctx.team] = TeamQuota(ctx.calls_per_hour)
+            quota = self._quotas[ctx.team] = TeamQuota(ctx.team, ctx.calls_per_hour, self.store)
         cfg = ctx.policy.summarizer
         return Allowance.start(cfg.max_calls_per_request, cfg.deadline_seconds, quota)
-
-    def _seen_before(self, job: Job, remember: bool = True) -> bool:
-        """Whether this conversation came by before (and remember that it has now)."""
-        seen = job.key in self._seen
-        if remember:
-            self._seen[job.key] = None
-            self._seen.move_to_end(job.key)
-            if len(self._seen) > SEEN_CONVERSATIONS:
-                self._seen.popitem(last=False)
-        return seen
 
     def _estimate(self, job: Job) -> Compacted | None:
         """What ``_make`` would summarize, without summarizing: the same cut, a placeholder."""

@@ -136,7 +136,7 @@ async def make_checkpoint(
     if not breaker.allow():
         raise BreakerOpen("the summarizer's breaker is open: skipped once")
     try:
-        text = await _summarize(job, start, cut, llm, allowance)
+        text = await summarize(job, start, cut, llm, allowance)
     except AllowanceSpent:
         raise  # a spent allowance is not the summarizer failing
     except SummarizerFailed:
@@ -168,7 +168,7 @@ async def make_checkpoint(
     return checkpoint
 
 
-async def _summarize(
+async def summarize(
     job: Job, start: int, cut: Cut, llm: LLMSummarizer, allowance: Allowance
 ) -> str:
     """Summarize ``[start, cut)``, retrying in smaller pieces when the summarizer's own
@@ -206,7 +206,7 @@ async def _summarize_in(
     summarized = [m for m in messages[start : cut.history_end] if id(m) not in ctx.pinned]
     pieces = chunks(summarized, capacity, ctx.counter)
     extra = 0 if cut.turn_start is None else 1
-    affordable = allowance.affordable(len(pieces) + extra) - extra
+    affordable = await allowance.affordable(len(pieces) + extra) - extra
     if affordable < min(1, len(pieces)):
         raise AllowanceSpent("no summarizer call is left for this request or team")
     if affordable < len(pieces):
@@ -217,7 +217,7 @@ async def _summarize_in(
         summary = job.previous.summary if job.previous else None
         for piece in pieces:
             request = summary_request(piece, summary, prompts, capacity * 2)
-            timeout = allowance.take(cfg.timeout)
+            timeout = await allowance.take(cfg.timeout)
             summary = await llm.complete(request, ctx.target, max_tokens, timeout)
         return summary
 
@@ -227,7 +227,7 @@ async def _summarize_in(
             raise SummarizerFailed("nothing to summarize")
         return text
     request = turn_prefix_request(messages[cut.turn_start : cut.index], prompts, capacity * 2)
-    timeout = allowance.take(cfg.timeout)
+    timeout = await allowance.take(cfg.timeout)
     prefix = llm.complete(request, ctx.target, max(64, max_tokens // 2), timeout)
     summary, turn = await asyncio.gather(history(), prefix)
     return merge_split(summary, turn)

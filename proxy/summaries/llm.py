@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,16 @@ class LLMSummarizer:
             # litellm brings millions of long-lived objects: keep them out of the collector's
             # full passes, which otherwise stall requests for a hundred milliseconds and more.
             self._import.add_done_callback(lambda _: gc.freeze())
+
+    def when_loaded(self, then: Callable[[], None]) -> None:
+        """Call ``then`` once litellm's import (started by ``warm``) is done; nothing when
+        none was started."""
+        if self._import is not None:
+            self._import.add_done_callback(lambda _: then())
+
+    def loaded(self) -> bool:
+        """Whether a summary would wait for litellm's import (started by ``warm``)."""
+        return self._import is None or self._import.done()
 
     async def _load(self, timeout: float) -> Any:
         self.warm()

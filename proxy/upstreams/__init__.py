@@ -7,4 +7,5 @@ http1.py             the default transport: HTTP/1.1 on asyncio connections, ans
                      by httptools, a keep-alive pool per origin
 aiohttp_transport.py aiohttp (``upstream_client: aiohttp``; uploads and HEAD always)
 litellm_client.py    upstreams reached through ``litellm.acompletion`` (Bedrock, Gemini...)
+capabilities.py      what an upstream was learned to serve (Responses compaction)
 """

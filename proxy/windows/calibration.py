@@ -191,6 +191,14 @@ class Calibration:
         fit = self.fit(team, model)
         return window if fit is None else fit.window(window)
 
+    def predict(self, team: str, model: str, sample: Sample) -> int:
+        """The upstream's count of a prompt the proxy counted as ``sample`` (its ``theirs`` is
+        not read): the fit's prediction, else the proxy's own count."""
+        fit = self.fit(team, model)
+        if fit is None:
+            return sample.ours
+        return math.ceil(fit.predict(sample.ours, sample.hidden, sample.messages))
+
     def wants(self, team: str, model: str) -> bool:
         """Whether more samples are wanted (fewer than ``KEEP`` kept): a request the proxy
         would not otherwise count is then counted, to be a sample."""

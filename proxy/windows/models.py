@@ -1,10 +1,8 @@
-"""Resolving a requested model name to its route, window and token pricing; and the two ways a
-window moves at run time, per team and model: learned from overflow errors (in the upstream's
-units), and converted to the proxy's by the calibration (proxy/windows/calibration.py).
-
-Both are scoped per team and model (a team's text, which it chooses, moves only its own), and
-persisted in the store: a learned window under its ``team\\tmodel`` key, a calibration's fit
-under ``calibration…\\t`` keys (proxy/windows/calibration.py ``to_settings``).
+"""Resolving a requested model name to its route, window and token pricing, and the one answer
+to "what is this model's window for this team": the configured (or table) window, lowered by
+what the upstream taught (proxy/windows/learned.py), converted to the proxy's count by the
+calibration (proxy/windows/calibration.py). This is the read side; what moves the window at run
+time, and keeps it in the store, is proxy/windows/knowledge.py.
 """
 
 from __future__ import annotations
@@ -15,7 +13,9 @@ from proxy.config.catalog import Api, Upstream
 from proxy.config.policies import PolicyConfig
 from proxy.config.settings import Settings
 from proxy.windows.calibration import Calibration
+from proxy.windows.discovery import DiscoveredWindows
 from proxy.windows.families import Families
+from proxy.windows.learned import LearnedWindows
 from proxy.windows.modeltable import ModelTable
 from proxy.windows.tokenizers import Pricing, Tokenizers
 from strategies.cost import Prices
@@ -54,6 +54,7 @@ class ModelSpec:
     policy: ResolvedPolicy  # the model's own, or the default policy
     prices: Prices | None = None  # dollars per prompt token: litellm's table, config over it
     window_source: str = ""  # where ``window`` comes from, in words
+    configured: bool = False  # ``window`` is the config's (a server's own figure never wins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,87 +74,6 @@ class Window:
         }
 
 
-class LearnedWindows:
-    """Windows learned from upstream overflow errors, in the upstream's own units (the limit
-    its error states; converted to the proxy's count at use, by the calibration).
-
-    Scoped to the team whose request taught them, so one team's traffic (text its tokenizer
-    counts differently, say) cannot shrink a model's window for the others. A window under the
-    floor the caller gives (half of what the upstream itself stated as its limit) is held as
-    pending, not applied, until an operator confirms it through the admin API."""
-
-    def __init__(self) -> None:
-        self._windows: dict[tuple[str, str], int] = {}
-        self._pending: dict[tuple[str, str], int] = {}
-        self._evidence: dict[tuple[str, str], str] = {}
-
-    def get(self, team: str, model: str) -> int | None:
-        return self._windows.get((team, model))
-
-    def learn(self, team: str, model: str, window: int, floor: int = 0, evidence: str = "") -> bool:
-        """Apply ``window`` (windows only go down); False when it is held as pending or is not
-        lower than what was learned."""
-        key = (team, model)
-        if window <= 0:
-            return False
-        if window < floor:
-            self._pending[key] = min(window, self._pending.get(key, window))
-            return False
-        current = self._windows.get(key)
-        if current is not None and window >= current:
-            return False
-        self._windows[key] = window
-        if evidence:
-            self._evidence[key] = evidence
-        return True
-
-    def confirm(self, team: str, model: str) -> int | None:
-        """An operator's confirmation of a pending window: applied, whatever the floor."""
-        window = self._pending.pop((team, model), None)
-        if window is not None:
-            self.learn(team, model, window)
-        return window
-
-    def forget(self, team: str, model: str) -> bool:
-        """Forget what was learned (applied or pending); whether there was anything."""
-        had = self._windows.pop((team, model), None) is not None
-        self._evidence.pop((team, model), None)
-        return self._pending.pop((team, model), None) is not None or had
-
-    def evidence(self) -> dict[str, dict[str, str]]:
-        """What taught each window (windows restored from the store say so)."""
-        out: dict[str, dict[str, str]] = {}
-        for team, model in self._windows:
-            out.setdefault(team, {})[model] = self.evidence_of(team, model)
-        return out
-
-    def evidence_of(self, team: str, model: str) -> str:
-        return self._evidence.get((team, model), "restored from the store")
-
-    def items(self) -> dict[str, dict[str, int]]:
-        return _nested(self._windows)
-
-    def pending(self) -> dict[str, dict[str, int]]:
-        return _nested(self._pending)
-
-
-def store_key(team: str, model: str) -> str:
-    """How a team's learned window is keyed in the checkpoint store."""
-    return f"{team}\t{model}"
-
-
-def from_store_key(key: str) -> tuple[str, str] | None:
-    team, sep, model = key.partition("\t")
-    return (team, model) if sep else None  # a key from before windows were per team: ignored
-
-
-def _nested(flat: dict[tuple[str, str], int]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for (team, model), window in flat.items():
-        out.setdefault(team, {})[model] = window
-    return out
-
-
 class Models:
     def __init__(self, settings: Settings, table: ModelTable, tokenizers: Tokenizers) -> None:
         self._settings = settings
@@ -166,6 +86,16 @@ class Models:
         }
         self.learned = LearnedWindows()
         self.calibration = Calibration()
+        self.discovered = DiscoveredWindows()
+
+    @property
+    def upstream_names(self) -> list[str]:
+        return list(self._settings.upstreams)
+
+    @property
+    def tokenizers(self) -> Tokenizers:
+        """The counters, whose memory the memory budget sizes (proxy/observe/memory.py)."""
+        return self._tokenizers
 
     def resolve(self, name: str) -> ModelSpec:
         spec = self._cache.get(name)
@@ -182,16 +112,25 @@ class Models:
 
     def window_for(self, spec: ModelSpec, team: str, cap: int | None = None) -> Window:
         """The one answer to "what is this model's window for this team, in whose units, and
-        why": the configured (or family, or table) window, lowered by what overflow errors
-        taught (both in the upstream's units), converted into the proxy's count by the
-        calibration, and capped by the team's ``max_context_tokens`` (in the proxy's count)."""
-        learned, upstream, converted, final = self._steps(spec, team, cap)
+        why": the configured (or family) window, else the one the server stated (discovered),
+        else litellm's table's, lowered by what overflow errors taught (all in the upstream's
+        units), converted into the proxy's count by the calibration, and capped by the team's
+        ``max_context_tokens`` (in the proxy's count)."""
+        _, upstream, converted, final = self._steps(spec, team, cap)
         why: list[str] = []
         if spec.window:
             why.append(f"{spec.window}: {spec.window_source}")
-        if learned:
+        found = None if spec.configured else self.discovered.get(spec.route.name, spec.name)
+        if found is not None:
+            why.append(f"{found.window}: {found.describe()}")
+        stated = self.learned.stated(team, spec.name)
+        if stated:
             told = self.learned.evidence_of(team, spec.name)
-            why.append(f"{learned}: learned from the upstream's overflow error ({told})")
+            why.append(f"{stated}: learned from the upstream's overflow error ({told})")
+        bounds = self.learned.bounds(team, spec.name)
+        bound = bounds.window() if bounds is not None else None
+        if bounds is not None and bound is not None:
+            why.append(f"{bound}: {bounds.describe()}")
         if upstream is None or converted is None:
             why.append("unknown: not configured, not in litellm's table, nothing learned")
             return Window(None, None, tuple(why))
@@ -205,12 +144,22 @@ class Models:
             why.append(f"{final}: the team's max_context_tokens")
         return Window(final, upstream, tuple(why))
 
+    def converted(self, team: str, model: str, window: int, cap: int | None = None) -> int:
+        """``window`` (the upstream's units) in the proxy's count for ``team``, capped by the
+        team's ``max_context_tokens``."""
+        converted = self.calibration.window(team, model, window)
+        return cap if cap and cap < converted else converted
+
     def _steps(
         self, spec: ModelSpec, team: str, cap: int | None
     ) -> tuple[int | None, int | None, int | None, int | None]:
         """(learned, the window in the upstream's units, converted to the proxy's, capped)."""
         learned = self.learned.get(team, spec.name)
-        known = [w for w in (spec.window, learned) if w]
+        base = spec.window
+        if not spec.configured:  # the server's own figure, over the table's
+            found = self.discovered.get(spec.route.name, spec.name)
+            base = found.window if found is not None else base
+        known = [w for w in (base, learned) if w]
         if not known:
             return learned, None, None, None
         upstream = min(known)  # the upstream's units, both
@@ -240,7 +189,10 @@ class Models:
         via = self._settings.upstreams[upstream]
         route = Route(upstream, via, self._settings.api_key(upstream), via.served_apis)
         policy = self._policies[policy_name]
-        return ModelSpec(name, route, window, max_output, pricing, policy, prices, source)
+        configured = entry is not None and bool(entry.context_window)
+        return ModelSpec(
+            name, route, window, max_output, pricing, policy, prices, source, configured
+        )
 
     def policy(self, name: str) -> ResolvedPolicy:
         return self._policies[name]

@@ -11,6 +11,7 @@ import tiktoken
 from proxy.config.environment import prepare_environment
 from strategies.encodings import encoding_for_model, image_costs_for_model
 from strategies.images import ImageCosts
+from strategies.memo import DEFAULT_LIMIT
 from strategies.tokens import ChatCounter, Counter, ScaledCounter, safe_encode, token_len
 
 ESTIMATE_BASE = "cl100k_base"
@@ -29,11 +30,31 @@ class Pricing:
 
 
 class Tokenizers:
-    """One counter per (tokenizer, image costs), shared by every model that uses it."""
+    """One counter per (tokenizer, image costs), shared by every model that uses it. Their
+    memories of counts share ``memory`` bytes evenly (``resize``: the memory budget's
+    "token counts", proxy/observe/memory.py)."""
 
-    def __init__(self, estimate_ratio: float) -> None:
+    def __init__(self, estimate_ratio: float, memory: int = DEFAULT_LIMIT) -> None:
         self._estimate_ratio = estimate_ratio
         self._pricings: dict[tuple[str, ImageCosts], Pricing] = {}
+        self._counters: list[ChatCounter] = []
+        self._memory = memory
+
+    def resize(self, limit: int) -> None:
+        self._memory = limit
+        for counter in self._counters:
+            counter.resize(limit // len(self._counters))
+
+    @property
+    def limit(self) -> int:
+        return self._memory
+
+    @property
+    def held(self) -> int:
+        return sum(c.held for c in self._counters)
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self._counters)
 
     def for_model(self, model: str, override: str | None = None) -> Pricing:
         name = override or encoding_for_model(model) or "estimate"
@@ -50,11 +71,16 @@ class Tokenizers:
     def _build(self, name: str, images: ImageCosts) -> Counter:
         if name == "bytes":
             # A byte-level BPE token is at least one byte: the strictest safe bound.
-            return ChatCounter(lambda text: len(text.encode()), images)
+            return self._kept(ChatCounter(lambda text: len(text.encode()), images))
         if name == "estimate":
-            base = ChatCounter(text_tokens(ESTIMATE_BASE), images)
+            base = self._kept(ChatCounter(text_tokens(ESTIMATE_BASE), images))
             return ScaledCounter(base, self._estimate_ratio)
-        return ChatCounter(text_tokens(name), images)
+        return self._kept(ChatCounter(text_tokens(name), images))
+
+    def _kept(self, counter: ChatCounter) -> ChatCounter:
+        self._counters.append(counter)
+        self.resize(self._memory)
+        return counter
 
 
 def get_encoding(name: str) -> tiktoken.Encoding:

@@ -23,6 +23,7 @@ import pytest
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.edge.app import create_app
+from tests.clients.metadata import Metadata
 from tests.clients.scripted import KEY, Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 
@@ -158,10 +159,21 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             lag: int = 0,
             every: int = 1,
             provider: str = "openai",
+            figures: bool = True,
+            metadata: Metadata | None = None,
             **settings: Any,
         ) -> Agent:
-            """``lines``: of each step file (about 20 tokens a line)."""
-            script = Script(steps=steps, window=window, lag=lag, every=every)
+            """``lines``: of each step file (about 20 tokens a line); ``figures``: False for
+            an upstream whose overflow errors state no figures; ``metadata``: a local server's
+            metadata endpoints, served by the upstream."""
+            script = Script(
+                steps=steps,
+                window=window,
+                lag=lag,
+                every=every,
+                figures=figures,
+                metadata=metadata,
+            )
             upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]
             scripted = {"base_url": f"{upstream.url}/v1", "apis": apis, "provider": provider}

@@ -41,11 +41,16 @@ from proxy.demo.responses import ResponsesCounter, completed, text_item
 from proxy.demo.responses import _events as response_events
 from proxy.demo.upstream import WindowCounter, tool_sequence_error
 from strategies.summary import SYSTEM_PROMPT
+from tests.clients.metadata import Metadata
 
 STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
+SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
+OVER_WINDOW = (
+    "Your input exceeds the context window of this model. Please adjust your input and try again."
+)
 OUTPUTS = {
     "function_call_output": "function_call",
     "custom_tool_call_output": "custom_tool_call",
@@ -59,6 +64,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     status: int = 200
+    truncated: bool = False  # answered from the prompt's tail only (Ollama's silent truncation)
 
 
 @dataclass
@@ -67,6 +73,15 @@ class Script:
 
     steps: int
     window: int
+    # False: a strict upstream whose overflow errors state no figures (OpenAI's Responses
+    # wording in chat and Responses, Bedrock's in Messages).
+    figures: bool = True
+    # True: a chat prompt over the window is not refused but cut from its start, as Ollama's
+    # chatPrompt does at num_ctx (system messages and the last message kept), and answered
+    # with the usage of what was kept.
+    truncates: bool = False
+    # A local server's metadata endpoints (tests/clients/metadata.py), served beside the API.
+    metadata: Metadata | None = None
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
     lag: int = 0
@@ -121,7 +136,9 @@ def create_scripted(script: Script) -> Starlette:
         tokens = anthropic.prompt(payload)
         if broken is None and tokens + payload["max_tokens"] > script.window:
             broken = (
-                f"prompt is too long: {tokens} tokens > {script.window} maximum"
+                "Input is too long for requested model."
+                if not script.figures
+                else f"prompt is too long: {tokens} tokens > {script.window} maximum"
                 if tokens > script.window
                 else f"input length and `max_tokens` exceed context limit: {tokens} + "
                 f"{payload['max_tokens']} > {script.window}, decrease input length or "
@@ -144,10 +161,7 @@ def create_scripted(script: Script) -> Starlette:
         broken = _invalid_items(items) if isinstance(items, list) else None
         tokens = _responses_tokens(openai, payload)
         if broken is None and tokens > script.window:
-            broken = (
-                "Your input exceeds the context window of this model. Please adjust your input "
-                "and try again."
-            )
+            broken = OVER_WINDOW
         if broken is not None:
             seen.status = 400
             code = "context_length_exceeded" if "context window" in broken else None
@@ -165,19 +179,24 @@ def create_scripted(script: Script) -> Starlette:
         seen = Received("chat", dict(request.headers), payload)
         if not payload.get("tools"):
             script.summaries.append(seen)
-            text = f"Summary of {len(payload['messages'])} messages: files were read in order."
-            return _json(_completion(payload, {"role": "assistant", "content": text}))
+            return _json(_completion(payload, {"role": "assistant", "content": _summary(payload)}))
         script.received.append(seen)
         broken = tool_sequence_error(payload["messages"])
         tokens = chat_counter.prompt(payload)
+        if broken is None and tokens > script.window and script.truncates:
+            payload, tokens = _truncated(chat_counter, payload, script.window)
+            seen.truncated = True
         if broken is None and tokens > script.window:
             broken = (
                 f"This model's maximum context length is {script.window} tokens. However, your "
                 f"messages resulted in {tokens} tokens. Please reduce the length of the messages."
+                if script.figures
+                else OVER_WINDOW
             )
         if broken is not None:
             seen.status = 400
-            code = "context_length_exceeded" if "maximum context" in broken else None
+            over = broken == OVER_WINDOW or "maximum context" in broken
+            code = "context_length_exceeded" if over else None
             error = {"message": broken, "type": "invalid_request_error", "param": "messages"}
             return _json({"error": {**error, "code": code}}, 400)
         messages = payload["messages"]
@@ -198,21 +217,40 @@ def create_scripted(script: Script) -> Starlette:
             ]
         if payload.get("stream"):
             return StreamingResponse(chat_events(payload, message), media_type="text/event-stream")
-        return _json(_completion(payload, message))
+        return _json(_completion(payload, message, tokens))
 
+    metadata = script.metadata.routes() if script.metadata is not None else []
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
+            *metadata,
         ]
     )
 
 
-def _completion(payload: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+def _truncated(
+    counter: WindowCounter, payload: dict[str, Any], window: int
+) -> tuple[dict[str, Any], int]:
+    """``payload`` cut from its start until it fits ``window``, as Ollama's chatPrompt does:
+    the system messages of the part cut stay, and the last message always does."""
+    messages = payload["messages"]
+    for start in range(len(messages)):
+        system = [m for m in messages[:start] if m["role"] == "system"]
+        kept = {**payload, "messages": [*system, *messages[start:]]}
+        tokens = counter.prompt(kept)
+        if tokens <= window or start == len(messages) - 1:
+            return kept, tokens
+    return payload, counter.prompt(payload)
+
+
+def _completion(
+    payload: dict[str, Any], message: dict[str, Any], tokens: int = 100
+) -> dict[str, Any]:
     reason = "tool_calls" if message.get("tool_calls") else "stop"
     choice = {"index": 0, "message": message, "finish_reason": reason}
-    usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    usage = {"prompt_tokens": tokens, "completion_tokens": 20, "total_tokens": tokens + 20}
     body = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": 0}
     return {**body, "model": payload["model"], "choices": [choice], "usage": usage}
 
@@ -248,6 +286,24 @@ def _summarizing(payload: dict[str, Any]) -> bool:
     system = payload.get("system")
     text = system if isinstance(system, str) else orjson.dumps(system or "").decode()
     return SYSTEM_PROMPT[:40] in text
+
+
+def _summary(payload: dict[str, Any]) -> str:
+    """What a summarizer writes of the conversation it is sent: how far the reads went."""
+    text = orjson.dumps(payload["messages"]).decode()
+    steps = [int(k) for k in STEP.findall(text)]
+    read = f" up to step-{max(steps):02d}.txt" if steps else ""
+    return (
+        f"Summary of {len(payload['messages'])} messages: the step files were read in order{read}."
+    )
+
+
+def summarized_step(payload: dict[str, Any]) -> int | None:
+    """The step a conversation whose history was replaced by a summary continues from."""
+    found = SUMMARIZED.findall(
+        orjson.dumps(payload.get("input") or payload.get("messages")).decode()
+    )
+    return int(found[-1]) + 1 if found else None
 
 
 def next_step(
@@ -382,6 +438,10 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
     ]
     answered = bool(items) and items[-1].get("type") in OUTPUTS
     action, step = script.decide(payload, calls, answered)
+    if not calls:  # a compacted history: the summary says how far the task went
+        done = summarized_step(payload)
+        if done is not None:
+            action, step = ("read", done) if done <= script.steps else ("done", done - 1)
     shell = _shell(payload)
     reasoning: dict[str, Any] = {
         "id": f"rs_{uuid.uuid4().hex}",

@@ -67,11 +67,14 @@ def task_of(body: dict[str, Any]) -> str:
     return ""
 
 
-def check_forwarded(agent: Agent) -> None:
-    """Every request reached the upstream once, and kept what the client sent of its system
-    prompt, tools and newest step (the last assistant message with its thinking and calls, and
-    what follows it) byte for byte."""
+def check_forwarded(agent: Agent, accepted: bool = False) -> None:
+    """Every request reached the upstream once (``accepted``: was answered once, whatever the
+    proxy retried), and kept what the client sent of its system prompt, tools and newest step
+    (the last assistant message with its thinking and calls, and what follows it) byte for
+    byte."""
     sent, forwarded = agent.sent("/v1/messages"), agent.forwarded("messages")
+    if accepted:
+        forwarded = [r.body for r in agent.script.accepted if r.path == "messages"]
     assert len(sent) == len(forwarded)
     for theirs, ours in zip(sent, forwarded, strict=True):
         assert same(ours["system"]) == same(theirs["system"])
@@ -116,6 +119,10 @@ def test_a_long_task_and_two_more_turns_fit(make_agent: AgentFactory) -> None:
         assert more.returncode == 0, more
         assert "Done after 6 steps" in more.stdout, more
     received = agent.script.received
+    # One session id on every request, through --continue: what docs/operations.md's load
+    # balancers keep a session on one replica by.
+    sessions = {r.headers.get("x-claude-code-session-id") for r in received}
+    assert len(sessions) == 1 and None not in sessions, sessions
     assert not agent.script.refused, [r.body.get("messages", [])[-1:] for r in agent.script.refused]
     assert len(received) >= 21  # 7 requests a turn
     check_forwarded(agent)

@@ -76,6 +76,10 @@ def test_a_long_task_keeps_its_tools_and_prefix(make_agent: AgentFactory, model:
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
     assert not agent.script.refused
+    # One session id on every request of the run: what docs/operations.md's load balancers
+    # keep a session on one replica by (Codex sends it as `session-id`).
+    sessions = {r.headers.get("session-id") for r in agent.script.received}
+    assert len(sessions) == 1 and None not in sessions, sessions
     sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
     assert len(sent) == len(forwarded) == STEPS + 1
     for theirs, ours in zip(sent, forwarded, strict=True):
@@ -136,3 +140,62 @@ def test_a_long_task_with_recall_never_shows_it_the_tool(make_agent: AgentFactor
     assert agent.script.reruns == 0
     never_shown(agent, RECALL)
     assert RECALL not in run.stdout + run.stderr
+
+
+def compacting(agent: Agent, context_window: int) -> tuple[list[str], dict[str, str]]:
+    """Codex told its model's window is ``context_window``, so that it compacts its own history
+    past about nine tenths of it. A provider named ``OpenAI`` (or the built-in one pointed at
+    the proxy with ``openai_base_url``, which also tries WebSockets first) makes it compact
+    through the API: an ordinary ``POST /responses`` whose input ends with a
+    ``compaction_trigger`` item, answered with exactly one ``compaction`` item."""
+    home = agent.home / ".codex"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(
+        'model_provider = "proxied"\n'
+        f"model_context_window = {context_window}\n"
+        "[model_providers.proxied]\n"
+        'name = "OpenAI"\n'
+        f'base_url = "{agent.proxy_url}/v1"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        'wire_api = "responses"\n'
+    )
+    argv = [
+        str(client("codex")),
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        TASK,
+    ]
+    return argv, {"OPENAI_API_KEY": "sk-test", "CODEX_HOME": str(home)}
+
+
+def kinds(body: dict[str, Any]) -> list[Any]:
+    return [item.get("type") for item in body["input"]]
+
+
+def test_its_own_compactions_are_answered_by_the_proxy(make_agent: AgentFactory) -> None:
+    """An upstream that does not implement Responses compaction (the scripted one answers the
+    trigger as an ordinary turn): the proxy forwards the first compaction, sees no compaction
+    item in the answer, and answers that one and the later ones itself with its own summary
+    checkpoint; Codex sends the item back in every later request, and the upstream receives
+    the summary it holds as a user message. The task finishes across the compactions."""
+    steps = 15  # about 3,000 tokens a step: Codex compacts every few steps at a 30k window
+    agent = make_agent(400_000, steps=steps, models={})
+    argv, env = compacting(agent, 30_000)
+    run = agent.run(argv, env)
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
+    asked = [k for k, body in enumerate(sent) if "compaction_trigger" in kinds(body)]
+    print(f"\n{len(sent)} requests, {len(asked)} compactions, {len(forwarded)} forwarded")
+    assert len(asked) >= 2, "Codex never compacted twice"
+    # Only the first was forwarded (auto): its answer had no compaction item.
+    assert sum("compaction_trigger" in kinds(body) for body in forwarded) == 1
+    assert len(forwarded) == len(sent) - len(asked) + 1
+    # The item came back in the next requests, and reached the upstream as the summary.
+    after = sent[asked[0] + 1 :]
+    assert all("compaction" in kinds(body) for body in after)
+    assert not any("compaction" in kinds(body) for body in forwarded)
+    summary = "[Conversation summary: earlier messages were compacted]"
+    assert summary in same(forwarded[-1]["input"]).decode()
+    assert len(agent.script.summaries) >= len(asked)  # each made by the summarizer

@@ -114,12 +114,12 @@ async def test_a_fingerprint_is_finished_after_the_answer_or_when_asked_first(
     assert (await tracker.see("c1", edited, 10, 10, persist=False)).state == "broken"
 
 
-async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_still_stored(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(conversations, "MAX_CONVERSATIONS", 1)
+async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_still_stored() -> (
+    None
+):
     store = SlowStore()
     tracker = PrefixTracker(store)
+    tracker.memory.resize(conversations.FINGERPRINT_BYTES)  # memory for one conversation
     await tracker.see("c1", MESSAGES, 10, 10, persist=True)
     await tracker.see("c2", MESSAGES, 10, 10, persist=True)  # c1 leaves memory at once
     await tracker.drain()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from proxy.config.settings import load_settings
 from proxy.request import cuts
 from proxy.request.cuts import STORE_PREFIX, CutMemory
@@ -49,14 +47,17 @@ async def test_a_failing_store_degrades_to_cutting_afresh() -> None:
     assert await memory.recall("conv") == RECIPE  # memory still has it
 
 
-async def test_memory_is_bounded_and_a_huge_or_unstorable_cut_is_forgotten(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(cuts, "MAX_IN_MEMORY", 2)
+async def test_memory_is_bounded_and_a_huge_or_unstorable_cut_is_forgotten() -> None:
     memory = CutMemory()
-    for name in ("a", "b", "c"):
+    one = cuts.ENTRY + len(encode(RECIPE))
+    memory.memory.resize(2 * one)  # its share of the memory budget: two recipes
+    for name in ("a", "b"):
         memory.remember(name, RECIPE)
-    assert await memory.recall("a") is None and await memory.recall("c") == RECIPE
+    assert await memory.recall("a") == RECIPE  # a is the most recently used now
+    memory.remember("c", RECIPE)
+    assert await memory.recall("b") is None  # the least recently used went
+    assert await memory.recall("a") == RECIPE and await memory.recall("c") == RECIPE
+    assert memory.memory.held == 2 * one
     huge = Recipe(1, b"\x00" * 16, ({"role": "user", "content": "x" * (5 << 20)},), (), 1)
     memory.remember("c", huge)
     assert await memory.recall("c") is None  # the old cut is not replayed either

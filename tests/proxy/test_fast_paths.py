@@ -32,7 +32,7 @@ from proxy.request.recent import RecentCounts
 from proxy.stores.sqlite import SqliteStore
 from strategies import checkpoint
 from strategies.checkpoint import prefix_chain
-from strategies.memo import DigestMemo
+from strategies.memo import DIGEST_ENTRY, DigestMemo
 from strategies.tokens import MemoCounter, count_prompt, each_message
 
 KEYS = ("model", "messages", "role", "content", "tool_call_id", "name", "stream", "other")
@@ -117,8 +117,11 @@ def test_the_digest_memo_is_bounded_and_exact(values: list[bytes], limit: int) -
     memo = DigestMemo(limit)
     for raw in values:
         assert memo.digest(raw) == hashlib.blake2b(raw, digest_size=16).digest()
-        assert memo.held <= max(limit, len(raw))
-        assert memo.held == sum(map(len, memo._digests))  # each held once
+        assert memo.held <= limit
+        generations = (memo._memo._young, memo._memo._old)
+        held = [k for generation in generations for k in generation]
+        assert len(held) == len(set(held))  # each held once
+        assert memo.held == sum(len(k) + DIGEST_ENTRY for k in held)
     assert len(memo) <= len(set(values))
 
 

@@ -125,6 +125,63 @@ CASES = [
         Overflow(4096, 5000, None),
     ),
     (
+        "llama.cpp as llama-server words it",
+        400,
+        b'{"error": {"code": 400, "message": "request (9412 tokens) exceeds the available context '
+        b'size (8192 tokens), try increasing it", "type": "exceed_context_size_error", '
+        b'"n_prompt_tokens": 9412, "n_ctx": 8192}}',
+        Overflow(8192, 9412, None),
+    ),
+    (
+        "llama.cpp as HTTP 500, with its fields",
+        500,
+        b'{"error": {"code": 500, "message": "request (9412 tokens) exceeds the available context '
+        b'size (8192 tokens), try increasing it", "type": "exceed_context_size_error", '
+        b'"n_prompt_tokens": 9412, "n_ctx": 8192}}',
+        Overflow(8192, 9412, None),
+    ),
+    (
+        "llama.cpp as HTTP 500, a server_error with the message alone",
+        500,
+        b'{"error": {"code": 500, "message": "request (9412 tokens) exceeds the available context '
+        b'size (8192 tokens), try increasing it", "type": "server_error"}}',
+        Overflow(8192, 9412, None),
+    ),
+    (
+        "lm studio, its error a string",
+        400,
+        b'{"error": "Trying to keep the first 10048 tokens when context the overflows. However, '
+        b"the model is loaded with context length of only 8192 tokens, which is not enough. Try "
+        b'to load the model with a larger context length, or provide a shorter input"}',
+        Overflow(8192, 10048, None),
+    ),
+    (
+        "lm studio, as an error object",
+        400,
+        b'{"error": {"message": "Trying to keep the first 10048 tokens when context the '
+        b"overflows. However, the model is loaded with context length of only 8192 tokens, "
+        b'which is not enough."}}',
+        Overflow(8192, 10048, None),
+    ),
+    (
+        "llama.cpp embeddings",
+        400,
+        b'{"error": {"code": 400, "message": "input (600 tokens) is larger than the max context '
+        b'size (512 tokens). skipping", "type": "exceed_context_size_error", "n_prompt_tokens": '
+        b'600, "n_ctx": 512}}',
+        Overflow(512, 600, None),
+    ),
+    (
+        "vllm since 0.10",
+        400,
+        b'{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, you '
+        b"requested 1000 output tokens and your prompt contains at least 7800 input tokens, for a "
+        b"total of at least 8800 tokens. Please reduce the length of the input prompt or the "
+        b'number of requested output tokens. (parameter=input_tokens, value=7800)", "type": '
+        b'"BadRequestError", "param": "input_tokens", "code": 400}}',
+        Overflow(8192, 7800, 1000),
+    ),
+    (
         "cerebras",
         400,
         b'{"message": "Please reduce the length of the messages or completion. Current length is '

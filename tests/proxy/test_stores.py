@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,59 @@ async def test_locks_are_exclusive_until_released_or_expired(store: Store) -> No
     assert await store.acquire("k", 0.05)
     time.sleep(0.1)
     assert await store.acquire("k", 60)
+
+
+async def test_quota_slots_are_counted_per_key_and_free_up_as_the_window_passes(
+    store: Store,
+) -> None:
+    key = f"quota\t{uuid.uuid4()}"
+    assert [await store.take_slot(key, 3, 0.5) for _ in range(5)] == [True] * 3 + [False] * 2
+    assert await store.slots_taken(key, 0.5) == 3
+    assert await store.slots_taken(f"{key}-other", 0.5) == 0
+    await asyncio.sleep(0.6)
+    assert await store.slots_taken(key, 0.5) == 0
+    assert await store.take_slot(key, 3, 0.5)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_processes_sharing_a_store_take_one_quota_between_them(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two clients of one store (two workers on one SQLite file, two replicas on one Redis),
+    racing for a quota of 7: seven calls in all, never 7 each."""
+    stores: list[Store] = []
+    for _ in range(2):
+        if backend == "sqlite":
+            stores.append(SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=60, max_entries=10))
+        else:
+            stores.append(RedisStore(request.getfixturevalue("redis_url"), 60, 3))
+    key = f"quota\t{uuid.uuid4()}"
+    try:
+        taken = await asyncio.gather(*(s.take_slot(key, 7, 60) for s in stores * 10))
+        assert sum(taken) == 7
+        assert [await s.slots_taken(key, 60) for s in stores] == [7, 7]
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_a_store_answers_a_ping(store: Store) -> None:
+    await store.ping()
+
+
+async def test_a_renewed_lock_outlives_its_first_ttl_and_is_seen_held(store: Store) -> None:
+    key = f"lock-{uuid.uuid4()}"
+    assert not await store.locked(key)
+    assert await store.acquire(key, 0.3)
+    assert await store.locked(key)
+    await asyncio.sleep(0.2)
+    await store.renew(key, 0.3)
+    await asyncio.sleep(0.2)  # past the first ttl
+    assert await store.locked(key) and not await store.acquire(key, 0.3)
+    await asyncio.sleep(0.3)  # not renewed: gone
+    assert not await store.locked(key)
+    await store.renew(key, 60)  # renewing a lock nobody holds takes nothing
+    assert not await store.locked(key)
 
 
 async def test_sqlite_ttl_hides_and_purges_old_checkpoints(tmp_path: Path) -> None:

@@ -278,6 +278,8 @@ async def test_admin_api_needs_the_admin_key(client: httpx.AsyncClient) -> None:
         "evidence": {},
         "pending": {},
         "calibration": {},
+        "without_figures": {},
+        "discovered": {},
     }
     preview = await client.post(
         "/admin/preview",

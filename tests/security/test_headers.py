@@ -53,11 +53,19 @@ def test_configured_headers_win_over_the_clients(
     proxy = make_proxy(upstreams={"main": upstream}, policies={"default": {"summarize": False}})
     with proxy.client("sk-client") as c:  # passthrough: the client's own key goes along
         c.post("/v1/chat/completions", json=chat_body(), headers=SMUGGLED)
-    seen = capture.seen[0].headers
+    (chat,) = [s for s in capture.seen if s.raw_path == b"/v1/chat/completions"]
+    seen = chat.headers
     assert seen["openai-organization"] == "org-operator"
     assert seen["openai-project"] == "proj-operator"
     assert list(seen).count("openai-organization") == 1
     assert seen["authorization"] == "Bearer sk-client"
+    # The model is not configured: its window was asked of the server first, with the
+    # configured headers and never the client's credential.
+    asked = [s for s in capture.seen if s is not chat]
+    assert asked and all(s.method == "GET" or b"/api/" in s.raw_path for s in asked)
+    for other in asked:
+        assert "authorization" not in other.headers and "x-api-key" not in other.headers
+        assert other.headers["openai-organization"] == "org-operator"
 
 
 def test_the_session_memory_header_is_read_as_utf8(

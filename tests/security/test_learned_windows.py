@@ -9,7 +9,7 @@ import orjson
 import pytest
 import respx
 
-from proxy.windows.models import LearnedWindows
+from proxy.windows.learned import LearnedWindows
 from tests.proxy.test_forwarding import BASE, OK, running
 
 TEAM_A, TEAM_B, ADMIN = "cw-a-key", "cw-b-key", "cw-admin"

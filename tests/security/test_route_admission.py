@@ -117,3 +117,24 @@ def test_strings_in_an_array_are_nodes() -> None:
     assert json_nodes(b'{"a": [1, {"b": []}], "c": "{[{["}') == 6
     assert json_nodes(b"not json") == -1
     assert json_nodes(orjson.dumps([1] * 100), stop=10) > 10
+
+
+async def test_an_aborted_upload_is_a_client_error_not_the_proxys() -> None:
+    """The client hung up mid-body: a 400 of the proxy's shapes (nobody reads it), never an
+    unexpected error with its traceback in the log for each one."""
+    from starlette.requests import Request
+
+    from proxy.edge.admission import read_body
+    from proxy.edge.errors import BadRequest
+
+    messages = [
+        {"type": "http.request", "body": b'{"model": "x", "mess', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": []}
+    with pytest.raises(BadRequest, match="closed the connection"):
+        await read_body(Request(scope, receive), 1 << 20)

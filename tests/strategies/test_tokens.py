@@ -7,7 +7,7 @@ import zlib
 import pytest
 
 from proxy.windows.tokenizers import Tokenizers
-from strategies import tokens
+from strategies import memo, tokens
 from strategies.images import ImageCosts, image_tokens, tiles
 from strategies.tokens import WORD, CharCounter, ChatCounter, FixedCounter, count_prompt
 from tests.conftest import CL100K, O200K
@@ -232,22 +232,26 @@ def test_a_short_value_is_tokenized_once_and_counted_the_same() -> None:
     assert counter.message(message) == ChatCounter(length).message(dict(message))
 
 
-def test_short_text_memory_is_bounded_in_characters(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The memory of short texts holds at most WORD_CHARS characters: full, it starts again,
-    and what it forgot is tokenized again, with the same count."""
-    monkeypatch.setattr(tokens, "WORD_CHARS", 3 * WORD)
+def test_a_counters_memory_is_bounded_and_forgets_the_least_recently_used_first() -> None:
+    """Short texts and message counts hold at most the counter's memory; what went is
+    tokenized again, with the same count."""
     calls = []
 
     def length(text: str) -> int:
         calls.append(text)
         return len(CL100K.encode_ordinary(text))
 
-    counter = ChatCounter(length)
-    texts = [f"{k} " + "y" * (WORD - 2) for k in range(4)]
-    counts = [counter.text(t) for t in texts]
-    assert calls == texts  # three fill it; the fourth empties it, then is kept
-    assert counter.text(texts[3]) == counts[3] and len(calls) == 4
-    assert counter.text(texts[0]) == counts[0] and calls[-1] == texts[0]  # forgotten
+    entry = memo.KEY_ENTRY + WORD
+    counter = ChatCounter(length, memory=8 * tokens.WORDS_SHARE * entry)  # 4 texts a generation
+    texts = [f"{k} " + "y" * (WORD - 2) for k in range(8)]
+    counts = [counter.text(t) for t in texts[:5]]  # the fifth begins a new generation
+    assert counter.text(texts[0]) == counts[0]  # used again: it moves along
+    for t in texts[5:]:  # a third generation begins: what was not used since goes
+        counter.text(t)
+    assert len(calls) == len(texts)
+    assert counter.held <= counter.limit
+    assert counter.text(texts[0]) == counts[0] and calls[-1] == texts[-1]  # still held
+    assert counter.text(texts[2]) == counts[2] and calls[-1] == texts[2]  # gone: counted again
 
 
 def test_estimate_counter_errs_on_the_side_of_more() -> None:

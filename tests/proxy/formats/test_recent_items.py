@@ -522,3 +522,77 @@ def test_a_messages_request_that_appends_continues_the_last_view(
         view, again = _appended(ANTHROPIC, anthropic_body, first, then, looked.clear)
         assert len(looked) == (len(then) if whole else len(first) + len(then))
         assert all(a is b for a, b in zip(again.messages[1:4], view.messages[1:4], strict=True))
+
+
+def agent_items(k: int, fmt: str) -> list[Any]:
+    """An agent's request: a task and tool steps of small and large outputs, in ``fmt``."""
+    items: list[Any] = [{"role": "user", "content": f"Task {k}: " + "fix the build " * 20}]
+    for step in range(12):
+        output = f"step {step}: " + ("ok" if step % 3 else "line of output " * 60)
+        call_id = f"call_{k}_{step}"
+        if fmt == "chat":
+            call = {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+            }
+            items += [{"role": "assistant", "content": None, "tool_calls": [call]}]
+            items += [{"role": "tool", "tool_call_id": call_id, "content": output}]
+        elif fmt == "responses":
+            items += [
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "bash",
+                    "arguments": '{"cmd": "ls"}',
+                }
+            ]
+            items += [{"type": "function_call_output", "call_id": call_id, "output": output}]
+        else:
+            use = {"type": "tool_use", "id": call_id, "name": "bash", "input": {"cmd": "ls"}}
+            items += [{"role": "assistant", "content": [use]}]
+            result = {"type": "tool_result", "tool_use_id": call_id, "content": output}
+            items += [{"role": "user", "content": [result]}]
+    return items
+
+
+BODIES = {"chat": chat_body, "responses": responses_body, "anthropic": anthropic_body}
+FORMATS = {"chat": CHAT, "responses": RESPONSES, "anthropic": ANTHROPIC}
+
+
+def spaced(body: bytes) -> bytes:
+    """``body`` as Python's json writes it (the openai and anthropic SDKs): not orjson's bytes,
+    so compared item by item, each item's JSON kept."""
+    return json.dumps(orjson.loads(body)).encode()
+
+
+@pytest.mark.parametrize("written", [bytes, spaced])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_the_memorys_measure_is_no_less_than_what_it_keeps_alive(name: str, written: Any) -> None:
+    """The memory budget gives it its share in bytes of what it holds (proxy/observe/memory.py):
+    tracemalloc's count of what 200 agents' last requests keep alive is within that measure."""
+    import gc
+    import tracemalloc
+
+    bodies = [written(BODIES[name](agent_items(k, name))) for k in range(200)]
+
+    def fill() -> RecentItems:
+        recent = RecentItems(min_body=REUSE_FROM)
+        for body in bodies:
+            reuse = recent.begin(name)
+            FORMATS[name].view(FORMATS[name].parse(body, reuse), reuse)
+            reuse.commit(len(body))
+        return recent
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        recent = fill()
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    real = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert len(recent) == 200
+    assert real <= recent.held, (real, recent.held)

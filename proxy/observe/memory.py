@@ -1,0 +1,134 @@
+"""The memory budget: one setting, ``limits.memory_budget_mb``, bounds what a process holds.
+
+What the process needs to run (its code, litellm's tables, the tokenizers: its footprint,
+measured once it has started, and again once litellm has loaded) is taken off first; its
+caches share the rest, each its part of it (``SHARES``), each letting its least recently used
+entries go first (strategies/memo.py). Requests in flight come on top of the budget: a 1 GiB
+container runs the default, 768 MiB, with a quarter of a gigabyte for them. A budget below
+the footprint leaves the caches ``FLOOR`` (and a warning in the log).
+
+Each cache measures what it holds in bytes of what its entries keep alive, estimated per
+entry (tests/strategies/test_memo.py holds the estimates to tracemalloc's measure); several
+hold the same message objects, each counting them. ``/admin/stats`` (``memory``) and
+``/metrics`` (``contextwarden_memory_bytes``) show each cache's use and share, the footprint
+and the resident memory. With ``serve --workers N`` each worker has the budget: N times it in
+all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from strategies.memo import Bounded
+
+log = logging.getLogger("contextwarden")
+MIB = 1 << 20
+FLOOR = 32 * MIB
+# Each cache's part of what the footprint leaves: what one request of a long agent
+# conversation holds in each, about (bench/soak.py measures the whole).
+SHARES: dict[str, float] = {
+    "request items": 0.30,  # proxy/formats/recent.py: each conversation's last request
+    "message counts": 0.06,  # proxy/request/recent.py: its counts
+    "message digests": 0.14,  # proxy/request/conversations.py: by bytes and by object
+    "checkpoint chains": 0.10,  # strategies/checkpoint.py: by bytes and by object
+    "token counts": 0.20,  # strategies/tokens.py: each tokenizer's messages and short texts
+    "fingerprints": 0.06,  # proxy/request/conversations.py: each conversation's last prompt
+    "cuts": 0.05,  # proxy/request/cuts.py: its last cut
+    "seen conversations": 0.03,  # proxy/summaries/seen.py
+    "pins": 0.02,  # proxy/request/conversations.py
+    "recalled outputs": 0.04,  # proxy/request/recall.py: cleared outputs a model may recall
+}
+
+
+def resident() -> int:
+    """This process's resident memory, in bytes (Linux: now; elsewhere: its peak)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class MemoryBudget:
+    def __init__(self, budget_mb: int) -> None:
+        self.budget = budget_mb * MIB
+        self.footprint = 0
+        self.caches = 0  # what the caches share
+        self._memories: dict[str, list[Bounded]] = {}
+
+    def add(self, name: str, *memories: Bounded) -> None:
+        """``name``'s memories (its part of ``SHARES``, split evenly between them)."""
+        self._memories.setdefault(name, []).extend(memories)
+
+    def measure(self) -> None:
+        """Measure the footprint (the resident memory less what the caches hold) and give
+        each cache its part of what it leaves."""
+        self.footprint = max(0, resident() - self.held)
+        self.caches = max(FLOOR, self.budget - self.footprint)
+        if self.budget - self.footprint < FLOOR:
+            log.warning(
+                "memory budget %d MiB is below this process's footprint (%d MiB): its caches "
+                "get %d MiB",
+                self.budget // MIB, self.footprint // MIB, FLOOR // MIB,
+            )  # fmt: skip
+        for name, memories in self._memories.items():
+            part = int(self.caches * SHARES[name] / len(memories))
+            for memory in memories:
+                memory.resize(part)
+        log.info("%s", self.summary())
+
+    @property
+    def held(self) -> int:
+        return sum(m.held for ms in self._memories.values() for m in ms)
+
+    def summary(self) -> str:
+        """One line for the log: the split."""
+        return (
+            f"memory: budget {self.budget // MIB} MiB, footprint {self.footprint // MIB} MiB, "
+            f"caches {self.caches // MIB} MiB (limits.memory_budget_mb)"
+        )
+
+    def figures(self) -> dict[str, Any]:
+        """For /admin/stats: the budget, its split and each cache's use, in MiB."""
+        caches = {
+            name: {
+                "held_mb": _mib(sum(m.held for m in ms)),
+                "limit_mb": _mib(sum(m.limit for m in ms)),
+                "entries": sum(len(m) for m in ms),
+            }
+            for name, ms in self._memories.items()
+        }
+        return {
+            "budget_mb": self.budget // MIB,
+            "footprint_mb": _mib(self.footprint),
+            "caches_mb": _mib(self.caches),
+            "held_mb": _mib(self.held),
+            "resident_mb": _mib(resident()),
+            "caches": caches,
+        }
+
+    def collect(self) -> Iterator[Metric]:
+        """For /metrics (a prometheus_client collector)."""
+        gauge = GaugeMetricFamily(
+            "contextwarden_memory_bytes",
+            "Memory: each cache's held bytes and limit, the budget, footprint and resident",
+            labels=["part", "kind"],
+        )
+        for name, memories in self._memories.items():
+            gauge.add_metric([name, "held"], sum(m.held for m in memories))
+            gauge.add_metric([name, "limit"], sum(m.limit for m in memories))
+        gauge.add_metric(["process", "budget"], self.budget)
+        gauge.add_metric(["process", "footprint"], self.footprint)
+        gauge.add_metric(["process", "resident"], resident())
+        yield gauge
+
+
+def _mib(value: int) -> float:
+    return round(value / MIB, 1)

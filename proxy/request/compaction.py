@@ -1,0 +1,144 @@
+"""A Responses compaction request (Codex's "remote compaction v2": an input that ends with a
+``compaction_trigger`` item, answered with exactly one ``compaction`` item; the wire side is
+proxy/formats/compaction.py), for an upstream that does not implement it.
+
+Per upstream (``responses_compaction``): ``upstream`` forwards it as any request; ``proxy``
+answers it; ``auto`` (the default) forwards it the first time and reads the whole answer: one
+that is a compaction is relayed as it came, anything else (an error, an ordinary turn) teaches
+the proxy that this upstream does not compact, kept in the store, and the proxy answers this
+request and the later ones itself (a refused key, a rate limit, a server busy or down teaches
+nothing: ``PASSING``).
+
+The proxy's answer is its own summary checkpoint of the conversation, made by the summarizer as
+the other checkpoints are (proxy/summaries/handoff.py), carried in the compaction item; when the
+client sends the item back, it is expanded into a user message that holds the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+
+import orjson
+from starlette.responses import Response
+
+from proxy.edge.headers import response_headers
+from proxy.edge.intake import WireRequest
+from proxy.edge.runtime import Runtime
+from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
+from proxy.request.plan import Plan
+from proxy.upstreams.forwarding import Reply, decoded
+from strategies.budget import Budget
+from strategies.messages import Message, leading_count
+from strategies.summary import serialize
+from strategies.tokens import count_prompt
+
+log = logging.getLogger("contextwarden.compaction")
+
+MAX_ANSWER = 16 << 20  # bytes of an upstream's compaction answer read, at most
+HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
+FALLBACK_CHARS = 8000  # without a summarizer: the end of the conversation, verbatim
+# An answer with one of these says nothing of whether the upstream compacts (a key refused, a
+# rate limit, a server busy or down): relayed as it came, and the next compaction is forwarded
+# again. Any other answer with no compaction item (a 400 or 404 on the unknown item, a 500 from
+# a server that broke on it, an ordinary turn) teaches that it does not.
+PASSING = frozenset({401, 403, 408, 409, 429, 502, 503, 504})
+
+
+def wants_compaction(req: WireRequest) -> bool:
+    """Whether ``req`` is a compaction request the proxy may have to answer (one its upstream
+    is trusted with goes the ordinary way)."""
+    upstream = req.spec.route.upstream
+    return (
+        req.fmt.api == "responses"
+        and upstream.responses_compaction != "upstream"
+        and is_trigger(req.payload)
+    )
+
+
+async def compaction(
+    rt: Runtime, req: WireRequest, send: Callable[[Plan], Awaitable[Reply]]
+) -> Response:
+    """The answer to a compaction request: the proxy's, or its upstream's read whole."""
+    route = req.spec.route
+    if not await rt.compactions.served(route.name, route.upstream, rt.store):
+        reply = await send(Plan(req.body, None, actions=["compaction-forwarded"], counted="none"))
+        body = await _read(reply)
+        if body is not None and reply.status == 200 and compacted(decoded(body, reply.headers)):
+            return _relayed(reply, body)
+        if body is not None and reply.status in PASSING:
+            return _relayed(reply, body)
+        log.info(
+            "upstream %s answered a compaction with no compaction item (status %d): the proxy "
+            "answers its compactions from now on", route.name, reply.status,
+        )  # fmt: skip
+        await rt.compactions.learn(route.name, rt.store)
+    return await _answered(rt, req)
+
+
+async def _answered(rt: Runtime, req: WireRequest) -> Response:
+    """The proxy's own answer: one compaction item that carries its summary."""
+    payload = without_trigger(req.payload)
+    messages = req.fmt.view(payload).messages
+    # What the summarizer needs of a budget: the window its pieces are cut for, and the reply
+    # reserve (never checked for room: the request itself is not fitted here).
+    trimming = rt.settings.trimming
+    budget = Budget(req.window or HANDOFF_WINDOW, trimming.reserve_output_tokens, 0, 0)
+    ctx = rt.planner.summary_context(req, budget)
+    checkpoint = await rt.compactor.handoff(messages, ctx)
+    actions = ["compaction-served"]
+    if checkpoint is not None:
+        text = checkpoint.summary
+        actions.append(f"checkpoint {checkpoint.id}")
+    else:
+        text = fallback(messages)
+        actions.append("summarizer-unavailable")
+    counter = req.counter()
+    usage = {
+        "input": count_prompt(counter, messages),
+        "output": counter.message({"role": "assistant", "content": text}),
+    }
+    response = answer(payload, item_of(text), usage)
+    headers = {"x-contextwarden-actions": ",".join(actions)}
+    if payload.get("stream"):
+        return Response(events(response), 200, headers, media_type="text/event-stream")
+    return Response(orjson.dumps(response), 200, headers, media_type="application/json")
+
+
+def fallback(messages: list[Message]) -> str:
+    """Without a summarizer: the end of the conversation after its leading instructions,
+    verbatim and said to be so."""
+    text = serialize(messages[leading_count(messages) :])
+    tail = text[-FALLBACK_CHARS:]
+    return (
+        "The summarizer was unavailable; this is the end of the conversation so far, verbatim"
+        f" ({math.ceil(len(tail) / len(text) * 100) if text else 100}% of it):\n\n{tail}"
+    )
+
+
+async def _read(reply: Reply) -> bytes | None:
+    """The whole answer, or None past ``MAX_ANSWER`` bytes."""
+    if reply.body is not None:
+        return reply.body
+    if reply.stream is None:
+        return None
+    chunks, size = [], 0
+    try:
+        async for chunk in reply.stream:
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER:
+                return None
+    finally:
+        await reply.aclose()
+    return b"".join(chunks)
+
+
+def _relayed(reply: Reply, body: bytes) -> Response:
+    """The upstream's own compaction, byte for byte."""
+    headers = [(k, v) for k, v in response_headers(reply.headers) if k.lower() != "content-length"]
+    response = Response(body, reply.status)
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    response.raw_headers = [*raw, (b"content-length", str(len(body)).encode())]
+    return response

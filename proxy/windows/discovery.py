@@ -1,0 +1,217 @@
+"""Window discovery: a model whose window is not configured has its upstream asked for it, once
+(proxy/windows/servers.py says what each server answers, and where).
+
+What a server said is kept per upstream and model (``DiscoveredWindows``, read by
+``Models.window_for``: a configured window wins over it, it wins over litellm's table) and in
+the store, so a restarted proxy knows it before its first request. It is asked again:
+
+- at the first use after a restart (the store's figure serves meanwhile),
+- after an overflow (the server may have been restarted with a smaller context),
+- after the first answer, when what it said was provisional (a model not loaded yet: the
+  figure it is loaded with is the one that counts),
+- in the background, at a use ``REFRESH`` seconds after it was last asked (a server restarted
+  with a larger context says nothing the way a smaller one does, by an overflow),
+- after ``RETRY_AFTER`` seconds when it could not be asked (a server that was down, say), and
+  after ``SILENT_RETRY`` when it answered without a window (a cloud API: OpenAI's model list
+  states none).
+
+A request waits for its model's first discovery (at most ``TIMEOUT`` seconds); later ones are
+made in the background. ``discovery: off`` on an upstream never asks it; ``discovery: ollama``
+(or ``vllm``, ``llama.cpp``, ``lmstudio``) asks only that server's endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from proxy.config.catalog import Upstream
+from proxy.windows.servers import Said, probe
+
+log = logging.getLogger("contextwarden")
+
+TIMEOUT = 5.0
+REFRESH = 600.0  # a window a server stated is asked again, in the background, after this
+RETRY_AFTER = 300.0  # a server that could not be asked (down, slow) is asked again after this
+SILENT_RETRY = 3600.0  # one that answered without a window, after this
+MAX_KNOWN = 4096  # (upstream, model) pairs kept; past it, new ones are not asked
+STORE_KEY = "discovered\t"
+
+# (the upstream's name, method, url, JSON body or None) -> the answer's JSON when it is a 200,
+# else None
+Fetch = Callable[[str, str, str, Any], Awaitable[Any]]
+# (key, value) -> kept in the store with the learned windows
+Persist = Callable[[str, int], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A window a server stated, when and where."""
+
+    window: int
+    server: str
+    field: str
+    url: str
+    at: float  # wall-clock seconds
+    provisional: bool = False
+
+    def describe(self) -> str:
+        if not self.url:
+            return "discovered before the proxy restarted (kept in the store)"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.at))
+        return f"discovered from {self.server} at {self.url} ({self.field}, {when})"
+
+
+class DiscoveredWindows:
+    """What servers said, per upstream and model: the read side, held by ``Models``."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], Found] = {}
+
+    def get(self, upstream: str, model: str) -> Found | None:
+        return self._found.get((upstream, model))
+
+    def put(self, upstream: str, model: str, found: Found) -> None:
+        self._found[(upstream, model)] = found
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def items(self) -> dict[str, dict[str, dict[str, object]]]:
+        out: dict[str, dict[str, dict[str, object]]] = {}
+        for (upstream, model), f in self._found.items():
+            entry = {"window": f.window, "why": f.describe(), "provisional": f.provisional}
+            out.setdefault(upstream, {})[model] = entry
+        return out
+
+
+class Discovery:
+    """Asks upstreams for windows (through ``fetch``), keeps what they said in ``found`` and
+    (through ``persist``) in the store."""
+
+    def __init__(
+        self,
+        found: DiscoveredWindows,
+        fetch: Fetch,
+        persist: Persist,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.found = found
+        self._fetch = fetch
+        self._persist = persist
+        self._clock = clock
+        self._failed: dict[tuple[str, str], float] = {}  # when the server last said nothing
+        self._stale: set[tuple[str, str]] = set()  # to ask again at next use
+        self._asked: dict[tuple[str, str], float] = {}  # when the server was last asked
+        self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Told when a server's figure changed (it restarted with another context): what
+        # overflows taught about the old one no longer holds.
+        self.on_change: Callable[[str, str], Awaitable[None]] | None = None
+
+    async def ensure(self, name: str, upstream: Upstream, model: str) -> bool:
+        """Make sure ``model``'s window has been asked of upstream ``name``: the first time,
+        the caller waits (up to ``TIMEOUT``); a refresh runs in the background. Whether the
+        caller waited (what is known may have changed)."""
+        if upstream.discovery == "off" or upstream.provider != "openai" or not upstream.base_url:
+            return False
+        if upstream.discovery == "auto" and hosted(upstream.base_url):
+            return False  # a provider's API: its models endpoint states no window
+        key = (name, model)
+        known = self.found.get(name, model)
+        if known is not None and self._clock() - self._asked.get(key, self._clock()) >= REFRESH:
+            self._stale.add(key)
+        if known is not None and key not in self._stale:
+            return False
+        failed = self._failed.get(key)
+        if known is None and failed is not None and self._clock() - failed < RETRY_AFTER:
+            return False
+        if known is None and len(self.found) + len(self._failed) >= MAX_KNOWN:
+            return False
+        flight = self._flights.get(key)
+        if flight is None:
+            self._stale.discard(key)
+            flight = self._flights[key] = asyncio.create_task(self._ask(key, upstream))
+            flight.add_done_callback(lambda _: self._flights.pop(key, None))
+        if known is not None:
+            return False
+        await asyncio.wait([flight], timeout=TIMEOUT)
+        return True
+
+    def expire(self, name: str, model: str) -> None:
+        """Ask again at the model's next use (after an overflow, an operator's reset)."""
+        if self.found.get(name, model) is not None:
+            self._stale.add((name, model))
+        self._failed.pop((name, model), None)
+
+    def answered(self, name: str, model: str) -> None:
+        """A request was answered: a provisional figure (the model was not loaded) is read
+        again, now that it is."""
+        found = self.found.get(name, model)
+        if found is not None and found.provisional:
+            self._stale.add((name, model))
+
+    def restore(self, name: str, model: str, window: int) -> None:
+        """A figure the store kept: in force at once, asked again at first use."""
+        self.found.put(name, model, Found(window, "", "", "", time.time()))
+        self._stale.add((name, model))
+
+    async def drain(self) -> None:
+        for flight in list(self._flights.values()):
+            flight.cancel()
+        await asyncio.gather(*self._flights.values(), return_exceptions=True)
+
+    async def _ask(self, key: tuple[str, str], upstream: Upstream) -> None:
+        name, model = key
+        assert upstream.base_url is not None
+        self._asked[key] = self._clock()  # answered or not: not asked again before REFRESH
+
+        async def get(method: str, url: str, body: Any) -> Any:
+            return await self._fetch(name, method, url, body)
+
+        try:
+            said = await asyncio.wait_for(
+                probe(get, upstream.base_url, model, upstream.discovery), TIMEOUT
+            )
+        except Exception as exc:  # a server that cannot be asked is learned about otherwise
+            log.info("could not discover the window of %s at %s: %r", model, name, exc)
+            self._failed[key] = self._clock()  # asked again after RETRY_AFTER
+            return
+        if said is None:  # it answered, and states no window (a cloud API): asked rarely
+            self._failed[key] = self._clock() + SILENT_RETRY - RETRY_AFTER
+            return
+        await self._keep(key, said, upstream.base_url)
+
+    async def _keep(self, key: tuple[str, str], said: Said, url: str) -> None:
+        name, model = key
+        before = self.found.get(name, model)
+        found = Found(said.window, said.server, said.field, url, time.time(), said.provisional)
+        self.found.put(name, model, found)
+        self._failed.pop(key, None)
+        if before is not None and before.window != found.window and self.on_change is not None:
+            await self.on_change(name, model)
+        if before is None or before.window != found.window:
+            log.info("the window of %s at %s: %d, %s", model, name, found.window, found.describe())
+            try:
+                await self._persist(f"{STORE_KEY}{name}\t{model}", found.window)
+            except Exception as exc:  # kept in memory all the same
+                log.warning("could not persist the discovered window of %s: %s", model, exc)
+
+
+# Providers' hosted APIs: ``auto`` never asks them (their models endpoints state no window, and
+# each ask is a request on the operator's key); naming a kind of server still does.
+HOSTED = (
+    "api.openai.com", "api.anthropic.com", "api.mistral.ai", "api.groq.com", "api.deepseek.com",
+    "api.together.xyz", "api.fireworks.ai", "api.x.ai", "openrouter.ai",
+    "generativelanguage.googleapis.com", ".openai.azure.com",
+)  # fmt: skip
+
+
+def hosted(base_url: str) -> bool:
+    """Whether ``base_url`` is a provider's hosted API (``HOSTED``), not a server of one's own."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or (h.startswith(".") and host.endswith(h)) for h in HOSTED)
