@@ -160,9 +160,11 @@ def test_a_window_learned_on_one_replica_is_used_and_forgotten_by_the_other(
     tight = {"summarize": False, "cache_cut_share": 0}  # cut to the last token: overflows
     pair = make_pair(count_scale=1.3, policies={"default": tight}, admin_key_env="CW_ADMIN")
     a, b = (app.state.runtime for app in pair.apps or [])
-    team = a.settings.default_team
     first = pair.send(0, over_budget_conversation(16))
     assert int(first["x-contextwarden-retries"]) >= 1
+    # Learned for the caller (passthrough: per credential, proxy/edge/auth.py learns_as), whose
+    # scope both replicas derive from the store's one key.
+    team = next(who for who, models in a.models.learned.items().items() if MODEL in models)
     learned = a.models.learned.get(team, MODEL)
     assert learned is not None and b.models.learned.get(team, MODEL) is None
     wait_for(lambda: b.models.learned.get(team, MODEL) == learned, "b holds a's window", 5)
