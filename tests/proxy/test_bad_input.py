@@ -197,6 +197,7 @@ def near_valid_body(draw: st.DrawFn) -> bytes:
     return orjson.dumps(body)
 
 
+@pytest.mark.slow
 @respx.mock
 def test_fuzzed_bodies_never_get_a_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     """One app for every example (starting one per example would dominate the run)."""

@@ -195,6 +195,7 @@ requests = st.lists(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(sequence=requests)

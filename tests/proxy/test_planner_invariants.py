@@ -86,6 +86,7 @@ def check(fmt: str, body: dict[str, Any], forwarded: dict[str, Any], where: str)
         assert task in conversation, where
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     shape=st.sampled_from(SHAPES),
@@ -107,7 +108,10 @@ async def test_summaries_keep_it_too(upstream: tuple[str, Starlette]) -> None:
         assert summarized > 10 and trimmed > 20, fmt
 
 
-async def test_a_300_step_running_task_in_each_format(upstream: tuple[str, Starlette]) -> None:
-    for fmt in FORMATS:
-        trimmed, _ = await drive(upstream, "claude-code", fmt, 16_000, 300, 7)
-        assert trimmed > 200, fmt
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", FORMATS)
+async def test_a_300_step_running_task_in_each_format(
+    upstream: tuple[str, Starlette], fmt: str
+) -> None:
+    trimmed, _ = await drive(upstream, "claude-code", fmt, 16_000, 300, 7)
+    assert trimmed > 200, fmt

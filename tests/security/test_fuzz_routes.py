@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import respx
 
 from tests.proxy.test_forwarding import BASE, OK, running
@@ -119,6 +120,7 @@ def bodies(path: str, seed: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 @respx.mock
 async def test_no_body_gets_a_5xx_on_any_fitted_route() -> None:
     for path in ("/chat/completions", "/responses", "/messages", "/completions"):

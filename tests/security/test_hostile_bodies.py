@@ -5,6 +5,7 @@ does not count against it."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from proxy.edge.admission import json_nodes, node_bound
 from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, keys_config
@@ -12,6 +13,7 @@ from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, keys_confi
 HEADERS = {"authorization": f"Bearer {OTHER_KEY}", "content-type": "application/json"}
 
 
+@pytest.mark.slow
 def test_a_million_items_is_refused_with_its_count(
     capture: Capture, make_proxy: ProxyFactory
 ) -> None:
@@ -27,6 +29,7 @@ def test_a_million_items_is_refused_with_its_count(
     assert capture.seen == []
 
 
+@pytest.mark.slow
 def test_messages_with_160k_tool_pairs_are_refused(
     capture: Capture, make_proxy: ProxyFactory
 ) -> None:

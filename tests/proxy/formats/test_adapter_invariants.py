@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -170,6 +171,7 @@ def test_responses_invariants(items: list[dict[str, Any]], share: float) -> None
     assert ResponsesCounter("o200k_base").prompt(written) <= total
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(messages=anthropic_messages(), share=st.floats(0.05, 1.2))
 def test_anthropic_invariants(messages: list[dict[str, Any]], share: float) -> None:
