@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench.outputs import corpus
 from proxy.windows.tokenizers import get_encoding
 from strategies.lossless import Lossless
 
 
+@pytest.mark.slow
 def test_json_outputs_re_encode_losslessly_and_shorter() -> None:
     enc = get_encoding("o200k_base")
     outputs = [o for o in corpus(quick=True) if o.kind == "JSON"]

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--no-write"],

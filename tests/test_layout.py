@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PROXY = ROOT / "proxy"
 MAX_ROOT = 13  # __init__.py, cli.py and the layers
@@ -41,6 +43,7 @@ def test_the_engine_never_imports_the_http_side() -> None:
             assert not any(n == "proxy" or n.startswith("proxy.") for n in names), path
 
 
+@pytest.mark.slow
 def test_one_path_for_every_format_no_circle_few_climbs() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.request_path"],

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
@@ -159,6 +160,7 @@ def test_one_request_makes_at_most_its_allowance_of_summarizer_calls(tmp_path: P
     assert capped == 2
 
 
+@pytest.mark.slow
 def test_the_summarizing_deadline_bounds_the_wait(tmp_path: Path) -> None:
     summarizer = {"timeout": 5, "deadline_seconds": 0.8}
     with stack(tmp_path, summary_delay=3, policies={"default": {"summarizer": summarizer}}) as p:
