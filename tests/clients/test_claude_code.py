@@ -17,6 +17,8 @@ import pytest
 from tests.clients.conftest import TASK, Agent, AgentFactory, client, never_shown, same
 from tests.clients.scripted import RECALL, STEP, Received
 
+pytestmark = pytest.mark.slow  # each test runs the real CLI for several seconds
+
 MODEL = "claude-opus-4-8"  # what this version asks for by default; no model table knows it
 # Claude Code's system prompt and tools take about 18,600 tokens by the upstream's count: the
 # window leaves 12k for the conversation, and each step reads about 2,400.

@@ -19,6 +19,8 @@ import pytest
 from tests.clients.conftest import TASK, Agent, AgentFactory, client, never_shown, same
 from tests.clients.scripted import RECALL
 
+pytestmark = pytest.mark.slow  # each test runs the real CLI for several seconds
+
 DEFAULT_MODEL = "gpt-6.1-sol"  # what this version asks for with no -m
 # The prefix (tools item and developer messages) is about 11,700 tokens for the default
 # model and 3,000 with -m gpt-5.1-codex, by the upstream's count: each window leaves 16k for

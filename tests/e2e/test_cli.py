@@ -25,6 +25,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
 def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_path: Path) -> None:
     upstream_app = create_upstream(window=4096)
     with BackgroundServer(upstream_app) as upstream:
@@ -75,6 +76,7 @@ def test_serve_on_the_embedded_default_config_forwards_to_openai_base_url(tmp_pa
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["responses", "anthropic"])
 def test_demo_drives_the_agent_formats(capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     assert run_demo(turns=14, window=1024, fmt=fmt) == 0

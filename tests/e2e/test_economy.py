@@ -79,10 +79,12 @@ def run(
     assert stats["cost_as_forwarded"] < stats["cost_as_sent"], stats
 
 
+@pytest.mark.slow
 def test_a_150_turn_chat(make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     run(make_stack, monkeypatch, agent=False, window=4096)
 
 
+@pytest.mark.slow
 def test_a_60_turn_agent_tool_loop(
     make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -210,6 +210,7 @@ def test_redis_down_requests_still_succeed_and_the_fault_is_visible(tmp_path: Pa
     assert float(errors.split()[-1]) >= 1
 
 
+@pytest.mark.slow
 def test_slow_summarizer_falls_back_to_truncation(tmp_path: Path) -> None:
     app = create_upstream(window=1024, summary_delay=3)
     with BackgroundServer(app) as demo:

@@ -214,6 +214,7 @@ def task_and_newest(items: list[Any]) -> list[Any]:
     return [task, items[start:] if assistant else []]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_a_hundred_step_task_runs_in_a_16k_window(loop: Loop, fmt: str) -> None:
     run, field = FORMATS[fmt]

@@ -29,6 +29,7 @@ def post(client: httpx.Client, base: str, fmt: str, body: dict[str, Any]) -> int
     return client.post(f"{base}/v1/{PATHS[fmt]}", json=body, headers=HEADERS).status_code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(PATHS))
 def test_every_request_the_upstream_takes_alone_is_answered_through_the_proxy(
     fmt: str, tmp_path: Path

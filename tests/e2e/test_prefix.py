@@ -13,6 +13,7 @@ from tests.e2e.conftest import MODEL, StackFactory
 FILLER = "Describe the next step of the migration plan and what could go wrong with it. "
 
 
+@pytest.mark.slow
 def test_a_long_chat_keeps_its_prefix_between_cuts_and_says_so(make_stack: StackFactory) -> None:
     stack = make_stack(window=2048)
     messages: list[dict[str, Any]] = [{"role": "system", "content": "You are terse."}]
@@ -54,6 +55,7 @@ def test_the_metrics_count_prefixes_and_cached_tokens(make_stack: StackFactory) 
     )
 
 
+@pytest.mark.slow
 def test_the_dashboard_answers_what_trimming_saved_and_what_cache_breaks_cost(
     make_stack: StackFactory, monkeypatch: Any
 ) -> None:

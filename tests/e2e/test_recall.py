@@ -150,6 +150,7 @@ def messages_loop(s: Session, stream: bool) -> str:
 LOOPS = {"chat": chat_loop, "responses": responses_loop, "messages": messages_loop}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("fmt", list(LOOPS))
 def test_recall_replaces_re_runs_and_the_client_never_sees_it(

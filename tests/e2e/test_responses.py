@@ -66,6 +66,7 @@ def check_forwarded(stack: Stack, sent: list[dict[str, Any]], seen: int) -> None
     assert orjson.dumps(after_last_user(last)) == orjson.dumps(after_last_user(sent))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_codex_style_stateless_loop_runs_40_turns_in_a_small_window(
     make_stack: StackFactory, stream: bool
@@ -138,6 +139,7 @@ def test_what_cannot_fit_is_an_overflow_error_the_sdk_recognises(stack: Stack) -
     assert not stack.received
 
 
+@pytest.mark.slow
 async def test_an_openai_agents_agent_runs_a_40_turn_tool_loop(make_stack: StackFactory) -> None:
     from agents import (
         Agent,
