@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -93,6 +95,7 @@ sys.exit(max(main(["demo", "--format", f, "--turns", "2"]) for f in sys.argv[2:]
 """
 
 
+@pytest.mark.slow
 def test_the_demo_runs_in_every_format_without_the_dev_extra() -> None:
     """The quick start installs ``-e .`` only: the demo's clients are runtime dependencies (the
     anthropic one was dev-only, and ``demo --format anthropic`` died with ModuleNotFoundError).

@@ -33,6 +33,8 @@ from tests.clients.test_claude_code import MODEL as CLAUDE
 from tests.clients.test_claude_code import check_forwarded, claude, env
 from tests.clients.test_codex import DEFAULT_MODEL, codex
 
+pytestmark = pytest.mark.slow  # each test runs a real client for several seconds
+
 STEPS = 100
 ROOMS = {"16k": 16_000, "32k": 32_000}
 CODEX_PREFIX = 11_700

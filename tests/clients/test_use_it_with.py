@@ -171,6 +171,7 @@ def test_claude_code(quick_start: QuickStart) -> None:
     assert not quick_start.openai.received and not quick_start.openai.summaries
 
 
+@pytest.mark.slow
 def test_codex(quick_start: QuickStart) -> None:
     codex_home = quick_start.home / ".codex"
     codex_home.mkdir()

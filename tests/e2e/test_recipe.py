@@ -148,6 +148,7 @@ def wrong_prefixes(talks: list[Conversation], received: list[dict[str, Any]]) ->
     )
 
 
+@pytest.mark.slow
 def test_three_replicas_behind_round_robin_equal_one_process(recipe: Run) -> None:
     ours = [
         Conversation(c.fmt, c.model, c.tag, c.rng, answers=c.answers[:TURNS]) for c in recipe.ours

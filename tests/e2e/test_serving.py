@@ -85,6 +85,7 @@ def shut_down_during_a_stream(replica: Replica) -> tuple[bytes, float, float]:
     return got, closed, time.monotonic() - sent
 
 
+@pytest.mark.slow
 def test_a_stream_in_flight_finishes_when_its_replica_shuts_down(
     upstream: str, tmp_path: Path
 ) -> None:
@@ -101,6 +102,7 @@ def test_a_stream_in_flight_finishes_when_its_replica_shuts_down(
     assert replica.popen.returncode in (0, -signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_the_grace_period_bounds_the_drain(upstream: str, tmp_path: Path) -> None:
     config = {
         "upstreams": {"slow": {"base_url": f"{upstream}/v1"}},
@@ -115,6 +117,7 @@ def test_the_grace_period_bounds_the_drain(upstream: str, tmp_path: Path) -> Non
     assert exited < CHUNKS * EVERY  # not the stream's whole length
 
 
+@pytest.mark.slow
 def test_ready_waits_for_the_store_health_does_not(tmp_path: Path) -> None:
     """A replica whose Redis is not up yet lives (``/health``) and is not ready; once Redis
     answers it is, with the scope key every replica of that Redis shares."""

@@ -103,6 +103,7 @@ def conversation(name: str, conns: list[http.client.HTTPConnection]) -> list[str
     return actions
 
 
+@pytest.mark.slow
 def test_two_workers_share_seen_conversations_and_a_teams_quota(tmp_path: Path) -> None:
     app = create_upstream(window=1024)
     with ExitStack() as stack:
