@@ -12,6 +12,7 @@ from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
 from proxy.config.startup import WILDCARDS, client_url, key_notes, self_loop_problem
 from proxy.windows.advice import banner_lines
+from proxy.windows.discovery import asks
 from proxy.windows.families import is_pattern
 
 
@@ -144,8 +145,12 @@ def banner(settings: Settings, path: str | None) -> str:
         "  upstreams: "
         + ", ".join(f"{n} ({u.base_url or u.provider})" for n, u in settings.upstreams.items())
         + (" (the embedded default's)" if path and settings.upstreams_defaulted else ""),
-        f"  models not listed go to {settings.default_upstream!r}, with the window their server "
-        "states (discovery) or litellm's",
+        f"  models not listed go to {settings.default_upstream!r}, with the window "
+        + (
+            "their server states (discovery) or litellm's"
+            if asks(settings.upstreams[settings.default_upstream])
+            else "litellm's table states"
+        ),
     ]
     for name, entry in settings.models.items():
         window, source = str(entry.context_window), "config"
@@ -157,7 +162,7 @@ def banner(settings: Settings, path: str | None) -> str:
                 upstream.model if upstream.provider == "litellm" and upstream.model else name
             )
             window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
-            if upstream.discovery != "off" and upstream.provider == "openai":
+            if asks(upstream):
                 source += f"; the server is asked ({upstream.discovery})"
         if is_pattern(name) and not entry.context_window:
             lines.append(f"  family {name}: via {where}, each name's window from litellm's table")

@@ -117,10 +117,8 @@ class Discovery:
         """Make sure ``model``'s window has been asked of upstream ``name``: the first time,
         the caller waits (up to ``TIMEOUT``); a refresh runs in the background. Whether the
         caller waited (what is known may have changed)."""
-        if upstream.discovery == "off" or upstream.provider != "openai" or not upstream.base_url:
+        if not asks(upstream):
             return False
-        if upstream.discovery == "auto" and hosted(upstream.base_url):
-            return False  # a provider's API: its models endpoint states no window
         key = (name, model)
         known = self.found.get(name, model)
         if known is not None and self._clock() - self._asked.get(key, self._clock()) >= REFRESH:
@@ -209,6 +207,15 @@ HOSTED = (
     "api.together.xyz", "api.fireworks.ai", "api.x.ai", "openrouter.ai",
     "generativelanguage.googleapis.com", ".openai.azure.com",
 )  # fmt: skip
+
+
+def asks(upstream: Upstream) -> bool:
+    """Whether discovery asks ``upstream`` for windows: an OpenAI-compatible server with an
+    address, discovery not off, and under ``auto`` not a provider's hosted API (its models
+    endpoint states no window)."""
+    if upstream.discovery == "off" or upstream.provider != "openai" or not upstream.base_url:
+        return False
+    return upstream.discovery != "auto" or not hosted(upstream.base_url)
 
 
 def hosted(base_url: str) -> bool:
