@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "tests" / "clients" / "node_modules" / ".bin"

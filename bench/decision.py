@@ -13,14 +13,14 @@ from starlette.datastructures import Headers
 from bench.conversations import agent_conversation
 from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
+from proxy.edge.exchange import see_prefix
 from proxy.edge.intake import build_request
-from proxy.edge.runtime import build_models
 from proxy.formats.chat import CHAT
 from proxy.formats.recent import RecentItems
 from proxy.request.conversations import PrefixTracker
 from proxy.request.cuts import CutMemory
-from proxy.request.exchange import see_prefix
 from proxy.request.plan import Planner, broken
+from proxy.windows.models import build_models
 from proxy.windows.tokenizers import text_tokens
 from strategies.tokens import ChatCounter, count_prompt
 

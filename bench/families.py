@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 
 from bench.summaries import settled
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import WindowCounter, create_upstream
-from proxy.edge.app import create_app
 
 WINDOW = 4096
 MODEL = "demo-model"

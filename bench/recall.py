@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import orjson
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.clients.scripted import KEY, STEP, Script, create_scripted
 
 STEPS = 40

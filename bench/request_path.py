@@ -33,9 +33,9 @@ import httpx
 import orjson
 import respx
 
+from proxy.app import create_app
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import load_settings
-from proxy.edge.app import create_app
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("proxy", "strategies")

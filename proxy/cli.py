@@ -196,8 +196,8 @@ def _preview(args: argparse.Namespace) -> int:
     from starlette.datastructures import Headers
 
     from proxy.edge.auth import Principal
-    from proxy.edge.errors import ProxyError
     from proxy.edge.preview import offline_preview, render_table
+    from proxy.errors import ProxyError
     from proxy.formats import FORMATS
 
     settings = load_settings(args.config)
@@ -243,7 +243,7 @@ def _with_model(body: bytes, model: str) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proxy.edge.serving import configure_logging, serve
+    from proxy.serving import configure_logging, serve
 
     configure_logging()
     flags = {"host": args.host, "port": args.port, "workers": args.workers}

@@ -59,10 +59,10 @@ def test_request_path_traces_each_kind_of_request() -> None:
     fits = traces["chat, fits (actions: none)"]
     trimmed = traces["chat, trimmed (actions: truncate_oldest)"]
     assert "strategies.engine" not in fits.files and "strategies.engine" in trimmed.files
-    assert "proxy.request.exchange" in fits.files and "proxy.formats.chat" in fits.files
+    assert "proxy.edge.exchange" in fits.files and "proxy.formats.chat" in fits.files
     assert set(climbs(trimmed, importers)) <= {
-        ("proxy.overflow.retry", "proxy.request.exchange"),
-        ("proxy.edge.paths", "proxy.edge.app"),
+        ("proxy.overflow.retry", "proxy.edge.exchange"),
+        ("proxy.paths", "proxy.app"),
         ("strategies.tokens", "proxy.windows.tokenizers"),
     }
     for name in ("responses, trimmed", "messages, trimmed"):

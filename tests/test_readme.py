@@ -77,9 +77,9 @@ def test_every_python_example_runs_against_the_quick_start(
     from agents import set_tracing_disabled
     from agents.models import _openai_shared
 
+    from proxy.app import create_app
     from proxy.demo.servers import BackgroundServer
     from proxy.demo.upstream import create_upstream
-    from proxy.edge.app import create_app
     from tests.conftest import assert_no_plan_fallbacks
 
     with BackgroundServer(create_upstream(window=8000)) as upstream:

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+from proxy.app import create_app
 from proxy.cli import main
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.clients.scripted import Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 

@@ -7,9 +7,17 @@ operator's own setting of either variable wins.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
-from proxy.windows.modeltable import litellm_dir
+
+def litellm_dir() -> Path | None:
+    """Where litellm is installed (its bundled tokenizers and model table live there)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def prepare_environment() -> None:

@@ -27,7 +27,7 @@ from proxy.config.catalog import ModelEntry, Strict, Upstream
 from proxy.config.credentials import misdirected_credentials
 from proxy.config.defaults import with_default_upstreams
 from proxy.config.policies import PolicyConfig, resolve_extends
-from proxy.edge.paths import DEFAULT_FORWARD
+from proxy.paths import DEFAULT_FORWARD
 
 # The command line's options (``serve --port``), while a Settings is made: above the
 # environment, and validated by the same fields as the file.

@@ -25,7 +25,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.anthropic_checks import check_messages
 
 SIGNING_KEY = b"demo-thinking-signatures"

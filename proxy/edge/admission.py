@@ -42,7 +42,7 @@ import orjson
 from starlette.requests import ClientDisconnect, Request
 
 from proxy.config.settings import Limits
-from proxy.edge.errors import BadRequest, PayloadTooLarge
+from proxy.errors import BadRequest, PayloadTooLarge
 
 T = TypeVar("T")
 

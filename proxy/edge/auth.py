@@ -15,15 +15,16 @@ import hmac
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from starlette.datastructures import Headers
 
 from proxy.config.settings import Settings, Team
-from proxy.edge.errors import Forbidden, Unauthorized
-from proxy.edge.headers import TEAM as TEAM_HEADER
+from proxy.errors import Forbidden, Unauthorized
+from proxy.headers import TEAM as TEAM_HEADER
+from proxy.wire import Credential
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,16 +218,6 @@ class Authenticator:
 def _env_key(env: str | None) -> bytes | None:
     value = os.environ.get(env) if env else None
     return value.encode() if value else None
-
-
-@dataclass(frozen=True, slots=True)
-class Credential:
-    """A caller's own upstream credential and the header it came in: ``authorization`` (a
-    bearer token: OpenAI's SDKs), ``x-api-key`` (Anthropic's, Claude Code) or ``api-key``
-    (Azure's). It goes only where the caller sent it, the way it was sent."""
-
-    value: str = field(repr=False)  # never in a log line or a traceback
-    header: str
 
 
 def caller_credential(headers: Headers) -> Credential | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from proxy.config.settings import Settings, is_loopback
-from proxy.edge.paths import is_messages_path, refuse
+from proxy.paths import is_messages_path, refuse
 
 EXEMPT = frozenset({"/health", "/ready"})
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from proxy.edge.errors import Forbidden
+from proxy.errors import Forbidden
 from proxy.stores import GuardedStore
 
 log = logging.getLogger("contextwarden")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.datastructures import Headers
@@ -12,21 +12,23 @@ from starlette.responses import Response
 
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal
-from proxy.edge.errors import (
+from proxy.edge.ownership import answered_ids, named_in_path
+from proxy.errors import (
     BadRequest,
     Forbidden,
     ProxyError,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from proxy.edge.headers import decode_headers, upstream_headers
-from proxy.edge.ownership import answered_ids, named_in_path
-from proxy.edge.paths import forwardable, query_of
-from proxy.edge.runtime import Runtime
 from proxy.formats.base import reject_duplicate_keys
+from proxy.headers import decode_headers, upstream_headers
 from proxy.observe.metrics import Outcome
+from proxy.paths import forwardable, query_of
 from proxy.upstreams.forwarding import decoded, join_url, respond
 from proxy.windows.families import is_pattern
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 HEAD = 65536  # of a forwarded answer, read for the ids of the objects it made

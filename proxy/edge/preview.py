@@ -14,9 +14,8 @@ from starlette.responses import Response
 from proxy.config.settings import Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Principal
-from proxy.edge.errors import BadRequest, Forbidden, ProxyError
-from proxy.edge.intake import WireRequest, build_request
-from proxy.edge.runtime import build_models
+from proxy.edge.intake import build_request
+from proxy.errors import BadRequest, Forbidden, ProxyError
 from proxy.formats import FORMATS, format_of
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import WireFormat
@@ -25,7 +24,8 @@ from proxy.request.plan import Plan, Planner
 from proxy.stores import open_store
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
-from proxy.windows.models import Models
+from proxy.windows.models import Models, build_models
+from proxy.wire import WireRequest
 from strategies.rules import breakdown
 
 T = TypeVar("T")

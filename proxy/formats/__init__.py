@@ -17,7 +17,7 @@
                          answer (whole or streamed), answered by continuing the request
 
 A new format is a new adapter module and its tests: the request path
-(proxy/request/exchange.py), the planner, the budget rule, the overflow retry and the headers
+(proxy/edge/exchange.py), the planner, the budget rule, the overflow retry and the headers
 take any WireFormat.
 """
 

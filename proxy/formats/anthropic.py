@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.anthropic_cache import attach, cap_breakpoints, marks_of
 from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import (

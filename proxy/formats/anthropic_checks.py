@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 
 ROLES = ("user", "assistant")
 

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.recent import Reuse
 from strategies.messages import SOURCE, Message
 from strategies.tokens import Counter, HiddenCounter

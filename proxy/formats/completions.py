@@ -1,6 +1,6 @@
 """``POST /v1/completions``: a prompt (or a batch of them) fitted to the window.
 
-An adapter on the one request path (proxy/request/exchange.py), like the other formats: the
+An adapter on the one request path (proxy/edge/exchange.py), like the other formats: the
 edge, the window, fallbacks, the overflow retry, the headers and the metrics are the path's.
 What is the format's own is how prompts are cut (proxy/request/fitting.py runs it), since a
 prompt is not a conversation and the engine never sees it.
@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.edge.errors import BadRequest, ContextTooLarge
+from proxy.errors import BadRequest, ContextTooLarge
 from proxy.formats.base import View, parse_json, usage_int
 from proxy.formats.chat import CHAT
 from proxy.formats.recent import Reuse

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.base import (
     View,
     check_request_basics,

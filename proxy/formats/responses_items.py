@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import orjson
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from strategies.messages import SOURCE, Message
 
 Kind = Literal["message", "call", "output", "assistant", "opaque"]

@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 
-from proxy.edge.errors import ContextTooLarge, ProxyError
-from proxy.edge.intake import WireRequest
+from proxy.errors import ContextTooLarge, ProxyError
 from proxy.request.plan import Plan
+from proxy.wire import WireRequest
 
 Build = Callable[[bytes], Awaitable[WireRequest]]
 PlanFirst = Callable[[WireRequest, bool], Awaitable[Plan]]  # (request, dry run)

@@ -18,12 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from proxy.config.settings import Trimming
-from proxy.edge.errors import ContextTooLarge
-from proxy.overflow.detect import Overflow, is_context_overflow
+from proxy.errors import ContextTooLarge
 from proxy.overflow.peek import peek
 from proxy.request.budget import checked
 from proxy.request.plan import Plan, off_loop
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
+from proxy.upstreams.overflows import Overflow, is_context_overflow
 from proxy.windows.learned import Lesson
 from strategies.budget import Budget
 

@@ -1,6 +1,6 @@
-"""The one request path, the same for every wire format (chat, Responses, Messages, completions):
+"""What to forward, the same for every wire format (chat, Responses, Messages, completions);
+proxy/edge/exchange.py runs it:
 
-exchange.py       handle: read, fit, forward, retry on overflow, answer, learn
 fitting.py        how a request is made to fit by kind of body: a conversation (the
                   planner) or legacy prompts (cut at token boundaries)
 plan.py           what to forward: the original bytes when they fit, a compacted body if not

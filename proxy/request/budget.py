@@ -21,9 +21,9 @@ import math
 from typing import Any
 
 from proxy.config.settings import Trimming
-from proxy.edge.errors import ContextTooLarge
-from proxy.edge.intake import WireRequest
+from proxy.errors import ContextTooLarge
 from proxy.formats.recall import RECALL_TOOL
+from proxy.wire import WireRequest
 from strategies.budget import Budget, reply_reserve
 
 

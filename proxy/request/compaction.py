@@ -19,20 +19,23 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 from starlette.responses import Response
 
-from proxy.edge.headers import response_headers
-from proxy.edge.intake import WireRequest
-from proxy.edge.runtime import Runtime
 from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
+from proxy.headers import response_headers
 from proxy.request.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded
+from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.messages import Message, leading_count
 from strategies.summary import serialize
 from strategies.tokens import count_prompt
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 log = logging.getLogger("contextwarden.compaction")
 

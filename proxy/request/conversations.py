@@ -41,6 +41,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from proxy.wire import WireRequest
 from strategies.memo import DigestMemo, Lru, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
@@ -355,3 +356,8 @@ class PinMemory:
         return frozenset(
             id(m) for m in messages if m.get("role") == "user" and message_digest(m) in remembered
         )
+
+
+def key_of(req: WireRequest) -> str:
+    """A request's conversation key: the one build_request set, else made from its view."""
+    return req.conversation or conversation_key(req.scope, req.team, req.view.messages)

@@ -11,19 +11,21 @@ retry, headers and metrics.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from proxy.edge.errors import BadRequest
-from proxy.edge.intake import WireRequest
-from proxy.edge.runtime import Runtime
+from proxy.errors import BadRequest
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.request.budget import budget_for, checked, output_floor
 from proxy.request.plan import Plan, off_loop
 from proxy.windows.calibration import Sample
+from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.tokens import count_prompt
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 
 class Fitting(Protocol):

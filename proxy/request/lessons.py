@@ -25,15 +25,19 @@ import logging
 import math
 from dataclasses import replace
 from functools import partial
+from typing import TYPE_CHECKING
 
-from proxy.edge.intake import WireRequest
-from proxy.edge.runtime import Runtime
+from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
 from proxy.request.plan import Plan
 from proxy.windows.calibration import LOW as CALIBRATION_LOW
 from proxy.windows.calibration import Sample
 from proxy.windows.learned import Lesson
 from proxy.windows.truncation import short_of_growth, short_of_text
+from proxy.wire import WireRequest
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
 UNKNOWN = "unknown-window"
@@ -92,9 +96,9 @@ class Lessons:
             count = plan.tokens_after
         sample = self._sample(plan, theirs, count) if theirs and count else None
         if sample is not None:
-            before = rt.usages.swap(req.conversation_key(), sample)
+            before = rt.usages.swap(key_of(req), sample)
             if self._read_short(plan, sample, before):
-                rt.usages.swap(req.conversation_key(), before)  # the last whole read stays
+                rt.usages.swap(key_of(req), before)  # the last whole read stays
                 sent = self._predicted(plan)
                 await self._truncated(plan, sent, sample.theirs)
                 return f"{sample.theirs} of {sent}"

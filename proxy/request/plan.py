@@ -27,8 +27,7 @@ from typing import Any, TypeVar
 import orjson
 
 from proxy.config.settings import Settings
-from proxy.edge.errors import ContextTooLarge
-from proxy.edge.intake import WireRequest
+from proxy.errors import ContextTooLarge
 from proxy.formats.recall import offer
 from proxy.formats.recent import entry_bytes
 from proxy.request.budget import budget_for, output_floor, settled
@@ -36,6 +35,7 @@ from proxy.request.conversations import (
     Fingerprint,
     PrefixTracker,
     extends,
+    key_of,
     message_digest,
 )
 from proxy.request.cuts import CutMemory
@@ -45,6 +45,7 @@ from proxy.request.recent import RecentCounts
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.summaries.llm import target_for
+from proxy.wire import WireRequest
 from strategies.budget import Budget, byte_bound
 from strategies.cost import cut_share
 from strategies.engine import Fit, fit
@@ -370,7 +371,7 @@ class Planner:
         instructions, the task or its newest step (strategies/protected.py). Where those do
         not fit that deep, the target shrinks to what they take; where they take the whole
         budget, None: the plain cut."""
-        # The last prompt's size counts its tool definitions (proxy/request/exchange.py:
+        # The last prompt's size counts its tool definitions (proxy/edge/exchange.py:
         # see_prefix), as the client sent it: compare like with like.
         sent = before + budget.tools
         if last is None or not 0 < last.sent < sent:
@@ -499,13 +500,13 @@ class Planner:
         if not found:
             return None
         if self.recalls is not None and not dry_run:
-            self.recalls.keep(req.conversation_key(), found)
+            self.recalls.keep(key_of(req), found)
         return offer(req.fmt, written) if req.offer_recall else None
 
     def _recent_key(self, req: WireRequest) -> tuple[str, str, str, float, float]:
         """Whose last counts a request may reuse (proxy/request/recent.py): its conversation's,
         in its format, for its model as calibrated."""
-        conversation = req.conversation_key()
+        conversation = key_of(req)
         return conversation, req.fmt.name, req.spec.name, req.hidden_weight, req.message_weight
 
     def _sticky_key(self, req: WireRequest) -> str | None:
@@ -513,7 +514,7 @@ class Planner:
         cache-friendly (strategies/sticky.py)."""
         if self.cuts is None or req.policy.engine.cache_cut_share <= 0:
             return None
-        key = req.conversation_key()
+        key = key_of(req)
         if req.session_memory:  # the client's own summary: a new one is a new cut
             memory = hashlib.blake2b(req.session_memory.encode(), digest_size=8).hexdigest()
             key = f"{key}:{memory}"
@@ -565,7 +566,7 @@ class Planner:
         """The conversation's last forwarded prompt, for policies that cut cache-friendly."""
         if self.prefixes is None or req.policy.engine.cache_cut_share <= 0:
             return None
-        key = req.conversation_key()
+        key = key_of(req)
         return await self.prefixes.last(key)
 
     async def _fit(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.edge.intake import WireRequest
+from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.messages import Message
 from strategies.protected import Protected, protected

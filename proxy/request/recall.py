@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from proxy.edge.errors import UpstreamUnavailable
+from proxy.errors import UpstreamUnavailable
 from proxy.formats.recall import Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream

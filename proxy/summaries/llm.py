@@ -14,7 +14,7 @@ from typing import Any
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
-from proxy.edge.intake import WireRequest
+from proxy.wire import WireRequest
 from strategies.messages import Message
 
 

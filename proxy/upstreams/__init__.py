@@ -8,4 +8,6 @@ http1.py             the default transport: HTTP/1.1 on asyncio connections, ans
 aiohttp_transport.py aiohttp (``upstream_client: aiohttp``; uploads and HEAD always)
 litellm_client.py    upstreams reached through ``litellm.acompletion`` (Bedrock, Gemini...)
 capabilities.py      what an upstream was learned to serve (Responses compaction)
+overflows.py         is_context_overflow: a pure function over any provider's wording and shape
+                     of "context length exceeded" (the overflow layer recovers from it)
 """

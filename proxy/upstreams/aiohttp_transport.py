@@ -15,7 +15,7 @@ import aiohttp
 from yarl import URL
 
 from proxy.config.catalog import Upstream
-from proxy.edge.headers import response_headers
+from proxy.headers import response_headers
 from proxy.upstreams.forwarding import Reply, is_small, reply_of, timed_out, unreachable
 
 LARGE = 1024 * 1024
@@ -51,7 +51,7 @@ class AiohttpTransport:
             total=upstream.timeout, sock_connect=upstream.connect_timeout
         )
         try:
-            # encoded=True: the URL is already canonical (proxy/edge/paths.py); yarl must neither
+            # encoded=True: the URL is already canonical (proxy/paths.py); yarl must neither
             # decode its escapes nor resolve dot segments again.
             response = await self._client().request(
                 method,

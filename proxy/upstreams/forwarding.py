@@ -1,6 +1,6 @@
 """Talking to an OpenAI-compatible upstream over one pooled client.
 
-Which request headers go upstream is decided in :mod:`proxy.edge.headers`; the upstream's status,
+Which request headers go upstream is decided in :mod:`proxy.headers`; the upstream's status,
 headers and raw body bytes come back untouched and are relayed chunk by chunk. Bodies are only
 read whole for errors, which the overflow detector must inspect.
 """
@@ -16,10 +16,10 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from proxy.config.catalog import Upstream
-from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable, error_body
-from proxy.edge.headers import response_headers
-from proxy.edge.paths import canonical
-from proxy.overflow.detect import Overflow
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
+from proxy.headers import response_headers
+from proxy.paths import canonical
+from proxy.upstreams.overflows import Overflow
 
 MAX_ERROR_BODY = 1024 * 1024
 
@@ -35,7 +35,7 @@ def new_client(max_connections: int) -> httpx.AsyncClient:
 
 def join_url(base_url: str, subpath: str, query: str = "") -> str:
     """``base_url`` and the decoded ``subpath`` in its canonical, once-encoded form (see
-    proxy/edge/paths.py); the transports send the result as it is."""
+    proxy/paths.py); the transports send the result as it is."""
     url = base_url.rstrip("/") + "/" + canonical(subpath.lstrip("/"))
     return f"{url}?{query}" if query else url
 

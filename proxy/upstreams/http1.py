@@ -35,8 +35,8 @@ from typing import cast
 import httptools
 
 from proxy.config.catalog import Upstream
-from proxy.edge.errors import BadRequest
-from proxy.edge.headers import response_headers
+from proxy.errors import BadRequest
+from proxy.headers import response_headers
 from proxy.upstreams.forwarding import (
     MAX_ERROR_BODY,
     Reply,
@@ -358,7 +358,7 @@ class Http1Transport:
 
     def _split(self, url: str) -> tuple[Origin, str]:
         """The origin and the request target (path and query, sent as they are: the URL is
-        canonical already, proxy/edge/paths.py)."""
+        canonical already, proxy/paths.py)."""
         start = url.find("//") + 2
         slash = url.find("/", start)
         base, target = (url, "/") if slash < 0 else (url[:slash], url[slash:])

@@ -15,9 +15,9 @@ import orjson
 
 from proxy.config.catalog import Upstream
 from proxy.config.environment import prepare_environment
-from proxy.edge.errors import UpstreamUnavailable, error_body
-from proxy.overflow.detect import Overflow, is_context_overflow
+from proxy.errors import UpstreamUnavailable, error_body
 from proxy.upstreams.forwarding import Reply, timed_out, unreachable
+from proxy.upstreams.overflows import Overflow, is_context_overflow
 
 # The OpenAI chat-completion fields a client may set. litellm.acompletion also takes credentials
 # and routing (api_key, api_base, base_url, extra_headers, model_list, metadata for callbacks,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from proxy.config.catalog import Api, Upstream
+from proxy.config.environment import prepare_environment
 from proxy.config.policies import PolicyConfig
 from proxy.config.settings import Settings
 from proxy.windows.calibration import Calibration
@@ -203,3 +204,10 @@ class Models:
         if config is not None and config.provider == "litellm" and config.model:
             return config.model
         return name
+
+
+def build_models(settings: Settings) -> Models:
+    """The models of a configuration, with litellm's bundled table and the tokenizers (the
+    environment prepared first: neither may fetch)."""
+    prepare_environment()
+    return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))

@@ -6,13 +6,12 @@ file directly (the same data ``litellm.model_cost`` holds with LITELLM_LOCAL_MOD
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from proxy.config.environment import litellm_dir
 from strategies.cost import Prices
 
 TABLE_FILE = "model_prices_and_context_window_backup.json"
@@ -23,13 +22,6 @@ class TableEntry:
     window: int
     max_output: int | None
     prices: Prices | None = None
-
-
-def litellm_dir() -> Path | None:
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 class ModelTable:

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.clients.metadata import Metadata
 from tests.clients.scripted import KEY, Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks

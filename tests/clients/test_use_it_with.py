@@ -29,11 +29,11 @@ from typing import Any, TextIO
 import httpx
 import pytest
 
+from proxy.app import create_app
 from proxy.cli import banner
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.clients.conftest import TASK, Recorder, Run, client, write_steps
 from tests.clients.scripted import Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks

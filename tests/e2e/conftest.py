@@ -12,10 +12,10 @@ import openai
 import pytest
 from starlette.applications import Starlette
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import WindowCounter, create_upstream
-from proxy.edge.app import create_app
 from tests.conftest import assert_no_plan_fallbacks
 
 # The loopback proxy in front of a capture upstream, for end-to-end tests that check bytes.

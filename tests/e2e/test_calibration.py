@@ -9,10 +9,10 @@ from typing import Any
 import anthropic
 import openai
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.conftest import StackFactory
 
 FILLER = "The deployment failed because the health check timed out after the migration. "

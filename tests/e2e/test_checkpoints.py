@@ -9,10 +9,10 @@ from typing import Any
 
 import openai
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.conftest import MODEL, Stack, StackFactory, first_request_summaries, unseen
 from tests.e2e.redis_server import redis_server
 from tests.strategies.invariants import assert_tool_pairs_intact

@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.test_checkpoints import over_budget_conversation
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

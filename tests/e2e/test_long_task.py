@@ -20,9 +20,9 @@ import openai
 import orjson
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from proxy.request.conversations import unmarked
 from proxy.stores.guarded import GuardedStore
 from tests.clients.scripted import STEP, Script, create_scripted

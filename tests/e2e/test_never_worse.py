@@ -13,10 +13,10 @@ import httpx
 import orjson
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.conftest import assert_no_plan_fallbacks
 from tests.proxy.shapes import SHAPES, requests
 

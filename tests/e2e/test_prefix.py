@@ -92,10 +92,10 @@ def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None
     (for prompts near the limit, which the proxy counts: the fast path's stay in memory)."""
     import openai
 
+    from proxy.app import create_app
     from proxy.config.settings import load_settings
     from proxy.demo.servers import BackgroundServer
     from proxy.demo.upstream import create_upstream
-    from proxy.edge.app import create_app
 
     upstream_app = create_upstream(window=4096)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "0: " + FILLER * 45}]

@@ -19,9 +19,9 @@ import openai
 import orjson
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.clients.conftest import Recorder
 from tests.clients.scripted import KEY, RECALL, STEP, Script, create_scripted
 

@@ -14,10 +14,10 @@ import openai
 import pytest
 import redis as redis_client
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.redis_server import redis_server
 from tests.e2e.test_checkpoints import SYSTEM, over_budget_conversation, user
 from tests.e2e.topology import wait_for

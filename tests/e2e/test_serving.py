@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.e2e.topology import Redis, Replica, accepts, free_port, wait_for
 
 CHUNKS = 30

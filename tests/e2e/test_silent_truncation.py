@@ -20,9 +20,9 @@ import openai
 import orjson
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.clients.scripted import Script, create_scripted
 
 MODEL = "qwen2.5-coder:7b"  # in no table: its window is unknown

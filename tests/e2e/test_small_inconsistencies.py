@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.e2e.conftest import MODEL, Stack
 
 

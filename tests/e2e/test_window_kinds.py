@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.proxy.test_mixed_kinds import answer_for, conversation, truth
 
 WINDOW = 4096

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from proxy.config.settings import load_settings
-from proxy.edge.errors import ContextTooLarge
-from proxy.edge.intake import WireRequest as Request
-from proxy.edge.runtime import build_models
+from proxy.errors import ContextTooLarge
 from proxy.overflow import Overflow
 from proxy.overflow.retry import budget_after_overflow, should_retry
 from proxy.request.budget import budget_for
 from proxy.request.plan import Plan
+from proxy.windows.models import build_models
+from proxy.wire import WireRequest as Request
 
 SETTINGS = load_settings(
     None,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from proxy.config.settings import load_settings
-from proxy.edge.runtime import Runtime, new_transport
 from proxy.request import conversations
 from proxy.request.conversations import STORE_PREFIX, PinMemory, PrefixTracker
+from proxy.runtime import Runtime, new_transport
 from proxy.stores import open_store
 
 

@@ -164,9 +164,9 @@ class Settings:
 
 async def test_a_server_restarted_with_another_context_drops_what_its_overflows_taught() -> None:
     from proxy.config.settings import load_settings
-    from proxy.edge.runtime import build_models
     from proxy.windows.knowledge import WindowKnowledge
     from proxy.windows.learned import Lesson
+    from proxy.windows.models import build_models
 
     models = build_models(load_settings(None, upstreams={"local": {"base_url": "http://l/v1"}}))
     store, server = Settings(), Server(window=8192)

@@ -10,9 +10,9 @@ import pytest
 from proxy.cli import main
 from proxy.config.settings import Team, load_settings
 from proxy.edge.auth import Principal
-from proxy.edge.runtime import build_models
 from proxy.observe.metrics import Metrics
 from proxy.windows.families import Families
+from proxy.windows.models import build_models
 
 CONFIG = {
     "upstreams": {

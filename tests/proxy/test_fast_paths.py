@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.base import parse_json, reject_duplicate_keys
 from proxy.request import conversations
 from proxy.request.conversations import message_digest
@@ -267,9 +267,9 @@ def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
     on the event loop, with the same plan as a proxy that had never seen it; a model whose
     counts were not kept counts in the worker again."""
     from proxy.config.settings import load_settings
-    from proxy.edge.runtime import build_models
     from proxy.formats.recent import RecentItems
     from proxy.request.plan import INLINE_BYTES, Planner
+    from proxy.windows.models import build_models
 
     settings = load_settings(
         None,
@@ -330,8 +330,8 @@ async def test_a_counted_prompt_far_under_the_limit_writes_no_fingerprint(
     memory (no store write per request), as the byte bound's do. Near it, they are kept."""
     import httpx
 
+    from proxy.app import create_app
     from proxy.config.settings import load_settings
-    from proxy.edge.app import create_app
 
     models = {"est": {"context_window": 100_000, "tokenizer": "estimate"}}
     app = create_app(load_settings(None, data_dir=str(tmp_path), models=models), Answers())

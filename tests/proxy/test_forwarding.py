@@ -12,8 +12,8 @@ import orjson
 import pytest
 import respx
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
-from proxy.edge.app import create_app
 from tests.conftest import assert_no_plan_fallbacks
 
 BASE = "http://upstream.test/v1"

@@ -14,8 +14,8 @@ import pytest
 import trustme
 
 from proxy.config.catalog import Upstream
-from proxy.edge.errors import BadRequest, UpstreamUnavailable
-from proxy.edge.paths import query_of
+from proxy.errors import BadRequest, UpstreamUnavailable
+from proxy.paths import query_of
 from proxy.upstreams import http1
 from proxy.upstreams.forwarding import Reply, is_event_stream
 from proxy.upstreams.http1 import Http1Transport

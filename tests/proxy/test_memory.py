@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from proxy.observe import memory
 from proxy.observe.memory import FLOOR, MIB, SHARES, MemoryBudget
 from proxy.request.conversations import PrefixTracker

@@ -9,7 +9,7 @@ def test_a_resolved_route_carries_the_key_but_never_shows_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from proxy.config.settings import load_settings
-    from proxy.edge.runtime import build_models
+    from proxy.windows.models import build_models
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-route-secret")
     spec = build_models(load_settings()).resolve("gpt-4o")
@@ -22,8 +22,8 @@ def test_the_window_answer_walks_from_the_config_to_the_teams_cap() -> None:
     """Configured (in the upstream's units), lowered by what an overflow taught, converted by
     the calibration, capped by the team: each step says itself, for this team only."""
     from proxy.config.settings import load_settings
-    from proxy.edge.runtime import build_models
     from proxy.windows.calibration import Fit
+    from proxy.windows.models import build_models
 
     models = build_models(
         load_settings(None, models={"claude-x": {"context_window": 10000, "tokenizer": "estimate"}})

@@ -233,7 +233,7 @@ async def test_the_loop_answers_recalls_itself_and_is_bounded() -> None:
 
 
 async def test_a_model_that_never_stops_recalling_gets_a_502_not_the_call() -> None:
-    from proxy.edge.errors import UpstreamUnavailable
+    from proxy.errors import UpstreamUnavailable
 
     async def build(body: bytes, offered: bool) -> Any:
         return None

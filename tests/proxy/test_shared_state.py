@@ -57,7 +57,7 @@ class Shared:
 
 
 async def settle(tracker: PrefixTracker, writer: BlobWriter) -> None:
-    """What a request does before its answer leaves (proxy/edge/runtime.py: Runtime.settle)."""
+    """What a request does before its answer leaves (proxy/runtime.py: Runtime.settle)."""
     await tracker.drain()
     await writer.flush()
 

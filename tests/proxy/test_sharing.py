@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from proxy.config.settings import load_settings
-from proxy.edge.runtime import build_models
 from proxy.edge.sharing import learned_windows
 from proxy.stores import open_store
 from proxy.windows.calibration import Fit, to_settings
 from proxy.windows.discovery import Discovery
 from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.learned import store_key
-from proxy.windows.models import Models
+from proxy.windows.models import Models, build_models
 
 KEY = store_key("team", "m")
 

@@ -10,9 +10,9 @@ from starlette.datastructures import Headers
 from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
-from proxy.edge.runtime import build_models
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.summaries.llm import target_for
+from proxy.windows.models import build_models
 
 BODY = orjson.dumps(
     {"model": "claude-x", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}

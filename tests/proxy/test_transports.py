@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from proxy.config.catalog import Upstream
-from proxy.edge.errors import UpstreamTimeout, UpstreamUnavailable
+from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.upstreams.aiohttp_transport import AiohttpTransport
 from proxy.upstreams.forwarding import HttpxTransport, Transport
 from proxy.upstreams.http1 import Http1Transport

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.conftest import assert_no_plan_fallbacks
 
 UPSTREAM_KEY = "sk-operator-secret-0000"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from proxy.edge.paths import unsafe_reason
+from proxy.paths import unsafe_reason
 from tests.security.conftest import TEAM_KEY, Capture, ProxyFactory, chat_body, keys_config
 
 ATTACKS = [

@@ -16,11 +16,11 @@ import orjson
 import pytest
 import yaml
 
+from proxy.app import create_app
 from proxy.cli import main
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation
 

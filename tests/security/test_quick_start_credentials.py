@@ -16,9 +16,9 @@ import orjson
 import pytest
 from starlette.responses import Response
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from tests.conftest import assert_no_plan_fallbacks
 from tests.security.conftest import Capture, Seen, serving
 

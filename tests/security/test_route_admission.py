@@ -13,10 +13,10 @@ import orjson
 import pytest
 from starlette.routing import Route
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
-from proxy.edge.paths import DEFAULT_FORWARD
+from proxy.paths import DEFAULT_FORWARD
 from tests.security.conftest import ADMIN_KEY, OTHER_KEY, Capture, keys_config
 
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -125,7 +125,7 @@ async def test_an_aborted_upload_is_a_client_error_not_the_proxys() -> None:
     from starlette.requests import Request
 
     from proxy.edge.admission import read_body
-    from proxy.edge.errors import BadRequest
+    from proxy.errors import BadRequest
 
     messages = [
         {"type": "http.request", "body": b'{"model": "x", "mess', "more_body": True},

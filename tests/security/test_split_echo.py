@@ -1,6 +1,6 @@
 """R4, window poisoning by a split echo: an overflow's wording and figures planted in two field
 names, which the upstream repeats joined in one message, taught the proxy a window of 300.
-Figures are now read only from the message's own text (proxy/overflow/detect.py)."""
+Figures are now read only from the message's own text (proxy/upstreams/overflows.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import orjson
 import pytest
 from starlette.responses import Response
 
-from proxy.overflow.detect import is_context_overflow
+from proxy.upstreams.overflows import is_context_overflow
 from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, Seen, chat_body, keys_config
 from tests.security.test_echoed_errors import windows
 
@@ -108,7 +108,7 @@ def test_a_real_overflow_is_read_whatever_the_conversation_talks_about() -> None
 
 
 def test_own_text_masks_whole_echoes_only() -> None:
-    from proxy.overflow.detect import MASK, own_text
+    from proxy.upstreams.overflows import MASK, own_text
 
     sent = orjson.dumps({"a": 1, "maximum context length is 300": 1, "x": "3", "word": "context"})
     text = own_text("unknown: maximum context length is 300, context; 3000 tokens", sent)

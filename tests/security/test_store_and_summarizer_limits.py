@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.edge.app import create_app
 from tests.e2e.conftest import first_request_summaries
 from tests.e2e.test_checkpoints import over_budget_conversation
 

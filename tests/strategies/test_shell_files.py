@@ -15,8 +15,8 @@ from strategies.summary import track_files
         ("cat README.md", {"README.md"}, set()),
         ("head -n 20 src/app.py | grep -n def", {"src/app.py"}, set()),
         (
-            "grep -rn TODO proxy/edge/app.py proxy/request/plan.py",
-            {"proxy/edge/app.py", "proxy/request/plan.py"},
+            "grep -rn TODO proxy/app.py proxy/request/plan.py",
+            {"proxy/app.py", "proxy/request/plan.py"},
             set(),
         ),
         ("sed -n 1,40p a.py", {"a.py"}, set()),

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.edge.errors import BadRequest
+from proxy.errors import BadRequest
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import View, WireFormat
 from proxy.formats.chat import CHAT
@@ -264,7 +264,7 @@ def test_a_marked_message_is_pinned_in_every_request() -> None:
     from proxy.config.settings import load_settings
     from proxy.edge.auth import Principal
     from proxy.edge.intake import build_request
-    from proxy.edge.runtime import build_models
+    from proxy.windows.models import build_models
 
     settings = load_settings(None, models={"m": {"context_window": 8000}})
     models = build_models(settings)
@@ -380,7 +380,7 @@ def test_the_proxy_keeps_each_teams_items_apart() -> None:
     from proxy.config.settings import load_settings
     from proxy.edge.auth import Principal
     from proxy.edge.intake import build_request
-    from proxy.edge.runtime import build_models
+    from proxy.windows.models import build_models
 
     settings = load_settings(None, models={"m": {"context_window": 8000}}, teams={"b": {}})
     models = build_models(settings)
@@ -398,7 +398,8 @@ def test_bodies_below_the_proxys_threshold_are_parsed_whole() -> None:
     from proxy.config.settings import load_settings
     from proxy.edge.auth import Principal
     from proxy.edge.intake import build_request
-    from proxy.edge.runtime import Runtime, build_models
+    from proxy.runtime import Runtime
+    from proxy.windows.models import build_models
 
     settings = load_settings(None, models={"m": {"context_window": 100000}})
     models = build_models(settings)

@@ -17,7 +17,13 @@ from starlette.routing import Route
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal
-from proxy.edge.errors import (
+from proxy.edge.exchange import handle
+from proxy.edge.origins import TrustedCallers
+from proxy.edge.passthrough import handle_models, handle_passthrough
+from proxy.edge.preview import handle_preview
+from proxy.edge.readiness import Readiness
+from proxy.edge.sharing import Sharing, learned_windows, scope_key
+from proxy.errors import (
     BadRequest,
     NotFound,
     ProxyError,
@@ -25,20 +31,14 @@ from proxy.edge.errors import (
     error_body,
     error_response,
 )
-from proxy.edge.headers import TEAM as TEAM_HEADER
-from proxy.edge.origins import TrustedCallers
-from proxy.edge.passthrough import handle_models, handle_passthrough
-from proxy.edge.paths import SafePaths, is_messages_path
-from proxy.edge.preview import handle_preview
-from proxy.edge.readiness import Readiness
-from proxy.edge.runtime import Runtime, new_transport
-from proxy.edge.sharing import Sharing, learned_windows, scope_key
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
 from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
-from proxy.request.exchange import handle
+from proxy.headers import TEAM as TEAM_HEADER
+from proxy.paths import SafePaths, is_messages_path
+from proxy.runtime import Runtime, new_transport
 from proxy.upstreams.forwarding import Transport
 
 log = logging.getLogger("contextwarden")

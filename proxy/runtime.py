@@ -10,13 +10,12 @@ from typing import Any
 
 import orjson
 
-from proxy.config.environment import prepare_environment
 from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
-from proxy.edge.headers import upstream_headers
 from proxy.edge.ownership import Owners
 from proxy.formats.recent import REUSE_FROM, RecentItems
+from proxy.headers import upstream_headers
 from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.request import conversations
@@ -34,9 +33,8 @@ from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
 from proxy.windows.advice import FirstRefusals
 from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
-from proxy.windows.models import Models
-from proxy.windows.modeltable import ModelTable
-from proxy.windows.tokenizers import Tokenizers, get_encoding
+from proxy.windows.models import Models, build_models
+from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
 from strategies import checkpoint, tokens
 
@@ -168,11 +166,6 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
         budget.add("recalled outputs", rt.planner.recalls)
     budget.measure()
     return budget
-
-
-def build_models(settings: Settings) -> Models:
-    prepare_environment()
-    return Models(settings, ModelTable.bundled(), Tokenizers(settings.trimming.estimate_ratio))
 
 
 MAX_METADATA = 1 << 20  # bytes of a server's metadata answer read, at most

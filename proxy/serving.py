@@ -42,7 +42,7 @@ def serve(settings: Settings, path: str | None, overrides: dict[str, Any]) -> No
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
     }
     if settings.workers == 1:
-        from proxy.edge.app import create_app
+        from proxy.app import create_app
 
         uvicorn.run(create_app(settings), **options)
         return
@@ -53,7 +53,7 @@ def serve(settings: Settings, path: str | None, overrides: dict[str, Any]) -> No
 
 def worker_app() -> Starlette:
     """One worker's app (uvicorn calls it in each worker process)."""
-    from proxy.edge.app import create_app
+    from proxy.app import create_app
 
     args = orjson.loads(os.environ[WORKER_ARGS])
     configure_logging()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-from proxy.edge.errors import BadRequest, ContextTooLarge
+from proxy.errors import BadRequest, ContextTooLarge
 from strategies.budget import Budget
 
 if TYPE_CHECKING:

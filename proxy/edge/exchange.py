@@ -15,29 +15,29 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.edge.auth import Principal
-from proxy.edge.errors import ProxyError
-from proxy.edge.headers import (
+from proxy.edge.intake import build_request
+from proxy.edge.ownership import answered_id, answered_ids, claiming
+from proxy.errors import ProxyError
+from proxy.formats.base import WireFormat
+from proxy.headers import (
     UPSTREAM_TRUNCATED,
     cw_headers,
     decode_headers,
     refused_headers,
     upstream_headers,
 )
-from proxy.edge.intake import WireRequest, build_request
-from proxy.edge.ownership import answered_id, answered_ids, claiming
-from proxy.edge.paths import query_of
-from proxy.edge.runtime import Runtime
-from proxy.formats.base import WireFormat
 from proxy.observe.metrics import Outcome
 from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
+from proxy.paths import query_of
 from proxy.request.compaction import compaction, wants_compaction
-from proxy.request.conversations import PrefixTracker, Seen
+from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
 from proxy.request.plan import Plan
@@ -46,7 +46,11 @@ from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
 from proxy.windows.advice import annotated, refusal_note
+from proxy.wire import WireRequest
 from strategies.cost import PromptCosts, prompt_costs
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 log = logging.getLogger("contextwarden")
 
@@ -214,7 +218,7 @@ async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> S
         return None
     sent, tokens = plan.prompts
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
-    key = req.conversation_key()
+    key = key_of(req)
     near = plan.near  # a prompt far from the limit needs no store round trip
     return await prefixes.see(key, forwarded, tokens, sent, near)
 
@@ -288,7 +292,7 @@ def recalling(
         build,
         send,
         rt.planner.recalls,
-        req.conversation_key(),
+        key_of(req),
         req.counter(),
         plan.budget.messages,
         config.max_recalls,

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.edge.errors import anthropic_error, error_body
+from proxy.errors import anthropic_error, error_body
 
 # Percent-encoded dot, slash and backslash: the decoded path must be the one the client meant.
 _ENCODED = re.compile(rb"%(2e|2f|5c|00)", re.IGNORECASE)
