@@ -16,10 +16,10 @@ from proxy.edge.auth import Principal
 from proxy.edge.exchange import see_prefix
 from proxy.edge.intake import build_request
 from proxy.formats.chat import CHAT
-from proxy.formats.recent import RecentItems
+from proxy.formats.reused_items import RecentItems
 from proxy.request.conversations import PrefixTracker
-from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner, broken
+from proxy.request.sticky_cuts import CutMemory
 from proxy.windows.models import build_models
 from proxy.windows.tokenizers import text_tokens
 from strategies.tokens import ChatCounter, count_prompt
@@ -112,7 +112,7 @@ def _rows(
             # request (one planner serves every request, as in the proxy). Without the
             # conversation's last cut, the warm trimmed request is cut afresh; with it (the
             # proxy's own planner, sticky cuts), the cut is replayed. Each proxy remembers its
-            # conversations' last items (proxy/formats/recent.py).
+            # conversations' last items (proxy/formats/reused_items.py).
             models, planner, recent = build_models(settings), Planner(settings, None), RecentItems()
             colds.append(plan(models, planner, recent, "over", convo))
             warms.append(plan(models, planner, recent, "over", grown))

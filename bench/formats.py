@@ -1,8 +1,8 @@
 """``python -m bench.formats``: parsing, viewing and digesting an agent's requests, per request,
 in process, afresh against reusing the conversation's last request's items
-(proxy/formats/recent.py), in the three formats, on the same conversation (bench/agent_sized.py:
-one tool loop from about 5k to 10k tokens). Best of five passes, so that other tenants of a
-shared machine weigh less; both columns are measured in the same run."""
+(proxy/formats/reused_items.py), in the three formats, on the same conversation
+(bench/agent_sized.py: one tool loop from about 5k to 10k tokens). Best of five passes, so
+that other tenants of a shared machine weigh less; both columns are measured in the same run."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from proxy.config.environment import prepare_environment
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
-from proxy.formats.recent import RecentItems
 from proxy.formats.responses import RESPONSES
+from proxy.formats.reused_items import RecentItems
 from proxy.request.conversations import message_digest
 
 FORMATS: tuple[tuple[str, WireFormat, Callable[[agent_sized.Messages], bytes]], ...] = (

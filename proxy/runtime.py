@@ -14,15 +14,15 @@ from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
 from proxy.edge.ownership import Owners
-from proxy.formats.recent import REUSE_FROM, RecentItems
+from proxy.formats.reused_items import REUSE_FROM, RecentItems
 from proxy.headers import upstream_headers
 from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.request import conversations
 from proxy.request.conversations import PinMemory, PrefixTracker
-from proxy.request.cuts import CutMemory
 from proxy.request.plan import Planner
 from proxy.request.recall import RecallMemory
+from proxy.request.sticky_cuts import CutMemory
 from proxy.stores import GuardedStore, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
@@ -36,7 +36,8 @@ from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.models import Models, build_models
 from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
-from strategies import checkpoint, tokens
+from strategies import tokens
+from strategies.checkpoints import chain
 
 log = logging.getLogger("contextwarden")
 
@@ -155,7 +156,7 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
     budget.add("request items", rt.items)
     budget.add("message counts", rt.planner.recent)
     budget.add("message digests", *conversations.memories())
-    budget.add("checkpoint chains", *checkpoint.memories())
+    budget.add("checkpoint chains", *chain.memories())
     budget.add("token counts", rt.models.tokenizers, tokens.digests())
     budget.add("fingerprints", rt.prefixes.memory)
     if rt.planner.cuts is not None:

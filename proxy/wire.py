@@ -62,7 +62,7 @@ class WireRequest:
     # Counted even when a byte bound shows it fits: the calibration wants it as a sample.
     sampled: bool = False
     # Bytes of the body that are items its conversation's last request sent as they are
-    # (proxy/formats/recent.py): their counts are known; the rest is what may need tokenizing.
+    # (proxy/formats/reused_items.py): their counts are known; the rest is what may need tokenizing.
     reused: int = 0
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.

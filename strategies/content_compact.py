@@ -22,12 +22,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from strategies.checkpoints.cut import FileTools
 from strategies.json_digest import digest
 from strategies.messages import Message
 from strategies.microcompact import CLEARED
 from strategies.outputs import named, output_text, rewritable, with_text
 from strategies.shell_files import shell_files
-from strategies.summary import FileTools
 from strategies.tokens import Counter
 
 CONTEXT = 2  # lines kept around an error or warning line

@@ -11,7 +11,7 @@ dropped document stays dropped, a cleared output stays cleared with the same byt
 replay no longer fits, the caller cuts afresh and records the new cut.
 
 Whose messages are "the same" is the caller's ``digest`` (the proxy's ignores where the client
-moved its cache breakpoints). Pure: no I/O; the proxy keeps recipes (proxy/request/cuts.py).
+moved its cache breakpoints). Pure: no I/O; the proxy keeps recipes (proxy/request/sticky_cuts.py).
 """
 
 from __future__ import annotations

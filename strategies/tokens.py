@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from strategies.bounded_memory import DEFAULT_LIMIT, DigestMemo, Generations, exact, key_size
 from strategies.budget import tools_tokens
 from strategies.images import ImageCosts, image_tokens
-from strategies.memo import DEFAULT_LIMIT, DigestMemo, Generations, exact, key_size
 from strategies.messages import HIDDEN, SOURCE, Message
 
 TOKENS_PER_MESSAGE = 3
@@ -70,7 +70,7 @@ def count_prompt(counter: Counter, messages: Sequence[Message]) -> int:
 class ChatCounter:
     """OpenAI chat accounting over a text-length function, with a per-message count memory
     and one of short texts, together holding at most ``memory`` bytes (``resize``), the least
-    recently used going first (strategies/memo.py).
+    recently used going first (strategies/bounded_memory.py).
 
     ``token_len`` is normally ``len(encoding.encode_ordinary(text))`` for a tiktoken encoding.
     """

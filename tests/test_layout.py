@@ -127,3 +127,15 @@ def test_one_path_for_every_format_no_circle_few_climbs() -> None:
     assert all(int(climbs) <= MAX_CLIMBS for _, climbs in cases), out
     sections = re.split(r"^(?=\w+, )", out, flags=re.MULTILINE)[1:]
     assert all("    proxy.edge.exchange\n" in s for s in sections), out
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """A package's tests are under tests/ at its path: tests/proxy/<layer>/ for proxy/'s
+    layers, none left flat beside them."""
+    for tests, source in (
+        (ROOT / "tests" / "proxy", PROXY),
+        (ROOT / "tests" / "strategies", ROOT / "strategies"),
+    ):
+        for folder in (p for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"):
+            assert (source / folder.name / "__init__.py").is_file(), f"{folder}: no such package"
+    assert not list((ROOT / "tests" / "proxy").glob("test_*.py")), "tests/proxy/ holds layers only"

@@ -21,10 +21,10 @@ from pydantic import (
 
 from proxy.config import plugins
 from strategies import registry
+from strategies.checkpoints.cut import FileTools, Prompts
 from strategies.engine import Pass, Policy
 from strategies.errors import InvalidConfig
 from strategies.rules import TIERS, Match, Rule
-from strategies.summary import FileTools, Prompts
 
 ENGINE = Policy()  # the engine's defaults, which the config's defaults are
 # The built-in passes whose placeholders name a recall handle under a policy with ``recall``.

@@ -28,7 +28,7 @@ from proxy.demo.anthropic import messages_endpoint
 from proxy.demo.completions import completions_endpoint
 from proxy.demo.responses import responses_endpoint
 from proxy.windows.tokenizers import get_encoding
-from strategies.summary import SYSTEM_PROMPT
+from strategies.checkpoints.cut import SYSTEM_PROMPT
 
 SUMMARIZER_MARK = SYSTEM_PROMPT[:40]
 

@@ -27,7 +27,7 @@ from proxy.errors import BadRequest, Forbidden
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.formats.compaction import expand
-from proxy.formats.recent import RecentItems
+from proxy.formats.reused_items import RecentItems
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models
@@ -46,7 +46,7 @@ def build_request(
     recent: RecentItems | None = None,
 ) -> WireRequest:
     """``recent``: the conversations' last requests, whose items this one reuses where it
-    sends them again (proxy/formats/recent.py)."""
+    sends them again (proxy/formats/reused_items.py)."""
     if fmt.api == "responses":  # the proxy's own compaction items, as the upstream reads them
         body = expand(body)
     reuse = (
@@ -146,8 +146,9 @@ def take_pins(
 ) -> tuple[dict[str, Any], frozenset[int], bool]:
     """``payload`` without the per-message ``contextwarden`` markers under ``key``, the ids of
     the messages that asked to be pinned, and whether any marker was there. The first
-    ``known`` messages are the conversation's last request's objects (proxy/formats/recent.py),
-    which never hold a marker: only the others are looked at for one."""
+    ``known`` messages are the conversation's last request's objects
+    (proxy/formats/reused_items.py), which never hold a marker: only the others are looked at
+    for one."""
     messages = payload.get(key)
     if not isinstance(messages, list) or not any(
         isinstance(m, dict) and "contextwarden" in m for m in islice(messages, known, None)

@@ -10,9 +10,9 @@
                          request checks; anthropic_cache.py: its cache breakpoints on a trim
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
-    recent.py            each conversation's last request's items: the next request's equal
+    reused_items.py      each conversation's last request's items: the next request's equal
                          leading items become those objects, checked and viewed once;
-                         written.py: where a compact body holds its items, byte for byte
+                         item_spans.py: where a compact body holds its items, byte for byte
     recall.py            the recall tool in each format: offered, its calls read from an
                          answer (whole or streamed), answered by continuing the request
 

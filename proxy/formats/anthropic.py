@@ -36,7 +36,7 @@ from proxy.formats.base import (
     usage_int,
     with_texts,
 )
-from proxy.formats.recent import Reuse
+from proxy.formats.reused_items import Reuse
 from strategies.budget import requested_output
 from strategies.messages import SOURCE, Message
 

@@ -23,7 +23,7 @@ def check_system(system: Any) -> None:
 
 def check_messages(messages: Any, known: int = 0) -> None:
     """BadRequest naming the first thing wrong; the first ``known`` messages passed these
-    checks in an earlier request (proxy/formats/recent.py): only how calls pair is checked
+    checks in an earlier request (proxy/formats/reused_items.py): only how calls pair is checked
     again over them."""
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: must be a non-empty array", param="messages")

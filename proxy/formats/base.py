@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import orjson
 
 from proxy.errors import BadRequest
-from proxy.formats.recent import Reuse
+from proxy.formats.reused_items import Reuse
 from strategies.messages import SOURCE, Message
 from strategies.tokens import Counter, HiddenCounter
 
@@ -95,7 +95,7 @@ class WireFormat(Protocol):
 
     def parse(self, body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
         """The payload, checked; with ``reuse``, the conversation's last request's items are
-        matched first, and not checked again (proxy/formats/recent.py)."""
+        matched first, and not checked again (proxy/formats/reused_items.py)."""
         ...
 
     def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
@@ -208,7 +208,7 @@ def load_json(body: bytes) -> dict[str, Any]:
 def load_items(body: bytes, key: str, reuse: Reuse | None) -> tuple[dict[str, Any], int]:
     """The body's JSON object (not yet checked for write-back: see ``check_writable``), its
     leading ``key`` items, where its conversation's last request sent them as they are, that
-    request's objects (proxy/formats/recent.py); how many were."""
+    request's objects (proxy/formats/reused_items.py); how many were."""
     if reuse is None:
         return load_json(body), 0
     payload = reuse.load(body, key)
@@ -224,7 +224,7 @@ def check_writable(
 ) -> bytes | None:
     """400 when ``payload`` is nested deeper than orjson writes (see ``parse_json``); the
     payload written out, when it was (``reject_duplicate_keys`` compares it with the body). A
-    body the reuse found to be the payload written out (proxy/formats/recent.py) is not
+    body the reuse found to be the payload written out (proxy/formats/reused_items.py) is not
     written again."""
     if (reuse is not None and reuse.written) or len(body) <= MAX_DEPTH:
         return None  # a body that short cannot be that deep; writing is cheaper than counting

@@ -16,7 +16,7 @@ from proxy.formats.base import (
     reject_duplicate_keys,
     usage_int,
 )
-from proxy.formats.recent import Reuse
+from proxy.formats.reused_items import Reuse
 from proxy.upstreams.forwarding import chat_stream_error
 from strategies.budget import CHAT_OUTPUT_KEYS, requested_output
 from strategies.messages import Message
@@ -64,7 +64,7 @@ CHAT = ChatFormat()
 def parse_chat(body: bytes, reuse: Reuse | None = None) -> dict[str, Any]:
     """The parsed body, or BadRequest naming the first thing wrong with it. With ``reuse``, the
     leading messages an earlier request of the conversation sent as they are (and so passed
-    these checks) are not checked again (proxy/formats/recent.py)."""
+    these checks) are not checked again (proxy/formats/reused_items.py)."""
     payload, known = load_items(body, "messages", reuse)
     written = check_writable(body, payload, reuse)
     messages = payload.get("messages")

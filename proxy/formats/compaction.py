@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from strategies.summary import SummaryText
+from strategies.checkpoints.cut import SummaryText
 
 TRIGGER = "compaction_trigger"
 MARK = "cw-compaction-1:"  # the proxy's own compaction items' content starts with it

@@ -23,7 +23,7 @@ import orjson
 from proxy.errors import BadRequest, ContextTooLarge
 from proxy.formats.base import View, parse_json, usage_int
 from proxy.formats.chat import CHAT
-from proxy.formats.recent import Reuse
+from proxy.formats.reused_items import Reuse
 from proxy.windows.models import ModelSpec
 from proxy.windows.tokenizers import encoder, get_encoding
 from strategies.budget import Budget

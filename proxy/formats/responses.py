@@ -32,7 +32,6 @@ from proxy.formats.base import (
     usage_int,
     with_texts,
 )
-from proxy.formats.recent import Reuse
 from proxy.formats.responses_items import (
     SHOWN,
     TEXT_OUTPUTS,
@@ -45,6 +44,7 @@ from proxy.formats.responses_items import (
     hidden_text,
     kind_of,
 )
+from proxy.formats.reused_items import Reuse
 from strategies.budget import requested_output
 from strategies.messages import LEADING_ROLES, SOURCE, Message
 

@@ -152,7 +152,7 @@ def check_input(
     """BadRequest naming the first thing wrong with ``input``: not a string or a list of
     objects, an item of no known shape, a call without its id, or (when the proxy sees the
     whole conversation) a call and its output apart. The first ``known`` items passed these
-    checks in an earlier request (proxy/formats/recent.py): only how calls and outputs pair is
+    checks in an earlier request (proxy/formats/reused_items.py): only how calls and outputs pair is
     checked again over them, or not even that when ``resume`` is how they paired then.
     Returns how the whole input pairs (None for a string)."""
     if isinstance(items, str):

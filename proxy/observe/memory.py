@@ -3,16 +3,17 @@
 What the process needs to run (its code, litellm's tables, the tokenizers: its footprint,
 measured once it has started, and again once litellm has loaded) is taken off first; its
 caches share the rest, each its part of it (``SHARES``), each letting its least recently used
-entries go first (strategies/memo.py). Requests in flight come on top of the budget: a 1 GiB
+entries go first (strategies/bounded_memory.py). Requests in flight come on top of the
+budget: a 1 GiB
 container runs the default, 768 MiB, with a quarter of a gigabyte for them. A budget below
 the footprint leaves the caches ``FLOOR`` (and a warning in the log).
 
 Each cache measures what it holds in bytes of what its entries keep alive, estimated per
-entry (tests/strategies/test_memo.py holds the estimates to tracemalloc's measure); several
-hold the same message objects, each counting them. ``/admin/stats`` (``memory``) and
-``/metrics`` (``contextwarden_memory_bytes``) show each cache's use and share, the footprint
-and the resident memory. With ``serve --workers N`` each worker has the budget: N times it in
-all.
+entry (tests/strategies/test_bounded_memory.py holds the estimates to tracemalloc's
+measure); several hold the same message objects, each counting them. ``/admin/stats``
+(``memory``) and ``/metrics`` (``contextwarden_memory_bytes``) show each cache's use and
+share, the footprint and the resident memory. With ``serve --workers N`` each worker has
+the budget: N times it in all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from strategies.memo import Bounded
+from strategies.bounded_memory import Bounded
 
 log = logging.getLogger("contextwarden")
 MIB = 1 << 20
@@ -34,13 +35,13 @@ FLOOR = 32 * MIB
 # Each cache's part of what the footprint leaves: what one request of a long agent
 # conversation holds in each, about (bench/soak.py measures the whole).
 SHARES: dict[str, float] = {
-    "request items": 0.30,  # proxy/formats/recent.py: each conversation's last request
-    "message counts": 0.06,  # proxy/request/recent.py: its counts
+    "request items": 0.30,  # proxy/formats/reused_items.py: each conversation's last request
+    "message counts": 0.06,  # proxy/request/reused_counts.py: its counts
     "message digests": 0.14,  # proxy/request/conversations.py: by bytes and by object
-    "checkpoint chains": 0.10,  # strategies/checkpoint.py: by bytes and by object
+    "checkpoint chains": 0.10,  # strategies/checkpoints/chain.py: by bytes and by object
     "token counts": 0.20,  # strategies/tokens.py: each tokenizer's messages and short texts
     "fingerprints": 0.06,  # proxy/request/conversations.py: each conversation's last prompt
-    "cuts": 0.05,  # proxy/request/cuts.py: its last cut
+    "cuts": 0.05,  # proxy/request/sticky_cuts.py: its last cut
     "seen conversations": 0.03,  # proxy/summaries/seen.py
     "pins": 0.02,  # proxy/request/conversations.py
     "recalled outputs": 0.04,  # proxy/request/recall.py: cleared outputs a model may recall

@@ -30,8 +30,8 @@ from proxy.request.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded
 from proxy.wire import WireRequest
 from strategies.budget import Budget
+from strategies.checkpoints.cut import serialize
 from strategies.messages import Message, leading_count
-from strategies.summary import serialize
 from strategies.tokens import count_prompt
 
 if TYPE_CHECKING:

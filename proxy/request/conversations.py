@@ -42,7 +42,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from proxy.wire import WireRequest
-from strategies.memo import DigestMemo, Lru, ObjectMemo
+from strategies.bounded_memory import DigestMemo, Lru, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
 
 State = Literal["kept", "broken", "new"]
@@ -277,7 +277,7 @@ def message_digest(message: Message) -> bytes:
     digested: what they hold that the message does not show (ids, signatures, encrypted
     reasoning) never changes in a conversation's earlier messages. Per message of every
     request: a message object seen before (one the request shares with its conversation's last,
-    proxy/formats/recent.py) is found by its identity, else the common case is one dump of the
+    proxy/formats/reused_items.py) is found by its identity, else the common case is one dump of the
     shown fields."""
     same = _BY_OBJECT.get(message)
     if same is not None:

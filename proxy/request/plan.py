@@ -29,7 +29,7 @@ import orjson
 from proxy.config.settings import Settings
 from proxy.errors import ContextTooLarge
 from proxy.formats.recall import offer
-from proxy.formats.recent import entry_bytes
+from proxy.formats.reused_items import entry_bytes
 from proxy.request.budget import budget_for, output_floor, settled
 from proxy.request.conversations import (
     Fingerprint,
@@ -38,10 +38,10 @@ from proxy.request.conversations import (
     key_of,
     message_digest,
 )
-from proxy.request.cuts import CutMemory
 from proxy.request.postcondition import violation
 from proxy.request.recall import RecallMemory, originals
-from proxy.request.recent import RecentCounts
+from proxy.request.reused_counts import RecentCounts
+from proxy.request.sticky_cuts import CutMemory
 from proxy.summaries import Compactor, Context
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.summaries.llm import target_for
@@ -504,8 +504,8 @@ class Planner:
         return offer(req.fmt, written) if req.offer_recall else None
 
     def _recent_key(self, req: WireRequest) -> tuple[str, str, str, float, float]:
-        """Whose last counts a request may reuse (proxy/request/recent.py): its conversation's,
-        in its format, for its model as calibrated."""
+        """Whose last counts a request may reuse (proxy/request/reused_counts.py): its
+        conversation's, in its format, for its model as calibrated."""
         conversation = key_of(req)
         return conversation, req.fmt.name, req.spec.name, req.hidden_weight, req.message_weight
 

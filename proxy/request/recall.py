@@ -32,7 +32,7 @@ from proxy.errors import UpstreamUnavailable
 from proxy.formats.recall import Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
-from strategies.memo import Lru
+from strategies.bounded_memory import Lru
 from strategies.messages import Message
 from strategies.outputs import HANDLE, handle_for, output_text
 from strategies.prompt_cut import cut_message_middle

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from strategies.checkpoint import Checkpoint
-from strategies.summary import FileLists
+from strategies.checkpoints.chain import Checkpoint
+from strategies.checkpoints.cut import FileLists
 
 
 def dump(c: Checkpoint) -> bytes:

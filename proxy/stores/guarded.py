@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from proxy.stores.protocol import Store
-from strategies.checkpoint import Checkpoint
+from strategies.checkpoints.chain import Checkpoint
 
 T = TypeVar("T")
 log = logging.getLogger("contextwarden.store")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from strategies.checkpoint import Checkpoint
+from strategies.checkpoints.chain import Checkpoint
 
 
 class Store(Protocol):

@@ -16,7 +16,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.stores.codec import dump, load
-from strategies.checkpoint import Checkpoint
+from strategies.checkpoints.chain import Checkpoint
 
 LEARNED = "cw:learned"
 # A quota's slots: a sorted set of the times they were taken, by Redis's own clock (one clock

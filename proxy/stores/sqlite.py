@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from proxy.stores.codec import dump, load
-from strategies.checkpoint import Checkpoint
+from strategies.checkpoints.chain import Checkpoint
 
 T = TypeVar("T")
 BUSY = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})

@@ -1,7 +1,7 @@
 """The request path's blob writes, gathered and written together, after the answer.
 
 Each request of an agent's conversation writes its prefix fingerprint and, when it is trimmed,
-its cut (proxy/request/conversations.py, proxy/request/cuts.py), and the next request of the
+its cut (proxy/request/conversations.py, proxy/request/sticky_cuts.py), and the next request of the
 conversation writes them again. Written one by one, each write was a trip to a worker thread
 (SQLite) or a round trip (Redis): on the 2-core benchmark machine a thread's round trip costs
 about 120 us of CPU, and two of them more than the rest of a fitted agent request's work.

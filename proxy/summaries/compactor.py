@@ -32,7 +32,6 @@ from proxy.summaries.decision import (
     soft_limit,
     worth_preparing,
 )
-from proxy.summaries.flight import Flights
 from proxy.summaries.handoff import make_handoff
 from proxy.summaries.job import (
     BreakerOpen,
@@ -44,9 +43,10 @@ from proxy.summaries.job import (
 )
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from proxy.summaries.seen import SeenConversations
-from strategies.checkpoint import Checkpoint, apply_summary, next_cut, prefix_chain
+from proxy.summaries.single_flight import Flights
+from strategies.checkpoints.chain import Checkpoint, apply_summary, next_cut, prefix_chain
+from strategies.checkpoints.cut import SummaryText, summary_max_tokens
 from strategies.messages import Message, leading_count
-from strategies.summary import SummaryText, summary_max_tokens
 from strategies.tokens import count_messages, count_prompt
 
 log = logging.getLogger("contextwarden.compaction")

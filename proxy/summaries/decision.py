@@ -10,7 +10,7 @@
                     a new one, or truncate (a conversation seen for the first time)
     worth_preparing past the soft limit: whether to start a summary in the background now
 
-Where a summary cuts is the engine's (strategies/checkpoint.py: next_cut); making one is
+Where a summary cuts is the engine's (strategies/checkpoints/chain.py: next_cut); making one is
 job.py's; running it once per conversation, with a budget of calls and a breaker, compactor.py's.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from proxy.config.policies import PolicyConfig
-from strategies.checkpoint import Checkpoint, apply_summary, best_checkpoint
+from strategies.checkpoints.chain import Checkpoint, apply_summary, best_checkpoint
 from strategies.messages import Message
 from strategies.tokens import Counter, count_prompt
 

@@ -17,9 +17,9 @@ from proxy.summaries.allowance import Allowance
 from proxy.summaries.breaker import Breaker
 from proxy.summaries.job import BreakerOpen, Context, Job, checkpoint_id, summarize
 from proxy.summaries.llm import AllowanceSpent, LLMSummarizer, SummarizerFailed
-from strategies.checkpoint import Checkpoint, prefix_chain
+from strategies.checkpoints.chain import Checkpoint, prefix_chain
+from strategies.checkpoints.cut import Cut, FileLists, SummaryText, track_files
 from strategies.messages import Message, leading_count
-from strategies.summary import Cut, FileLists, SummaryText, track_files
 from strategies.tokens import count_messages
 
 

@@ -25,9 +25,8 @@ from proxy.summaries.llm import (
     SummarizerOverflow,
     Target,
 )
-from strategies.checkpoint import Checkpoint, best_checkpoint, next_cut
-from strategies.messages import Message, leading_count
-from strategies.summary import (
+from strategies.checkpoints.chain import Checkpoint, best_checkpoint, next_cut
+from strategies.checkpoints.cut import (
     Cut,
     FileLists,
     SummaryText,
@@ -40,6 +39,7 @@ from strategies.summary import (
     track_files,
     turn_prefix_request,
 )
+from strategies.messages import Message, leading_count
 from strategies.tokens import Counter, count_messages, count_prompt
 
 log = logging.getLogger("contextwarden.compaction")
@@ -109,8 +109,8 @@ def checkpoint_id(scope: str, chain_hash: str) -> str:
 
 
 def planned_cut(job: Job) -> tuple[int, Cut] | None:
-    """Where ``job``'s summary starts and cuts (strategies/checkpoint.py: next_cut), after what
-    its previous checkpoint covers; one rule for making and estimating."""
+    """Where ``job``'s summary starts and cuts (strategies/checkpoints/chain.py: next_cut),
+    after what its previous checkpoint covers; one rule for making and estimating."""
     ctx = job.ctx
     covered = job.previous.covers if job.previous else 0
     return next_cut(

@@ -16,7 +16,7 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Protocol
 
-from strategies.memo import Lru
+from strategies.bounded_memory import Lru
 
 STORE_PREFIX = "seen\t"
 LIMIT = 16 * 1024 * 1024  # bytes, until the memory budget gives its share

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import tiktoken
 
 from proxy.config.environment import prepare_environment
+from strategies.bounded_memory import DEFAULT_LIMIT
 from strategies.encodings import encoding_for_model, image_costs_for_model
 from strategies.images import ImageCosts
-from strategies.memo import DEFAULT_LIMIT
 from strategies.tokens import ChatCounter, Counter, ScaledCounter, safe_encode, token_len
 
 ESTIMATE_BASE = "cl100k_base"

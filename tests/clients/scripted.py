@@ -40,7 +40,7 @@ from proxy.demo.anthropic import _events as message_events
 from proxy.demo.responses import ResponsesCounter, completed, text_item
 from proxy.demo.responses import _events as response_events
 from proxy.demo.upstream import WindowCounter, tool_sequence_error
-from strategies.summary import SYSTEM_PROMPT
+from strategies.checkpoints.cut import SYSTEM_PROMPT
 from tests.clients.metadata import Metadata
 
 STEP = re.compile(r"step-(\d+)\.txt")

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from tests.proxy.test_mixed_kinds import answer_for, conversation, truth
+from tests.proxy.windows.test_mixed_kinds import answer_for, conversation, truth
 
 WINDOW = 4096
 

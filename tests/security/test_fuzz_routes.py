@@ -12,7 +12,7 @@ import orjson
 import pytest
 import respx
 
-from tests.proxy.test_forwarding import BASE, OK, running
+from tests.proxy.upstreams.test_forwarding import BASE, OK, running
 
 PER_ROUTE = 5000
 SEEDS: dict[str, dict[str, Any]] = {

@@ -10,7 +10,7 @@ import pytest
 import respx
 
 from proxy.windows.learned import LearnedWindows
-from tests.proxy.test_forwarding import BASE, OK, running
+from tests.proxy.upstreams.test_forwarding import BASE, OK, running
 
 TEAM_A, TEAM_B, ADMIN = "cw-a-key", "cw-b-key", "cw-admin"
 

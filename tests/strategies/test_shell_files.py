@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from strategies.checkpoints.cut import track_files
 from strategies.shell_files import shell_files
-from strategies.summary import track_files
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import zlib
 import pytest
 
 from proxy.windows.tokenizers import Tokenizers
-from strategies import memo, tokens
+from strategies import bounded_memory, tokens
 from strategies.images import ImageCosts, image_tokens, tiles
 from strategies.tokens import WORD, CharCounter, ChatCounter, FixedCounter, count_prompt
 from tests.conftest import CL100K, O200K
@@ -241,7 +241,7 @@ def test_a_counters_memory_is_bounded_and_forgets_the_least_recently_used_first(
         calls.append(text)
         return len(CL100K.encode_ordinary(text))
 
-    entry = memo.KEY_ENTRY + WORD
+    entry = bounded_memory.KEY_ENTRY + WORD
     counter = ChatCounter(length, memory=8 * tokens.WORDS_SHARE * entry)  # 4 texts a generation
     texts = [f"{k} " + "y" * (WORD - 2) for k in range(8)]
     counts = [counter.text(t) for t in texts[:5]]  # the fifth begins a new generation

@@ -11,7 +11,7 @@ import orjson
 import pytest
 import respx
 
-from tests.proxy.test_forwarding import BASE, config_with, running
+from tests.proxy.upstreams.test_forwarding import BASE, config_with, running
 
 OK = {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": {}}
 USER = {"role": "user", "content": "hi"}

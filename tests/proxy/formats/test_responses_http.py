@@ -14,8 +14,8 @@ import respx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.proxy.test_bad_input import assert_openai_error
-from tests.proxy.test_forwarding import BASE, config_with, running
+from tests.proxy.edge.test_bad_input import assert_openai_error
+from tests.proxy.upstreams.test_forwarding import BASE, config_with, running
 
 OK = {"id": "resp_1", "object": "response", "status": "completed", "output": []}
 USER = {"role": "user", "content": "hi"}

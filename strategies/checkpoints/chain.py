@@ -1,0 +1,132 @@
+"""Summary checkpoints: which stored summary covers how much of a conversation, and where the
+next one cuts. Pure cut rules: whether to summarize is the proxy's (proxy/summaries/decision.py).
+
+A proxy sees each conversation resent whole on every call. A checkpoint is keyed by a hash chain
+over the conversation's messages: ``chain[k]`` hashes the leading system messages and the first
+``k`` messages after them, so a later request of the same conversation (same beginning, more
+messages) recomputes the same ``chain[k]`` and finds the checkpoint, while any edit to the
+summarized part changes the hash and the checkpoint is simply not used. Checkpoints of one
+conversation are grouped under ``chain[1]`` so one look-up returns every candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import orjson
+
+from strategies.bounded_memory import DigestMemo, ObjectMemo
+from strategies.checkpoints.cut import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
+from strategies.messages import Message, leading_count
+from strategies.rules import current_turn_start, running_task
+from strategies.tokens import Counter
+
+
+def prefix_chain(messages: Sequence[Message], length: int | None = None) -> list[str]:
+    """``chain[k]`` for k = 0..n, where n counts the messages after the leading system run;
+    only its first ``length`` entries when given (a conversation's key is ``chain[1]``)."""
+    lead = leading_count(messages)
+    h = hashlib.blake2b(digest_size=16)
+    for m in messages[:lead]:
+        h.update(_digest(m))
+    chain = [h.hexdigest()]
+    end = len(messages) if length is None else lead + length - 1
+    for m in messages[lead:end]:
+        h.update(_digest(m))
+        chain.append(h.copy().hexdigest())
+    return chain
+
+
+def _digest(message: Message) -> bytes:
+    known = _BY_OBJECT.get(message)
+    if known is not None:
+        return known
+    raw = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    digest = _DIGESTS.digest(raw)
+    _BY_OBJECT.remember(message, digest, len(raw))
+    return digest
+
+
+# A conversation's chain is made at every request near its limit, from messages its earlier
+# requests sent: the same objects, where the request shares them with its conversation's last
+# (proxy/formats/reused_items.py), found without writing them out (with their wire items, in
+# Responses and Messages); else equal ones, found by their bytes.
+_DIGESTS = DigestMemo()
+_BY_OBJECT = ObjectMemo()
+
+
+def memories() -> tuple[DigestMemo, ObjectMemo]:
+    """The chain's memos, for the memory budget."""
+    return _DIGESTS, _BY_OBJECT
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    id: str
+    conversation: str  # chain[1]: the group key
+    covers: int  # messages after the leading run that the summary stands for
+    chain_hash: str  # chain[covers]
+    summary: str
+    tokens_before: int
+    tokens_after: int
+    files: FileLists = field(default_factory=FileLists)
+    created_at: float = 0.0
+    previous_id: str | None = None
+
+    def text(self, role: str = "user") -> SummaryText:
+        return SummaryText(self.summary, self.files, role)
+
+
+def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> Checkpoint | None:
+    """The candidate covering the most messages whose hash matches this conversation, leaving
+    at least one message verbatim after the summary."""
+    usable = [
+        c for c in candidates if 0 < c.covers < len(chain) - 1 and chain[c.covers] == c.chain_hash
+    ]
+    return max(usable, key=lambda c: c.covers, default=None)
+
+
+def apply_summary(
+    messages: Sequence[Message],
+    covers: int,
+    summary: SummaryText,
+    keep: frozenset[int] = frozenset(),
+) -> list[Message]:
+    """The conversation with its first ``covers`` messages (after the leading run) replaced by
+    the summary, placed right after the leading system messages; the covered messages whose id
+    is in ``keep`` (pinned) follow the summary verbatim, in order."""
+    lead = leading_count(messages)
+    pinned = [m for m in messages[lead : lead + covers] if id(m) in keep] if keep else []
+    return [*messages[:lead], summary.message(), *pinned, *messages[lead + covers :]]
+
+
+def next_cut(
+    messages: Sequence[Message],
+    covered: int,
+    budget: int,
+    keep: int | None,
+    counter: Counter,
+    running: bool = False,
+    continuing: frozenset[int] = frozenset(),
+) -> tuple[int, Cut] | None:
+    """Where the next summary starts (after the leading run and what ``covered`` messages a
+    previous summary holds) and where it cuts, keeping the recent turns verbatim; None when
+    there is nothing worth summarizing. One rule for making, estimating and session memory.
+
+    The cut never goes past the message that states the current task: the user message
+    that opened the current turn (or, with ``running``, the running agent task's statement).
+    Every plan keeps it as the client sent it (strategies/protected.py); the steps after it
+    are cleared and dropped by the engine instead."""
+    lead = leading_count(messages)
+    start = lead + covered
+    cut = find_cut(messages, start, keep_recent_tokens(budget, keep), counter, budget // 2)
+    if cut is not None:
+        if running:
+            task = running_task(messages, lead, continuing)[0]
+        else:
+            task = current_turn_start(messages, lead)
+        if cut.index > task:
+            cut = Cut(task) if task > start else None
+    return None if cut is None else (start, cut)
