@@ -2,7 +2,7 @@
 
 In ``auth: passthrough`` the proxy reaches an upstream that holds no key of its own with the
 caller's credential. That credential goes only where its caller sent it: to the upstream of the
-model the caller asked for (``proxy/edge/intake.py``: ``WireRequest.credential_for``). A policy
+model the caller asked for (``proxy/wire.py``: ``WireRequest.credential_for``). A policy
 that sends work elsewhere (its summarizer through another ``upstream``, a fallback model served
 by another upstream) must then pay for it with a key of that upstream's own, or it could only
 have been paid with the caller's key, at a host the caller never addressed. Such a configuration

@@ -4,7 +4,8 @@ needs to fit it again (a budget for a window, a re-fit, an exact recount, a cali
     ConversationFitting  chat, Responses, Messages: the planner and the engine over the view
     PromptFitting        legacy completions: prompts cut at token boundaries (formats/completions)
 
-The request path (exchange.py) takes either, so every format shares its edge, fallbacks,
+The request path (proxy/edge/exchange.py) takes either, so every format shares its edge,
+fallbacks,
 retry, headers and metrics.
 """
 
