@@ -5,8 +5,7 @@ needs to fit it again (a budget for a window, a re-fit, an exact recount, a cali
     PromptFitting        legacy completions: prompts cut at token boundaries (formats/completions)
 
 The request path (proxy/edge/exchange.py) takes either, so every format shares its edge,
-fallbacks,
-retry, headers and metrics.
+fallbacks, retry, headers and metrics.
 """
 
 from __future__ import annotations
