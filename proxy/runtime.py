@@ -151,7 +151,7 @@ class Runtime:
 
 def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
     """The caches, each given its share of the memory budget (proxy/observe/memory.py)."""
-    budget = MemoryBudget(rt.settings.limits.memory_budget_mb)
+    budget = MemoryBudget(rt.settings.limits.memory_budget_mb, rt.settings.caches)
     budget.add("request items", rt.items)
     budget.add("message counts", rt.planner.recent)
     budget.add("message digests", *conversations.memories())
