@@ -5,8 +5,6 @@ the same pass-through floor (bench/passthrough.py), so the figures compare like 
 ``caches``: the proxy with every cross-request cache (``caches: on``, the default), with none
 (``caches: off``), and with each one alone turned off (proxy/observe/memory.py ``CACHES``): what
 each cache saves, on a 118k-token resend and on agent-sized conversations in each format.
-
-``transports``: one proxy per ``upstream_client`` value the settings accept.
 """
 
 from __future__ import annotations
@@ -17,13 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import typing
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
 import yaml
 
 from bench import agent_sized
@@ -39,7 +35,6 @@ from bench.__main__ import (
     wait_port,
 )
 from bench.client import Connection
-from proxy.config.settings import Settings
 from proxy.observe.memory import CACHES
 
 # A proxy serving with only the named caches emptied (the rest as ``caches: on`` has them).
@@ -49,15 +44,8 @@ SERVE = (
 )
 
 
-@typing.no_type_check
-def _transports() -> list[str]:
-    return list(typing.get_args(Settings.model_fields["upstream_client"].annotation))
-
-
 def variants(kind: str) -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
     """(label, extra config keys, the caches emptied when only some are)."""
-    if kind == "transports":
-        return [(name, {"upstream_client": name}, ()) for name in _transports()]
     rows: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
         ("caches on", {}, ()),
         ("caches off", {"caches": False}, ()),
@@ -135,8 +123,14 @@ async def resend_rows(up: int, floor: int, ports: dict[str, int], total: int) ->
         for q, label in ((0.5, "p50"), (0.9, "p90")):
             rows.append([f"latency {label}, {fmt}", *_over_floor(seen, q)])
     n = max(total, 64)
-    rate = {name: n / (await run_load(port, FORMATS[0][1], n, 16))[1] for name, port in every.items()}
-    row = ["throughput, concurrency 16", f"{rate['direct']:.0f} req/s", f"{rate['floor']:.0f} req/s"]
+    rate = {
+        name: n / (await run_load(port, FORMATS[0][1], n, 16))[1] for name, port in every.items()
+    }
+    row = [
+        "throughput, concurrency 16",
+        f"{rate['direct']:.0f} req/s",
+        f"{rate['floor']:.0f} req/s",
+    ]
     rows.append(row + [f"{rate[name] / rate['floor']:.2f}x of floor" for name in ports])
     return rows
 
@@ -189,7 +183,7 @@ async def measure(kind: str, quick: bool) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.variants")
-    parser.add_argument("kind", choices=["caches", "transports"])
+    parser.add_argument("kind", choices=["caches"])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     args = parser.parse_args()
     print(asyncio.run(measure(args.kind, args.quick)))
