@@ -20,9 +20,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bench import agent_sized
+from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
-from proxy.edge.app import create_app
 from proxy.observe.memory import CACHES
 
 
