@@ -629,6 +629,7 @@ def main() -> int:
     )
     body += table(*format_rows(args.quick))
     body += "\n\n" + (HERE / "speed_before.md").read_text().strip()
+    body += "\n\n" + (HERE / "choices.md").read_text().strip()
     body += "\n\n## Trimming quality against litellm.utils.trim_messages\n\n"
     body += table(*quality_rows(sizes.quality_cases))
     body += "\n\n## Summarizer calls as conversations grow (demo upstream, summaries on)\n\n"

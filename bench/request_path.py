@@ -36,6 +36,7 @@ import respx
 from proxy.app import create_app
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import load_settings
+from tests.respx_transport import HttpxTransport
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("proxy", "strategies")
@@ -226,7 +227,6 @@ def cases(tag: str) -> list[Case]:
 def config(data: str) -> dict[str, Any]:
     return {
         "data_dir": data,
-        "upstream_client": "httpx",
         "upstreams": {
             "demo": {"base_url": BASE},
             "claude": {"provider": "anthropic", "base_url": BASE},
@@ -243,7 +243,7 @@ def config(data: str) -> dict[str, Any]:
 async def trace_all() -> list[tuple[str, Trace]]:
     out: list[tuple[str, Trace]] = []
     with tempfile.TemporaryDirectory() as data, respx.mock(assert_all_called=False) as mock:
-        app = create_app(load_settings(None, **config(data)))
+        app = create_app(load_settings(None, **config(data)), HttpxTransport())
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://proxy") as c:

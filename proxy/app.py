@@ -47,17 +47,15 @@ ADMIN_SLOT = "\0admin"  # the admin API's large bodies queue apart from every te
 
 
 def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
-    """Build the proxy. ``transport`` lets tests inject one; by default the configured
-    ``upstream_client`` is pooled for the app's life."""
+    """Build the proxy. ``transport`` lets tests inject one (tests/respx_transport.py); by
+    default the upstream transport is pooled for the app's life."""
     prepare_environment()
 
     readiness = Readiness()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = await Runtime.start(
-            settings, transport or new_transport(settings, MAX_CONNECTIONS)
-        )
+        runtime = await Runtime.start(settings, transport or new_transport(MAX_CONNECTIONS))
         app.state.runtime = runtime
         if runtime.store.disabled:
             readiness.note = f"checkpoints disabled: {runtime.store.disabled}"

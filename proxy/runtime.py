@@ -28,8 +28,9 @@ from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
 from proxy.summaries.seen import SeenConversations
+from proxy.upstreams.aiohttp_transport import AiohttpTransport
 from proxy.upstreams.capabilities import CompactionSupport
-from proxy.upstreams.forwarding import HttpxTransport, Reply, Transport, decoded
+from proxy.upstreams.forwarding import Reply, Transport, decoded
 from proxy.windows.advice import FirstRefusals
 from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
@@ -152,7 +153,7 @@ class Runtime:
 
 def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
     """The caches, each given its share of the memory budget (proxy/observe/memory.py)."""
-    budget = MemoryBudget(rt.settings.limits.memory_budget_mb)
+    budget = MemoryBudget(rt.settings.limits.memory_budget_mb, rt.settings.caches)
     budget.add("request items", rt.items)
     budget.add("message counts", rt.planner.recent)
     budget.add("message digests", *conversations.memories())
@@ -212,13 +213,6 @@ async def _read(reply: Reply, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def new_transport(settings: Settings, max_connections: int = 1024) -> Transport:
-    if settings.upstream_client == "httpx":
-        return HttpxTransport(max_connections=max_connections)
-    from proxy.upstreams.aiohttp_transport import AiohttpTransport
-
-    if settings.upstream_client == "aiohttp":
-        return AiohttpTransport(max_connections)
-    from proxy.upstreams.http1 import Http1Transport
-
-    return Http1Transport(max_connections, AiohttpTransport(max_connections))
+def new_transport(max_connections: int = 1024) -> Transport:
+    """The one upstream transport (proxy/upstreams/aiohttp_transport.py)."""
+    return AiohttpTransport(max_connections)

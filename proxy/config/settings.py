@@ -166,7 +166,11 @@ class Settings(BaseSettings):
     _keys: dict[str, str | None] = PrivateAttr(default_factory=dict)  # upstream -> key, at load
     # The file configured no upstreams: it is served with the embedded default's.
     _default_upstreams: bool = PrivateAttr(default=False)
-    upstream_client: Literal["http1", "aiohttp", "httpx"] = "http1"
+    caches: bool = Field(
+        True,
+        description="off: no cross-request cache (for debugging: every request parsed, "
+        "digested and counted afresh, the same answer; proxy/observe/memory.py CACHES)",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -48,6 +48,19 @@ SHARES: dict[str, float] = {
 }
 
 
+# The cross-request caches: what they hold only saves work (a request is parsed, digested and
+# counted afresh without them, with the same result). ``caches: off`` (for debugging) gives
+# them no memory, so they keep nothing; BENCHMARKS.md ("Cross-request caches") has what each
+# saves. The other memories hold state (what was sent, cut, seen, pinned), not a speed-up.
+CACHES = (
+    "request items",
+    "message counts",
+    "message digests",
+    "checkpoint chains",
+    "token counts",
+)
+
+
 def resident() -> int:
     """This process's resident memory, in bytes (Linux: now; elsewhere: its peak)."""
     try:
@@ -58,8 +71,9 @@ def resident() -> int:
 
 
 class MemoryBudget:
-    def __init__(self, budget_mb: int) -> None:
+    def __init__(self, budget_mb: int, caches: bool = True) -> None:
         self.budget = budget_mb * MIB
+        self.emptied = frozenset() if caches else frozenset(CACHES)  # ``caches: off``
         self.footprint = 0
         self.caches = 0  # what the caches share
         self._memories: dict[str, list[Bounded]] = {}
@@ -80,7 +94,7 @@ class MemoryBudget:
                 self.budget // MIB, self.footprint // MIB, FLOOR // MIB,
             )  # fmt: skip
         for name, memories in self._memories.items():
-            part = int(self.caches * SHARES[name] / len(memories))
+            part = 0 if name in self.emptied else int(self.caches * SHARES[name] / len(memories))
             for memory in memories:
                 memory.resize(part)
         log.info("%s", self.summary())

@@ -1,4 +1,4 @@
-"""Talking to an OpenAI-compatible upstream over one pooled client.
+"""Talking to an OpenAI-compatible upstream over the pooled transport (aiohttp_transport.py).
 
 Which request headers go upstream is decided in :mod:`proxy.headers`; the upstream's status,
 headers and raw body bytes come back untouched and are relayed chunk by chunk. Bodies are only
@@ -12,25 +12,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
 from starlette.responses import Response, StreamingResponse
 
 from proxy.config.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
-from proxy.headers import response_headers
 from proxy.paths import canonical
 from proxy.upstreams.overflows import Overflow
 
 MAX_ERROR_BODY = 1024 * 1024
-
-
-def new_client(max_connections: int) -> httpx.AsyncClient:
-    limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
-    )
-    client = httpx.AsyncClient(limits=limits, timeout=None, follow_redirects=False)
-    client.headers.clear()  # forward the client's own headers only, no httpx defaults
-    return client
 
 
 def join_url(base_url: str, subpath: str, query: str = "") -> str:
@@ -75,51 +64,6 @@ class Transport(Protocol):
     ) -> Reply: ...
 
     async def aclose(self) -> None: ...
-
-
-class HttpxTransport:
-    """httpx: the reference client (tests mock it with respx). Its connection pool costs
-    milliseconds a request under concurrency, so the default is the HTTP/1.1 transport
-    (proxy/upstreams/http1.py)."""
-
-    def __init__(
-        self, client: httpx.AsyncClient | None = None, max_connections: int = 1024
-    ) -> None:
-        self.client = client or new_client(max_connections)
-
-    async def send(
-        self,
-        upstream: Upstream,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        content: bytes | AsyncIterator[bytes] | None,
-    ) -> Reply:
-        timeout = httpx.Timeout(upstream.timeout, connect=upstream.connect_timeout)
-        client = self.client
-        # As bytes: each header leaves with the bytes it came with (latin-1 round-trips them).
-        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-        request = client.build_request(method, url, headers=raw, content=content, timeout=timeout)
-        try:
-            response = await client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise timed_out(type(exc).__name__) from exc
-        except httpx.HTTPError as exc:
-            raise unreachable(str(exc)) from exc
-        small = is_small(
-            _length(response.headers.get("content-length")), response.headers.get("content-type")
-        )
-        return await reply_of(
-            response.status_code,
-            response_headers(response.headers.multi_items()),
-            response.aiter_raw(),
-            response.aclose,
-            httpx.HTTPError,
-            small,
-        )
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def timed_out(detail: str = "") -> UpstreamTimeout:
@@ -210,10 +154,6 @@ def is_small(length: int | None, content_type: str | None) -> bool:
     bytes, without the cost of a streaming response, and its usage can be read."""
     kind = content_type or ""
     return length is not None and length <= SMALL_BODY and "event-stream" not in kind
-
-
-def _length(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() else None
 
 
 def is_event_stream(headers: list[tuple[str, str]]) -> bool:

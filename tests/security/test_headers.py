@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 
 import orjson
-import pytest
 
 from tests.security.conftest import (
     OTHER_KEY,
@@ -117,11 +116,10 @@ def test_session_memory_needs_the_teams_permission(
     assert capture.seen == []
 
 
-@pytest.mark.parametrize("transport", ["http1", "aiohttp", "httpx"])
 def test_non_ascii_header_values_reach_the_upstream_byte_for_byte(
-    transport: str, capture: Capture, make_proxy: ProxyFactory
+    capture: Capture, make_proxy: ProxyFactory
 ) -> None:
-    proxy = make_proxy(**keys_config(capture, upstream_client=transport))
+    proxy = make_proxy(**keys_config(capture))
     value = "café ☕".encode()
     host, port = proxy.url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=30)

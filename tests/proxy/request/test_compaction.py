@@ -23,7 +23,6 @@ SUMMARY = "the user asked for the build logs; steps 1-3 were read"
 def config(data: str, **upstream: Any) -> dict[str, Any]:
     return {
         "data_dir": data,
-        "upstream_client": "httpx",
         "upstreams": {"u": {"base_url": BASE, **upstream}},
         "default_upstream": "u",
     }

@@ -75,7 +75,7 @@ async def test_a_fingerprint_written_at_shutdown_reaches_the_store(tmp_path: Pat
     """Runtime.stop waits for pending fingerprint writes before it closes the store (they were
     lost: 'Cannot operate on a closed database')."""
     settings = load_settings(None, data_dir=str(tmp_path))
-    rt = await Runtime.start(settings, new_transport(settings))
+    rt = await Runtime.start(settings, new_transport())
     await rt.prefixes.see("c1", MESSAGES, 10, 10, persist=True)
     await rt.stop()  # at once: the write is still in flight
     store = open_store(settings)

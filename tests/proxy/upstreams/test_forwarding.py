@@ -15,6 +15,7 @@ import respx
 from proxy.app import create_app
 from proxy.config.settings import load_settings
 from tests.conftest import assert_no_plan_fallbacks
+from tests.respx_transport import HttpxTransport
 
 BASE = "http://upstream.test/v1"
 OK = {
@@ -33,8 +34,7 @@ async def running(
     """The app with its lifespan run, reached in-process through httpx's ASGI transport; no
     plan may fall back to the safe plan in its life, unless the test is about ``fallbacks``."""
     with tempfile.TemporaryDirectory() as data:
-        # respx mocks httpx, so these in-process tests use the httpx transport.
-        config = {"data_dir": data, "upstream_client": "httpx", **config}
+        config = {"data_dir": data, **config}
         async with _running(config, fallbacks) as client:
             yield client
 
@@ -43,7 +43,8 @@ async def running(
 async def _running(
     config: dict[str, Any], fallbacks: bool = False
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(load_settings(None, **config))
+    # respx mocks httpx, so these in-process tests send with the httpx transport.
+    app = create_app(load_settings(None, **config), HttpxTransport())
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:

@@ -1,5 +1,5 @@
-"""Every transport maps a failure to the client the same way: 502 "could not be reached" for a
-refused connection, 504 "did not answer in time" for an upstream that never answers."""
+"""The transport, and the test one respx mocks (tests/respx_transport.py), map a failure to the client the same way: 502 "could not be reached"
+for a refused connection, 504 "did not answer in time" for an upstream that never answers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from proxy.config.catalog import Upstream
 from proxy.errors import UpstreamTimeout, UpstreamUnavailable
 from proxy.upstreams.aiohttp_transport import AiohttpTransport
-from proxy.upstreams.forwarding import HttpxTransport, Transport
-from proxy.upstreams.http1 import Http1Transport
+from proxy.upstreams.forwarding import Transport
+from tests.respx_transport import HttpxTransport
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("make", [HttpxTransport, AiohttpTransport, Http1Transport])
+@pytest.mark.parametrize("make", [AiohttpTransport, HttpxTransport])
 async def test_one_error_mapping_for_every_transport(make: type[Transport], silent: int) -> None:
     transport = make()
     try:

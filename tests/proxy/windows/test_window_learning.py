@@ -110,7 +110,6 @@ def config(data: str, monkeypatch: pytest.MonkeyPatch, **upstream: Any) -> dict[
     monkeypatch.setenv("CW_ADMIN", ADMIN)
     return {
         "data_dir": data,
-        "upstream_client": "httpx",
         "upstreams": {"local": {"base_url": BASE, **upstream}},
         "default_upstream": "local",
         "admin_key_env": "CW_ADMIN",
