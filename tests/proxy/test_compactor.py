@@ -13,7 +13,7 @@ from proxy.summaries.llm import Target
 from strategies import checkpoint
 from strategies.checkpoint import Checkpoint
 from strategies.messages import Message
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 from tests.strategies.test_checkpoint import conv
 
 POLICY = PolicyConfig.model_validate({"summarizer": {"soft_threshold": 0.5}})

@@ -15,7 +15,7 @@ from proxy.summaries.decision import (
 )
 from strategies.checkpoint import prefix_chain
 from strategies.summary import SUMMARY_HEADER
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 from tests.strategies.test_checkpoint import ck, conv
 
 SUMMARIZES = PolicyConfig.model_validate({"summarizer": {"soft_threshold": 0.5}})

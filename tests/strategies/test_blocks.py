@@ -13,8 +13,8 @@ from strategies.errors import (
 )
 from strategies.rules import TIERS
 from strategies.strict import Strict
-from strategies.tokens import FixedCounter
 from strategies.truncate_oldest import TruncateOldest
+from tests.counters import FixedCounter
 
 
 def msg(role: str, text: str = "x") -> dict[str, str]:
