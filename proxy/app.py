@@ -42,7 +42,6 @@ from proxy.upstreams.forwarding import Transport
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
-ADMIN_SLOT = "\0admin"  # the admin API's large bodies queue apart from every team's
 
 
 def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:

@@ -68,9 +68,7 @@ class Stats:
     created: int = 0
     reused: int = 0
     failures: int = 0
-    skipped_by_breaker: int = 0
     store_errors: int = 0
-    background: int = 0
 
 
 class Compactor:
@@ -260,7 +258,6 @@ class Compactor:
     def _spawn(self, job: Job) -> None:
         if self._flights.running(job.key) or planned_cut(job) is None:
             return
-        self.stats.background += 1
         poll = (job.ctx.scope, job.chain[1])
         work = self._flights.run(
             job.key, lambda: self._make(job), False, job.newer, poll, _ttl(job.ctx)
@@ -286,7 +283,6 @@ class Compactor:
         except NothingToSummarize:
             return None
         except BreakerOpen:
-            self.stats.skipped_by_breaker += 1
             return None
         except SummarizerFailed as exc:
             self.stats.failures += 1
