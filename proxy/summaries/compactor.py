@@ -69,6 +69,9 @@ class Stats:
     reused: int = 0
     failures: int = 0
     store_errors: int = 0
+    # Summaries started in the background: read only by tests/e2e/test_checkpoints.py, the one
+    # outside sign that precompaction ran off the request's path.
+    background: int = 0
 
 
 class Compactor:
@@ -258,6 +261,7 @@ class Compactor:
     def _spawn(self, job: Job) -> None:
         if self._flights.running(job.key) or planned_cut(job) is None:
             return
+        self.stats.background += 1
         poll = (job.ctx.scope, job.chain[1])
         work = self._flights.run(
             job.key, lambda: self._make(job), False, job.newer, poll, _ttl(job.ctx)
