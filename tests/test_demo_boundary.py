@@ -48,8 +48,8 @@ def test_the_demo_imports_only_the_public_api() -> None:
 
 
 def test_the_public_api_is_what_proxy_exports() -> None:
-    from proxy.config.settings import load_settings
     from proxy.app import create_app
+    from proxy.config.settings import load_settings
 
     assert (proxy.create_app, proxy.load_settings) == (create_app, load_settings)
 
