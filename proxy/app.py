@@ -32,7 +32,6 @@ from proxy.errors import (
     error_response,
 )
 from proxy.formats.anthropic import ANTHROPIC
-from proxy.formats.base import parse_json
 from proxy.formats.chat import CHAT
 from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
@@ -43,7 +42,6 @@ from proxy.upstreams.forwarding import Transport
 
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
-ADMIN_SLOT = "\0admin"  # the admin API's large bodies queue apart from every team's
 
 
 def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
@@ -97,7 +95,6 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/admin/stats", admin_stats, methods=["GET"]),
         Route("/admin/learned-windows", admin_windows, methods=["GET"]),
         Route("/admin/windows/{team}/{model:path}", admin_window, methods=["GET"]),
-        Route("/admin/learned-windows", admin_confirm_window, methods=["POST"]),
         Route(
             "/admin/learned-windows/{team}/{model:path}", admin_forget_window, methods=["DELETE"]
         ),
@@ -181,7 +178,6 @@ async def admin_windows(request: Request) -> Response:
         {
             "learned_windows": learned.items(),
             "evidence": learned.evidence(),
-            "pending": learned.pending(),
             "calibration": rt.models.calibration.items(),
             "without_figures": learned.without_figures(),
             "discovered": rt.models.discovered.items(),
@@ -203,24 +199,9 @@ async def admin_window(request: Request) -> Response:
     return JSONResponse({"team": team, "model": spec.name, **window.report()})
 
 
-async def admin_confirm_window(request: Request) -> Response:
-    """Apply a pending learned window: ``{"team": ..., "model": ...}``."""
-    rt = _runtime(request)
-    rt.auth.admin(request.headers)
-    async with rt.admission.admit(request, ADMIN_SLOT) as raw:
-        body = parse_json(raw)
-    team, model = body.get("team"), body.get("model")
-    if not isinstance(team, str) or not isinstance(model, str):
-        raise BadRequest('send {"team": ..., "model": ...} naming a pending window')
-    window = await rt.windows.confirm(team, model)
-    if window is None:
-        raise BadRequest(f"no pending window for team {team!r} and model {model!r}")
-    return JSONResponse({"team": team, "model": model, "window": window})
-
-
 async def admin_forget_window(request: Request) -> Response:
     """Forget what overflows and usage taught about a model for a team (its learned window,
-    applied or pending, and its calibration): the configured window is in force again."""
+    its bounds and its calibration): the configured window is in force again."""
     rt = _runtime(request)
     rt.auth.admin(request.headers)
     team, model = request.path_params["team"], request.path_params["model"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 from strategies.base import Strategy
 from strategies.errors import (
@@ -23,14 +22,6 @@ from strategies.errors import (
 )
 from strategies.messages import Message
 from strategies.tokens import Counter, count_messages
-
-
-class Tier(IntEnum):
-    SYSTEM = 0
-    CORE = 1
-    RAG = 2
-    HISTORY = 3
-    SCRATCHPAD = 4
 
 
 @dataclass(slots=True)
@@ -128,9 +119,3 @@ def _count(counter: Counter, messages: Sequence[Message], block_id: str) -> int:
         return count_messages(counter, messages)
     except Exception as exc:  # a user-supplied counter may fail in any way
         raise TokenCountFailed(f"counting block {block_id!r} failed: {exc}") from exc
-
-
-def flatten_by_tier(blocks: Sequence[Block], outputs: Sequence[list[Message]]) -> list[Message]:
-    """contexty's output order: blocks in tier order, stable within a tier."""
-    order = sorted(range(len(blocks)), key=lambda i: blocks[i].tier)
-    return [m for i in order for m in outputs[i]]

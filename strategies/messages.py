@@ -155,7 +155,3 @@ def last_user_index(messages: Sequence[Message]) -> int:
         if messages[i].get("role") == "user":
             return i
     return -1
-
-
-def is_turn_start(message: Message) -> bool:
-    return role(message) == "user"

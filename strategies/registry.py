@@ -1,6 +1,7 @@
 """Strategies by name. Built-ins are registered exactly as a user's own would be: a name maps to
 a ``module:Class`` import string, and any such string in YAML works as a name too. Options are
-passed to the class as keyword arguments and checked against its signature, so a typo fails.
+passed to the class as keyword arguments: ``build`` refuses one the class does not take with an
+``InvalidConfig`` that names it (the config's loader checks them earlier, the same way).
 """
 
 from __future__ import annotations
@@ -47,15 +48,6 @@ def load_class(ref: str, kind: str = "strategy") -> type[Any]:
     if not isinstance(cls, type):
         raise InvalidConfig(f"{kind} {ref!r} is not a class")
     return cls
-
-
-def check_options(ref: str, options: Mapping[str, Any]) -> None:
-    """Fail early (at config load) when ``options`` do not fit the strategy's constructor."""
-    cls = load_class(ref)
-    params = inspect.signature(cls).parameters
-    unknown = [k for k in options if k not in params]
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise InvalidConfig(f"strategy {ref!r} has no option(s) {', '.join(sorted(unknown))}")
 
 
 def build(ref: str, options: Mapping[str, Any], **injected: Any) -> Strategy:

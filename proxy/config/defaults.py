@@ -29,11 +29,6 @@ def default_upstreams() -> dict[str, dict[str, Any]]:
     }
 
 
-def default_config() -> dict[str, Any]:
-    """The embedded config (``serve`` without ``--config``)."""
-    return {"upstreams": default_upstreams(), "models": {CLAUDE: {"upstream": "anthropic"}}}
-
-
 def with_default_upstreams(data: dict[str, Any]) -> bool:
     """Give a file that configures no upstreams the embedded default's, with ``claude-*``
     routed to ``anthropic`` unless its ``models:`` says otherwise; whether it did."""

@@ -25,8 +25,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.errors import BadRequest
-from proxy.formats.anthropic_checks import check_messages
+from proxy.demo.own import anthropic_pairs
 
 SIGNING_KEY = b"demo-thinking-signatures"
 MAX_BREAKPOINTS = 4
@@ -137,10 +136,9 @@ def messages_endpoint(window: int) -> Any:
 
 def invalid_request(payload: dict[str, Any]) -> str | None:
     """The API's own checks, in its words."""
-    try:
-        check_messages(payload.get("messages"))
-    except BadRequest as exc:
-        return exc.message
+    broken = anthropic_pairs(payload.get("messages"))
+    if broken:
+        return broken
     marks = sum("cache_control" in b for b in _all_blocks(payload) if isinstance(b, dict))
     if marks > MAX_BREAKPOINTS:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {marks}."

@@ -15,11 +15,11 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.windows.tokenizers import get_encoding
+from proxy.demo import own
 
 
 def completions_endpoint(window: int, encoding: str, overflow: Any) -> Any:
-    enc = get_encoding(encoding)
+    enc = own.encoding(encoding)
 
     def count(prompt: Any) -> int:
         if isinstance(prompt, str):

@@ -22,7 +22,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.windows.tokenizers import get_encoding
+from proxy.demo import own
 
 OVERFLOW_MESSAGE = (
     "Your input exceeds the context window of this model. Please adjust your input and try again."
@@ -34,7 +34,7 @@ class ResponsesCounter:
     """The demo's count of a Responses request, with the model's encoding."""
 
     def __init__(self, encoding: str) -> None:
-        self._enc = get_encoding(encoding)
+        self._enc = own.encoding(encoding)
 
     def n(self, text: Any) -> int:
         return len(self._enc.encode_ordinary(text)) if isinstance(text, str) else 0

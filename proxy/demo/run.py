@@ -12,8 +12,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from proxy.app import create_app
-from proxy.config.settings import load_settings
+from proxy import create_app, load_settings
 from proxy.demo.clients import CLAUDE, MODEL, converse_anthropic, converse_chat, converse_responses
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream

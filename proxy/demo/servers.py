@@ -6,7 +6,6 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 import uvicorn
@@ -64,11 +63,6 @@ class BackgroundServer:
         self.port = sockets[0].getsockname()[1]
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)

@@ -24,20 +24,18 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from proxy.demo import own
 from proxy.demo.anthropic import messages_endpoint
 from proxy.demo.completions import completions_endpoint
+from proxy.demo.own import SUMMARIZER_MARK
 from proxy.demo.responses import responses_endpoint
-from proxy.windows.tokenizers import get_encoding
-from strategies.checkpoints.cut import SYSTEM_PROMPT
-
-SUMMARIZER_MARK = SYSTEM_PROMPT[:40]
 
 
 class WindowCounter:
     """OpenAI's cookbook accounting: 3 a message, +1 for a name, +3 priming the reply."""
 
     def __init__(self, encoding: str, scale: float) -> None:
-        self._enc = get_encoding(encoding)
+        self._enc = own.encoding(encoding)
         self._scale = scale
 
     def n(self, text: str) -> int:

@@ -41,7 +41,6 @@ from strategies.budget import requested_output
 from strategies.messages import SOURCE, Message
 
 SYSTEM = "system"  # SOURCE of the view message standing for ``system``
-SHOWN_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image"})
 
 
 class AnthropicFormat:
@@ -270,10 +269,6 @@ def _assistant(m: dict[str, Any], answered: set[Any]) -> Message:
         view["tool_calls"] = calls
     view[SOURCE] = {"m": m, "b": blocks}
     return view
-
-
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
 
 
 def _content(content: Any) -> Any:

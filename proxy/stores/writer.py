@@ -46,7 +46,6 @@ class BlobWriter:
         self._flight: asyncio.Task[None] | None = None
         self._flushed: asyncio.Future[None] | None = None  # done when what waits is written
         self._hurry = False  # a flush waits for what waits: it goes as soon as it can
-        self.batches = 0  # batches written (or tried): for tests and the benchmarks
 
     async def get_blob(self, key: str) -> bytes | None:
         held = self._waiting.get(key) or self._writing.get(key)
@@ -74,7 +73,6 @@ class BlobWriter:
 
     async def _write(self, flushed: asyncio.Future[None] | None) -> None:
         batch = [(key, value, ttl) for key, (value, ttl) in self._writing.items()]
-        self.batches += 1
         try:
             await self._store.put_blobs(batch)
         except Exception:  # the store logged it; the writers keep their values in memory

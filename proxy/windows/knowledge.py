@@ -6,7 +6,6 @@ kept in the store.
     refused     an overflow without figures: the request's need is a bound on the window
     accepted    an answer: the request's need fits (proxy/windows/bounds.py)
     calibrate   an exact count of a prompt (an answer's usage, an overflow's figures)
-    confirm     an operator applies a pending window
     forget      an operator's reset: the learned window and the calibration, here and stored
     load        at start, what the store kept
 
@@ -141,16 +140,8 @@ class WindowKnowledge:
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the window bounds of %s: %s", model, exc)
 
-    async def confirm(self, team: str, model: str) -> int | None:
-        """An operator's confirmation of a pending window: applied and persisted; None when
-        none was pending."""
-        window = self.models.learned.confirm(team, model)
-        if window is not None:
-            await self.persist(team, model, window)
-        return window
-
     async def forget(self, team: str, model: str) -> bool:
-        """An operator's reset: the learned window (applied or pending) and the calibration of
+        """An operator's reset: the learned window, its bounds and the calibration of
         ``model`` for ``team`` are forgotten, here and in the store; whether there was any."""
         had = self.models.learned.forget(team, model)
         had = self.models.calibration.forget(team, model) or had

@@ -32,16 +32,15 @@ class LearnedWindows:
     its error states; converted to the proxy's count at use, by the calibration).
 
     Scoped to the team whose request taught them, so one team's traffic (text its tokenizer
-    counts differently, say) cannot shrink a model's window for the others. A window under the
-    floor the caller gives (half of what the upstream itself stated as its limit) is held as
-    pending, not applied, until an operator confirms it through the admin API.
+    counts differently, say) cannot shrink a model's window for the others. The window is the
+    limit the upstream's own error stated (detection reads figures only from the upstream's
+    own words, proxy/overflow/detect.py), never one derived from the request's text.
 
     An overflow that states no figures sets a bound instead (proxy/windows/bounds.py): the
     window in force is the lower of the stated one and the bounds' window."""
 
     def __init__(self) -> None:
         self._windows: dict[tuple[str, str], int] = {}
-        self._pending: dict[tuple[str, str], int] = {}
         self._evidence: dict[tuple[str, str], str] = {}
         self._bounds: dict[tuple[str, str], Bounds] = {}
 
@@ -79,14 +78,11 @@ class LearnedWindows:
     def restore_bounds(self, team: str, model: str, bounds: Bounds) -> None:
         self._bounds[(team, model)] = bounds
 
-    def learn(self, team: str, model: str, window: int, floor: int = 0, evidence: str = "") -> bool:
-        """Apply ``window`` (windows only go down); False when it is held as pending or is not
-        lower than what was learned."""
+    def learn(self, team: str, model: str, window: int, evidence: str = "") -> bool:
+        """Apply ``window`` (windows only go down); False when it is not lower than what was
+        learned."""
         key = (team, model)
         if window <= 0:
-            return False
-        if window < floor:
-            self._pending[key] = min(window, self._pending.get(key, window))
             return False
         current = self._windows.get(key)
         if current is not None and window >= current:
@@ -96,24 +92,16 @@ class LearnedWindows:
             self._evidence[key] = evidence
         return True
 
-    def confirm(self, team: str, model: str) -> int | None:
-        """An operator's confirmation of a pending window: applied, whatever the floor."""
-        window = self._pending.pop((team, model), None)
-        if window is not None:
-            self.learn(team, model, window)
-        return window
-
     def forget(self, team: str, model: str) -> bool:
-        """Forget what was learned (applied or pending); whether there was anything."""
+        """Forget what was learned (the window and its bounds); whether there was anything."""
         had = self._windows.pop((team, model), None) is not None
         self._evidence.pop((team, model), None)
         bounds = self._bounds.pop((team, model), None)
-        had = (bounds is not None and bounds.refused is not None) or had
-        return self._pending.pop((team, model), None) is not None or had
+        return (bounds is not None and bounds.refused is not None) or had
 
     def teams_of(self, model: str) -> list[str]:
         """The teams something was learned about ``model`` for."""
-        keys = [*self._windows, *self._pending, *self._bounds]
+        keys = [*self._windows, *self._bounds]
         return sorted({team for team, name in keys if name == model})
 
     def evidence(self) -> dict[str, dict[str, str]]:
@@ -128,9 +116,6 @@ class LearnedWindows:
 
     def items(self) -> dict[str, dict[str, int]]:
         return _nested(self._windows)
-
-    def pending(self) -> dict[str, dict[str, int]]:
-        return _nested(self._pending)
 
     def without_figures(self) -> dict[str, dict[str, dict[str, int | None]]]:
         """The bounds of every model something was refused for, and the window they set."""

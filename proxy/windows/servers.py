@@ -28,8 +28,6 @@ from urllib.parse import quote
 # (method, url, JSON body or None) -> the answer's JSON when its status is 200, else None.
 Get = Callable[[str, str, Any], Awaitable[Any]]
 
-SERVERS = ("vllm", "llama.cpp", "ollama", "lmstudio")
-NAMES = {"vllm": "vLLM", "llama.cpp": "llama.cpp", "ollama": "Ollama", "lmstudio": "LM Studio"}
 # What a server that sizes a model's context at load time gives it, at least, when its config
 # does not say (Ollama's least default; LM Studio's default load context).
 LOAD_DEFAULT = 4096

@@ -79,7 +79,7 @@ async def test_a_skewed_count_shrinks_nothing_and_stays_in_its_team(env: None) -
     assert before == after_a == after_b
     assert windows["learned_windows"] == {"a": {"m": 8000}}
     assert "stated a window of 8000" in windows["evidence"]["a"]["m"]
-    assert windows["calibration"] == {} and windows["pending"] == {}
+    assert windows["calibration"] == {} and "pending" not in windows
 
 
 @respx.mock
@@ -133,11 +133,11 @@ async def test_an_operator_forgets_a_learned_window(env: None) -> None:
 
 def test_learned_windows_table() -> None:
     learned = LearnedWindows()
-    assert learned.learn("a", "m", 3000, floor=1000)
-    assert not learned.learn("a", "m", 500, floor=1000)
+    assert learned.learn("a", "m", 3000)
     assert learned.get("a", "m") == 3000
-    assert learned.get("b", "m") is None
-    assert learned.confirm("a", "m") == 500
+    assert learned.get("b", "m") is None  # per team
+    assert not learned.learn("a", "m", 0)  # a stated window of nothing teaches nothing
+    assert learned.learn("a", "m", 500)
     assert learned.get("a", "m") == 500
     assert not learned.learn("a", "m", 9000)  # windows only go down
     assert learned.get("a", "m") == 500

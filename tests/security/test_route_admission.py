@@ -74,7 +74,7 @@ def test_every_route_that_takes_a_body_is_admitted(
     # The fitted routes, the preview, the admin API's bodies and the forwarded paths: all here.
     paths = {p for _, p in found}
     assert {"/v1/chat/completions", "/v1/completions", "/v1/contextwarden/preview"} <= paths
-    assert {"/admin/preview", "/admin/learned-windows", "/v1/embeddings"} <= paths
+    assert {"/admin/preview", "/v1/embeddings"} <= paths
     outside: list[str] = []
     with httpx.Client(base_url=url, timeout=60) as client:
         for method, path in found:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from strategies.blocks import Block, Tier, compile_blocks, flatten_by_tier
+from strategies.blocks import Block, compile_blocks
 from strategies.drop import Drop
 from strategies.errors import (
     BudgetExceeded,
@@ -11,9 +11,10 @@ from strategies.errors import (
     StrategyExceededBudget,
     TokenCountFailed,
 )
+from strategies.rules import TIERS
 from strategies.strict import Strict
-from strategies.tokens import FixedCounter
 from strategies.truncate_oldest import TruncateOldest
+from tests.counters import FixedCounter
 
 
 def msg(role: str, text: str = "x") -> dict[str, str]:
@@ -27,12 +28,11 @@ def history(n: int) -> list[dict[str, str]]:
 def test_contexty_readme_example() -> None:
     # FixedCounter 50 per message, one system plus six history messages, budget 300.
     blocks = [
-        Block("system", [msg("system")], Tier.SYSTEM, Strict()),
-        Block("history", history(6), Tier.HISTORY, TruncateOldest()),
+        Block("system", [msg("system")], TIERS["system"], Strict()),
+        Block("history", history(6), TIERS["history"], TruncateOldest()),
     ]
     outputs, report = compile_blocks(blocks, 300, FixedCounter(50))
-    flat = flatten_by_tier(blocks, outputs)
-    assert len(flat) == 6
+    assert sum(len(o) for o in outputs) == 6
     assert report.total_tokens_used == 300
     assert report.remaining_tokens == 0
     assert report.original_tokens == 350
@@ -42,21 +42,21 @@ def test_contexty_readme_example() -> None:
 
 def test_tier_order_decides_who_gets_the_budget_and_output_keeps_input_order() -> None:
     blocks = [
-        Block("history", history(4), Tier.HISTORY, TruncateOldest()),
-        Block("rag", [msg("system", "doc")] * 2, Tier.RAG, Drop()),
-        Block("system", [msg("system")], Tier.SYSTEM, Strict()),
+        Block("history", history(4), TIERS["history"], TruncateOldest()),
+        Block("rag", [msg("system", "doc")] * 2, TIERS["rag"], Drop()),
+        Block("system", [msg("system")], TIERS["system"], Strict()),
     ]
     outputs, report = compile_blocks(blocks, 200, FixedCounter(50))
     assert [len(o) for o in outputs] == [1, 2, 1]
     assert [b.id for b in report.blocks] == ["system", "rag", "history"]
-    assert [m["content"] for m in flatten_by_tier(blocks, outputs)][:1] == ["x"]
+    assert outputs[2] == [msg("system")]  # each block's output where the block was given
 
 
 def test_drop_records_label_and_dropped_block() -> None:
     blocks = [
-        Block("system", [msg("system")], Tier.SYSTEM, Strict()),
-        Block("rag", [msg("system", "doc")] * 3, Tier.RAG, Drop()),
-        Block("history", history(2), Tier.HISTORY, Strict()),
+        Block("system", [msg("system")], TIERS["system"], Strict()),
+        Block("rag", [msg("system", "doc")] * 3, TIERS["rag"], Drop()),
+        Block("history", history(2), TIERS["history"], Strict()),
     ]
     outputs, report = compile_blocks(blocks, 150, FixedCounter(50))
     assert outputs[1] == []
@@ -66,14 +66,14 @@ def test_drop_records_label_and_dropped_block() -> None:
 
 
 def test_per_block_cap_is_the_strategys_limit() -> None:
-    blocks = [Block("history", history(6), Tier.HISTORY, TruncateOldest(), max_tokens=100)]
+    blocks = [Block("history", history(6), TIERS["history"], TruncateOldest(), max_tokens=100)]
     outputs, report = compile_blocks(blocks, 1000, FixedCounter(50))
     assert len(outputs[0]) == 2
     assert report.remaining_tokens == 900
 
 
 def test_strict_block_that_does_not_fit_is_rejected() -> None:
-    blocks = [Block("system", [msg("system")] * 3, Tier.SYSTEM, Strict())]
+    blocks = [Block("system", [msg("system")] * 3, TIERS["system"], Strict())]
     with pytest.raises(BudgetExceeded) as err:
         compile_blocks(blocks, 100, FixedCounter(50))
     assert err.value.block_id == "system"

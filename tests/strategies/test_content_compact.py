@@ -7,7 +7,7 @@ from strategies.content_compact import ContentCompact, compact_log, outline
 from strategies.json_digest import digest
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.outputs import HANDLE, handle_of
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 C = FixedCounter(10)
 PACKAGES = [{"name": f"pkg{i}", "version": f"1.{i}", "deps": ["a", "b"]} for i in range(200)]

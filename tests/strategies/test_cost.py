@@ -57,7 +57,7 @@ def test_the_cut_depth_pays_the_cache_write_premium_back() -> None:
 
 def test_the_engine_never_cuts_shallower_than_the_policy_and_deeper_when_asked() -> None:
     from strategies.engine import fit
-    from strategies.tokens import FixedCounter
+    from tests.counters import FixedCounter
 
     messages = [{"role": "system", "content": "s"}]
     for k in range(60):

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from strategies.drop import Drop
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 
 def test_drop_removes_the_whole_block() -> None:

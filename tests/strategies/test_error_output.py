@@ -10,7 +10,7 @@ import pytest
 from strategies.error_output import is_error_output, is_error_result
 from strategies.light_trim import LightTrim
 from strategies.microcompact import CLEARED, ToolResultMicrocompact
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 # ggcode internal/context/manager_test.go, TestHasSemanticImportance, verbatim.
 REFERENCE = [

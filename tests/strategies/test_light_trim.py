@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from strategies.light_trim import LightTrim
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 C = FixedCounter(1)
 

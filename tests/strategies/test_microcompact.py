@@ -4,7 +4,7 @@ import re
 from typing import Any
 
 from strategies.microcompact import CLEARED, ToolResultMicrocompact
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 C = FixedCounter(10)
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategies.middle_out import MiddleOut
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 from tests.strategies.conversations import conversation
 from tests.strategies.invariants import assert_subsequence_of_same_objects, assert_tool_pairs_intact
 

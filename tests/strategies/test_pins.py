@@ -6,7 +6,7 @@ from typing import Any
 
 from strategies.engine import Policy, fit
 from strategies.rules import Match
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 
 def conversation(turns: int) -> list[dict[str, Any]]:
@@ -37,7 +37,7 @@ def test_policy_pins_match_by_content() -> None:
 
 
 def test_passes_never_rewrite_a_pinned_message() -> None:
-    from strategies.tokens import CharCounter
+    from tests.counters import CharCounter
 
     long = "x " * 5000  # 10,000 characters: light_trim trims it when it is not pinned
     messages = [

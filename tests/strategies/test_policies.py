@@ -8,8 +8,9 @@ from typing import Any
 from strategies.engine import Policy, fit
 from strategies.messages import Message
 from strategies.rules import TIERS, Match, Rule
-from strategies.tokens import ChatCounter, FixedCounter, count_prompt
+from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
+from tests.counters import FixedCounter
 from tests.strategies.invariants import assert_tool_pairs_intact
 
 COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))

@@ -4,7 +4,7 @@ import pytest
 
 from strategies.errors import BudgetExceeded
 from strategies.strict import Strict
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 
 def test_strict_rejects_with_the_numbers() -> None:

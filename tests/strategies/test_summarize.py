@@ -4,7 +4,7 @@ from collections.abc import Sequence
 
 from strategies.messages import Message
 from strategies.summarize import Summarize
-from strategies.tokens import CharCounter
+from tests.counters import CharCounter
 
 
 class FixedSummary:

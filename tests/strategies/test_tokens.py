@@ -9,8 +9,9 @@ import pytest
 from proxy.windows.tokenizers import Tokenizers
 from strategies import bounded_memory, tokens
 from strategies.images import ImageCosts, image_tokens, tiles
-from strategies.tokens import WORD, CharCounter, ChatCounter, FixedCounter, count_prompt
+from strategies.tokens import WORD, ChatCounter, count_prompt
 from tests.conftest import CL100K, O200K
+from tests.counters import CharCounter, FixedCounter
 
 # The OpenAI cookbook's example conversation ("How to count tokens with tiktoken"), whose counts
 # the cookbook checked against the API's reported prompt_tokens: 129 for gpt-4-0613 and

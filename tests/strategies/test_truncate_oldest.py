@@ -5,8 +5,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies.tokens import FixedCounter
 from strategies.truncate_oldest import TruncateOldest
+from tests.counters import FixedCounter
 from tests.strategies.conversations import conversation
 from tests.strategies.invariants import assert_subsequence_of_same_objects, assert_tool_pairs_intact
 

@@ -276,7 +276,6 @@ async def test_admin_api_needs_the_admin_key(client: httpx.AsyncClient) -> None:
     assert windows.json() == {
         "learned_windows": {},
         "evidence": {},
-        "pending": {},
         "calibration": {},
         "without_figures": {},
         "discovered": {},

@@ -16,7 +16,7 @@ from proxy.request.recall import LIMIT, NOT_KEPT, RecallMemory, Round, originals
 from proxy.upstreams.forwarding import Reply
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.outputs import handle_of
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 
 class Blobs:

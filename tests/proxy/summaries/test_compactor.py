@@ -13,7 +13,7 @@ from proxy.summaries.llm import Target
 from strategies.checkpoints import chain
 from strategies.checkpoints.chain import Checkpoint
 from strategies.messages import Message
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 from tests.strategies.checkpoints.test_chain import conv
 
 POLICY = PolicyConfig.model_validate({"summarizer": {"soft_threshold": 0.5}})

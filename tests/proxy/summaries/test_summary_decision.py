@@ -15,7 +15,7 @@ from proxy.summaries.decision import (
 )
 from strategies.checkpoints.chain import prefix_chain
 from strategies.checkpoints.cut import SUMMARY_HEADER
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 from tests.strategies.checkpoints.test_chain import ck, conv
 
 SUMMARIZES = PolicyConfig.model_validate({"summarizer": {"soft_threshold": 0.5}})

@@ -81,7 +81,7 @@ def test_a_summary_is_a_framed_user_message_by_default() -> None:
 
 def test_next_cut_starts_after_what_is_covered_and_keeps_the_recent_turns() -> None:
     from strategies.checkpoints.chain import next_cut
-    from strategies.tokens import FixedCounter
+    from tests.counters import FixedCounter
 
     msgs = conv(12)  # system + 12 messages, 10 tokens each
     planned = next_cut(msgs, covered=4, budget=160, keep=30, counter=FixedCounter(10))

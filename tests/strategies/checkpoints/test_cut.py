@@ -16,7 +16,7 @@ from strategies.checkpoints.cut import (
     turn_prefix_request,
     with_file_lists,
 )
-from strategies.tokens import FixedCounter
+from tests.counters import FixedCounter
 
 C = FixedCounter(10)
 
@@ -125,7 +125,7 @@ def test_chunks_respect_capacity() -> None:
 
 def test_a_cut_moves_back_to_the_turn_start_when_the_turn_fits() -> None:
     from strategies.checkpoints.cut import find_cut
-    from strategies.tokens import FixedCounter
+    from tests.counters import FixedCounter
 
     counter = FixedCounter(10)  # every message costs 10
     msgs = [{"role": "system", "content": "s"}]
