@@ -1,10 +1,13 @@
-"""``python -m bench.variants caches [--quick]``: the proxy in several configurations side by
-side, each in its own process, measured interleaved in one run against the same upstream and
+"""``python -m bench.variants caches|backstops [--quick]``: the proxy in several configurations
+side by side, each in its own process, measured interleaved in one run against the same upstream and
 the same pass-through floor (bench/passthrough.py), so the figures compare like with like.
 
 ``caches``: the proxy with every cross-request cache (``caches: on``, the default), with none
 (``caches: off``), and with each one alone turned off (proxy/observe/memory.py ``CACHES``): what
 each cache saves, on a 118k-token resend and on agent-sized conversations in each format.
+
+``backstops``: every cache off but one, for each: what each saves alone, when the others miss
+(a request whose items its replica did not see, a client that re-serializes its history).
 """
 
 from __future__ import annotations
@@ -50,8 +53,13 @@ def variants(kind: str) -> list[tuple[str, dict[str, Any], tuple[str, ...]]]:
         ("caches on", {}, ()),
         ("caches off", {"caches": False}, ()),
     ]
-    rows += [(f"without {name}", {"caches": False}, (name,)) for name in CACHES]
-    return rows
+    if kind == "caches":
+        return rows + [(f"without {name}", {"caches": False}, (name,)) for name in CACHES]
+    # ``backstops``: every cache off but one: what each alone saves, when the others miss.
+    only = [
+        (f"only {name}", {"caches": False}, tuple(c for c in CACHES if c != name)) for name in CACHES
+    ]
+    return [*rows, *only]
 
 
 def config(up_port: int, data_dir: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +191,7 @@ async def measure(kind: str, quick: bool) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.variants")
-    parser.add_argument("kind", choices=["caches"])
+    parser.add_argument("kind", choices=["caches", "backstops"])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     args = parser.parse_args()
     print(asyncio.run(measure(args.kind, args.quick)))
