@@ -23,7 +23,7 @@ lessons.py        what a request's outcome teaches about its model's window (ove
 compaction.py     a Responses compaction request (Codex's), answered by the proxy for an
                   upstream that does not implement it
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
-sticky_cuts.py    a conversation's last cut, remembered so later requests replay it (sticky)
-reused_counts.py  a conversation's last counts, reused by its next request's same messages
+sticky_cuts.py    a conversation's last cut, remembered so later requests replay it (sticky),
+                  and the key a request's cut is kept under (sticky_key)
 recall.py         the originals of cleared outputs kept; the model's recall calls answered
 """
