@@ -25,5 +25,6 @@ compaction.py     a Responses compaction request (Codex's), answered by the prox
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
 sticky_cuts.py    a conversation's last cut, remembered so later requests replay it (sticky),
                   and the key a request's cut is kept under (sticky_key)
+reused_counts.py  a conversation's last counts, reused by its next request's same messages
 recall.py         the originals of cleared outputs kept; the model's recall calls answered
 """
