@@ -19,8 +19,10 @@ next requests, on every replica, as the conversation's cut).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
-from proxy.request.conversations import TTL_SECONDS, BlobStore
+from proxy.request.conversations import TTL_SECONDS, BlobStore, key_of
+from proxy.wire import WireRequest
 from strategies.bounded_memory import Lru, exact
 from strategies.sticky import Recipe, decode, encode
 
@@ -94,3 +96,15 @@ class CutMemory:
         """Wait for the background writes (at shutdown, before the store closes)."""
         while self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+
+def sticky_key(cuts: CutMemory | None, req: WireRequest) -> str | None:
+    """The conversation whose last cut this request replays, when the policy cuts
+    cache-friendly (strategies/sticky.py); None: no cut is replayed or remembered."""
+    if cuts is None or req.policy.engine.cache_cut_share <= 0:
+        return None
+    key = key_of(req)
+    if req.session_memory:  # the client's own summary: a new one is a new cut
+        memory = hashlib.blake2b(req.session_memory.encode(), digest_size=8).hexdigest()
+        key = f"{key}:{memory}"
+    return key

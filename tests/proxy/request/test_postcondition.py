@@ -11,7 +11,8 @@ import orjson
 import pytest
 import respx
 
-import proxy.request.plan as plan_module
+import proxy.request.fit_to_budget as fit_module
+import proxy.request.sticky_replay as replay_module
 from strategies.engine import Fit
 from tests.proxy.upstreams.test_forwarding import BASE, OK, running
 
@@ -49,7 +50,7 @@ def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
 def breaking(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     """The engine's fit made to drop the newest step, its first ``times`` calls: a strategy
     that breaks the post-condition."""
-    real, calls = plan_module.fit, [0]
+    real, calls = fit_module.fit, [0]
 
     def fit(messages: list[Any], *args: Any, **kwargs: Any) -> Fit:
         result = real(messages, *args, **kwargs)
@@ -59,7 +60,7 @@ def breaking(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
             result.actions = [*result.actions, "truncate_oldest"]
         return result
 
-    monkeypatch.setattr(plan_module, "fit", fit)
+    monkeypatch.setattr(fit_module, "fit", fit)
     return calls
 
 
@@ -101,13 +102,13 @@ async def test_a_sticky_replay_that_breaks_a_pair_is_never_forwarded(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     route = respx.post(f"{BASE}/chat/completions").mock(return_value=httpx.Response(200, json=OK))
-    real = plan_module.replay
+    real = replay_module.replay
 
     def replay(*args: Any) -> list[Any] | None:
         made = real(*args)  # with every result but the newest gone: broken pairs
         return None if made is None else [*(m for m in made[:-1] if m["role"] != "tool"), made[-1]]
 
-    monkeypatch.setattr(plan_module, "replay", replay)
+    monkeypatch.setattr(replay_module, "replay", replay)
     messages = tool_loop(4)
     async with running(config(), fallbacks=True) as client:
         first = await client.post("/v1/chat/completions", json=body(messages))

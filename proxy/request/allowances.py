@@ -1,0 +1,165 @@
+"""The allowances tried before a refusal, when what must be kept does not fit the budget:
+
+    roomy        a reply reserve the client did not ask for (then the safety margin), or a
+                 limit it asked for that the policy may lower, shrinks to what the window
+                 leaves by the proxy's own count
+    uncertain    for a model the proxy only estimates, the estimate's known error given to
+                 the window (never past a team's cap): the request goes (``uncertain-
+                 forwarded``) and the upstream decides, a large asked reply limit lowered to
+                 what the window itself leaves (``within``)
+
+A request is refused only when even what must be kept cannot fit by the most favourable count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import orjson
+
+from proxy.errors import ContextTooLarge
+from proxy.request.budget import output_floor
+from proxy.request.fit_to_budget import fitted
+from proxy.request.plan import Plan
+from proxy.request.planner_state import PlannerState
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.tokens import MemoCounter
+
+
+async def fitted_or_uncertain(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    tokens: int,
+    memo: MemoCounter,
+    dry_run: bool,
+) -> Plan:
+    """The fitted plan. A request is refused only when even what must be kept cannot fit
+    the window by the most favourable count, beside the output limit the client asked
+    for. A reply reserve the client did not ask for, or a limit it asked for that the
+    policy may lower, shrinks to what the window leaves by the proxy's own count
+    (``_roomy``). For a model the proxy only estimates, the estimate's known error (it
+    counts up to ``estimate_ratio`` times what the model does) is given to it first: the
+    request goes, fitted to the window that error allows, and the upstream decides (its
+    overflow error states its own figures, and the retry fits to those: never worse than
+    no proxy, which would have forwarded it whole); a large reply limit it asked for is
+    lowered to what the window itself leaves by the proxy's count (``within``). The one
+    exception: a large limit the policy lowers, once the upstream has calibrated the count,
+    gives way first (``_roomy`` at the window itself) and the allowance comes only when
+    that cannot hold what must be kept: a prompt fitted to the loose window leaves the
+    reply nothing whenever the count is right (a Claude Code session: a refusal and a
+    retry per request, each retry's reply limited to a few hundred tokens). A team's
+    ``max_context_tokens`` is a hard cap: no allowance is given past it."""
+    try:
+        return await fitted(planner, req, budget, tokens, memo, dry_run)
+    except ContextTooLarge as certain:
+        loose = _loose(planner, req, budget)
+        asked = req.fmt.requested_output(req.payload)
+        # A large reply limit the policy lowers gives way first, once the count is known.
+        giving = req.calibrated and output_floor(req, asked) is not None
+        if loose is not None and not giving:
+            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+            if plan is not None:
+                return plan
+        try:
+            return await _roomy(planner, req, budget, tokens, memo, dry_run)
+        except ContextTooLarge:
+            pass
+        if loose is not None and giving:
+            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+            if plan is not None:
+                return plan
+        raise certain from None
+
+
+def _loose(planner: PlannerState, req: WireRequest, budget: Budget) -> Budget | None:
+    """``budget`` with the estimate's known error given to its window (never past a team's
+    cap); None for an exact count, or when that gives nothing."""
+    loose_window = math.floor(budget.window * planner.settings.trimming.estimate_ratio)
+    if req.cap is not None:
+        loose_window = min(loose_window, req.cap)
+    if req.spec.pricing.exact or loose_window <= budget.window:
+        return None
+    return replace(budget, window=loose_window)
+
+
+async def _uncertain(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    loose: Budget,
+    tokens: int,
+    memo: MemoCounter,
+    dry_run: bool,
+) -> Plan | None:
+    """The plan fitted to the ``loose`` window, its large asked limit set by ``budget``'s
+    own (``within``); None when even the loose window cannot hold what must be kept."""
+    try:
+        plan = await _roomy(planner, req, loose, tokens, memo, dry_run)
+    except ContextTooLarge:
+        return None
+    plan = within(req, budget, plan)
+    plan.actions.append("uncertain-forwarded")
+    return plan
+
+
+async def _roomy(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    tokens: int,
+    memo: MemoCounter,
+    dry_run: bool,
+) -> Plan:
+    """The fitted plan; when what must be kept does not fit beside a reply reserve the
+    client did not ask for, the reserve (then the safety margin) shrinks by what is
+    missing, as often as that helps: the upstream takes a prompt that leaves less room for
+    the reply, so the proxy does too."""
+    while True:
+        try:
+            return await fitted(planner, req, budget, tokens, memo, dry_run)
+        except ContextTooLarge as exc:
+            roomier = _roomier(req, budget, exc)
+            if roomier is None:
+                raise
+            budget = roomier
+
+
+def _roomier(req: WireRequest, budget: Budget, exc: ContextTooLarge) -> Budget | None:
+    """``budget`` with its reserve (then its margin) shrunk by what ``exc`` says is missing
+    for what must be kept; None when nothing is left to shrink, or the reply limit the
+    client asked for is its own (``lower_max_tokens: false``). An asked limit is lowered
+    (``settled`` writes it) to 1 at the least; a reserve the client did not ask for, to 0."""
+    asked = req.fmt.requested_output(req.payload)
+    if exc.kept is None or (asked is not None and not req.policy.config.lower_max_tokens):
+        return None
+    least = 0 if asked is None else 1
+    missing = exc.kept - budget.messages
+    if missing <= 0 or budget.reserve + budget.margin <= least:
+        return None
+    reserve = max(least, budget.reserve - missing)
+    margin = max(0, budget.margin - (missing - (budget.reserve - reserve)))
+    return replace(budget, reserve=reserve, margin=margin)
+
+
+def within(req: WireRequest, budget: Budget, plan: Plan) -> Plan:
+    """``plan`` (fitted to the estimate's loose window) with a large reply limit the client
+    asked for lowered to what ``budget``'s own window leaves beside the prompt, by the proxy's
+    count: a limit set by the loose window would be refused whenever the count was right (a
+    Claude Code session: every request, then a retry). A small limit, or one the count leaves
+    no room for, stays as the plan has it: the upstream's figures correct it if need be."""
+    asked = req.fmt.requested_output(req.payload)
+    if asked is None or plan.tokens_after is None or output_floor(req, asked) is None:
+        return plan
+    room = math.floor(
+        (budget.window - budget.tools - budget.margin - plan.tokens_after) * req.units
+    )
+    payload = orjson.loads(plan.body)
+    current = req.fmt.requested_output(payload)
+    if room < 1 or current is None or current <= room:
+        return plan
+    lowered = orjson.dumps(req.fmt.with_output(payload, room))
+    actions = [a for a in plan.actions if not a.startswith("max-tokens-lowered")]
+    return replace(plan, body=lowered, actions=[*actions, f"max-tokens-lowered {asked}->{room}"])

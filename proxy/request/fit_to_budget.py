@@ -1,0 +1,192 @@
+"""A request fitted to a budget, always from the original messages (never from an already
+degraded view):
+
+    fitted       the conversation's last cut replayed (sticky_replay.py), else a deep cut
+                 (deep_cuts.py), else a cut to the budget itself
+    cut          the summary checkpoint (reused or created) when the policy summarizes, then
+                 the engine's fit (strategies/engine.py), remembered for the next requests
+    engine_fit   the engine's fit, off the loop for a body with much that is new; a refusal
+                 that names what must be kept when even that cannot fit
+
+Cache economy: under a policy that cuts cache-friendly, the engine is given the conversation's
+last forwarded prompt (proxy/request/conversations.py) and prefers a cut on the cache grid to
+passes that would rewrite it (strategies/engine.py: keeps_prefix). For a model with prices, a
+cut goes deep enough for the cache-write premium to be paid back by the cheap reads of the
+requests before the next cut (strategies/cost.py: cut_share).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from proxy.errors import ContextTooLarge
+from proxy.request.conversations import Fingerprint, extends, message_digest
+from proxy.request.deep_cuts import deeper, last_prompt
+from proxy.request.off_loop import off_loop
+from proxy.request.plan import Plan, plan_of_fit
+from proxy.request.planner_state import PlannerState
+from proxy.request.sticky_cuts import sticky_key
+from proxy.request.sticky_replay import replay_last_cut
+from proxy.request.summary_context import summary_context
+from proxy.summaries.decision import on_request
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.cost import cut_share
+from strategies.engine import Fit, fit
+from strategies.errors import DoesNotFit
+from strategies.messages import last_user_index
+from strategies.sticky import record
+from strategies.tokens import MemoCounter, count_prompt
+
+
+async def fitted(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    tokens: int | None = None,
+    memo: MemoCounter | None = None,
+    dry_run: bool = False,
+) -> Plan:
+    """Compact (checkpoint, then the engine's fit) from the original messages."""
+    counter = memo or MemoCounter(req.counter())
+    original = req.view.messages
+    before = tokens if tokens is not None else count_prompt(counter, original)
+    sticky = None if dry_run else sticky_key(planner.cuts, req)
+    if sticky is not None:
+        replayed = await replay_last_cut(planner, req, sticky, budget, before, counter)
+        if replayed is not None:
+            return replayed
+    last = None if dry_run else await last_prompt(planner, req)
+    deep = None if sticky is None else deeper(req, budget, before, last, counter)
+    if deep is not None:
+        # Cut deep enough that the next requests only append (they replay this cut); when
+        # what must be kept does not fit that deep, the cut is made to the budget itself.
+        try:
+            return await cut(planner, req, deep, budget, before, counter, last, sticky, dry_run)
+        except ContextTooLarge:
+            pass
+    return await cut(planner, req, budget, budget, before, counter, last, sticky, dry_run)
+
+
+async def cut(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    full: Budget,
+    before: int,
+    counter: MemoCounter,
+    last: Fingerprint | None,
+    sticky: str | None,
+    dry_run: bool,
+) -> Plan:
+    """Summary checkpoint, then the engine's fit, to ``budget`` (``full`` is the request's
+    own budget: what is reported, and what the output limit is settled against)."""
+    original = req.view.messages
+    messages, checkpoint, actions, pending = original, None, [], 0
+    step = on_request(before, budget.messages, req.policy.config, req.session_memory)
+    if step == "compact" and planner.compactor is not None:
+        ctx = summary_context(planner.settings, req, budget, counter)
+        deep = budget.messages if budget is not full else None
+        compacted = await planner.compactor.compact(
+            original, full.messages, ctx, req.session_memory, dry_run, deep
+        )
+        if compacted is not None:
+            messages, actions = compacted.messages, ["summarize"]
+            what = compacted.checkpoint_id or compacted.detail or ""
+            checkpoint = f"{compacted.event} {what}".strip()
+            pending = compacted.pending_tokens
+    # A dry run leaves room for the summary its placeholder stands for.
+    fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
+    share = 0.0 if budget is not full else None  # a deep cut needs no grid on top
+    try:
+        # The summary is kept whatever else goes: it stands for everything before it.
+        sent = {id(m) for m in original}
+        summary = frozenset(id(m) for m in messages if id(m) not in sent)
+        tokens = before if messages is original else None  # counted already
+        result = await engine_fit(messages, fit_budget, req, counter, last, share, summary, tokens)
+    except ContextTooLarge as exc:
+        exc.before, exc.budget = before, full.messages
+        exc.counted = "exact" if req.spec.pricing.exact else "estimate"
+        raise
+    result.tokens_after += pending
+    actions += [a for a in result.actions if a not in actions]
+    if sticky is not None and planner.cuts is not None and actions and not req.continuation:
+        recipe = record(original, result.messages, actions, full.messages, message_digest)
+        planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint))
+    return plan_of_fit(req, full, before, result, actions, checkpoint, planner.recalls, dry_run)
+
+
+async def engine_fit(
+    messages: list[Any],
+    budget: Budget,
+    req: WireRequest,
+    counter: MemoCounter,
+    last: Fingerprint | None = None,
+    share: float | None = None,
+    kept: frozenset[int] = frozenset(),
+    tokens: int | None = None,
+) -> Fit:
+    """The engine's fit, in a worker thread when the body has much that is new
+    (``off_loop``); ``tokens``: the messages' count, when made already by ``counter``."""
+    prices = req.spec.prices
+    if share is None and prices:
+        share = cut_share(prices, growth(messages, counter), budget.messages)
+    try:
+        return await off_loop(
+            req.fresh,
+            fit,
+            messages,
+            budget.messages,
+            counter,
+            req.policy.engine,
+            atomic_current=req.view.atomic_current,
+            pinned=req.pinned | kept,
+            continuing=req.view.continuing,
+            cut_share=share,
+            keeps_prefix=None if last is None else partial(extends, last),
+            tokens=tokens,
+        )
+    except DoesNotFit as exc:
+        taken = budget.messages - exc.limit
+        error = ContextTooLarge(
+            f"keeping the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} whole "
+            f"takes {exc.tokens} tokens, but only {exc.limit} of the {budget.messages} tokens "
+            f"for messages are left for it ({taken} go to the reply priming and to messages "
+            f"kept before; {budget.explain()}); shorten it or use a model with a larger "
+            f"window{HINTS.get(exc.block_id, '')}",
+            param=req.fmt.messages_param,
+            tokens=exc.tokens + taken + budget.window - budget.messages,
+            limit=budget.window,
+        )
+        error.kept = exc.tokens + taken  # what the part that must be kept takes
+        raise error from None
+
+
+def growth(messages: list[Any], counter: MemoCounter) -> int:
+    """The conversation's growth per request, estimated as its newest turn's tokens."""
+    last = last_user_index(messages)
+    return sum(counter.message(m) for m in messages[last:]) if last >= 0 else 0
+
+
+# What a user calls the blocks that must be kept whole, for the errors they read.
+BLOCK_WORDS = {
+    "system": "system prompt",
+    "leading": "leading system/developer messages (the application's instructions)",
+    "current": "current turn (the newest user message and what follows it)",
+    "running-turn": "running task (its task message and newest step)",
+    "pinned": "pinned messages",
+    "newest": (
+        "current turn's task and newest step (the user message that opened it, and the last "
+        "assistant message with its calls and their results)"
+    ),
+}
+HINTS = {
+    "leading": (
+        ". Leading system/developer messages after the first are strict by default; if they "
+        "are retrieved documents, a policy with the rule {id: documents, match: {position: "
+        "leading}, tier: rag, strategy: relevance_drop} (the example config's rag policy) drops "
+        "the least relevant instead"
+    ),
+}

@@ -1,0 +1,109 @@
+"""The planner: deciding what to forward, the original bytes when they fit, a compacted body
+when not; every plan checked against the post-condition (proxy/request/postcondition.py)
+before it is written.
+
+    plan_first     the first attempt (first_sight.py): pass-through, the byte-bound fast
+                   path, the exact count; else plan_fitted's work
+    plan_fitted    from the original transcript, never from an already degraded view, to a
+                   budget (fit_to_budget.py): the overflow retry's entry point
+
+A plan that breaks the post-condition is replaced by the safe plan (the cut to the full
+budget: no sticky replay, no deep cut); should even that break it, the request goes as the
+client sent it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from proxy.errors import ContextTooLarge
+from proxy.request.budget import budget_for
+from proxy.request.first_sight import first_sight
+from proxy.request.fit_to_budget import cut, fitted
+from proxy.request.plan import Plan
+from proxy.request.planner_state import PlannerState
+from proxy.request.postcondition import violation
+from proxy.request.sticky_cuts import sticky_key
+from proxy.request.summary_context import summary_context
+from proxy.summaries import Context
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.tokens import MemoCounter, count_prompt
+
+log = logging.getLogger("contextwarden.plan")
+
+
+class Planner(PlannerState):
+    """The planner's entry points, over what it draws on between requests (``PlannerState``:
+    ``Planner(settings, compactor, prefixes, cuts, recalls)``)."""
+
+    async def plan_first(
+        self, req: WireRequest, exact: bool = False, dry_run: bool = False
+    ) -> Plan:
+        """Plan the first attempt; raises ContextTooLarge when nothing can make it fit.
+
+        ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
+        preview) calls no summarizer and writes nothing. The plan keeps the post-condition
+        (proxy/request/postcondition.py)."""
+        plan = await first_sight(self, req, exact, dry_run)
+        return await self._guarded(req, plan, dry_run)
+
+    async def plan_fitted(
+        self,
+        req: WireRequest,
+        budget: Budget,
+        tokens: int | None = None,
+        memo: MemoCounter | None = None,
+        dry_run: bool = False,
+    ) -> Plan:
+        """Compact (checkpoint, then the engine's fit) from the original messages, to
+        ``budget``: the overflow retry's entry point, always from the original transcript,
+        never from an already degraded view. The plan keeps the post-condition."""
+        plan = await fitted(self, req, budget, tokens, memo, dry_run)
+        return await self._guarded(req, plan, dry_run)
+
+    def budget(self, req: WireRequest, window: int) -> Budget:
+        return budget_for(req, window, self.settings.trimming)
+
+    def summary_context(self, req: WireRequest, budget: Budget) -> Context:
+        """What the summarizer needs of ``req`` for a summary of its own (a client's
+        compaction answered by the proxy: proxy/request/compaction.py)."""
+        return summary_context(self.settings, req, budget, MemoCounter(req.counter()))
+
+    async def _guarded(self, req: WireRequest, plan: Plan, dry_run: bool) -> Plan:
+        """``plan`` when it keeps the post-condition; else the safe plan (the cut to the full
+        budget: no replay, no deep cut), counted as a fallback. Should even that break it, the
+        request goes as the client sent it: never worse than no proxy."""
+        reason = broken(req, plan)
+        if reason is None:
+            return plan
+        log.warning("plan fallback (%s): %s for model %s", reason, plan.actions, req.spec.name)
+        safe = await self._safe(req, plan, dry_run)
+        if safe is None or broken(req, safe) is not None:
+            safe = Plan(req.body, plan.budget, plan.tokens_before, plan.tokens_before, [])
+            safe.counted = plan.counted
+            reason = f"{reason}-unsafe"
+        safe.actions.append(f"plan-fallback {reason}")
+        return safe
+
+    async def _safe(self, req: WireRequest, plan: Plan, dry_run: bool) -> Plan | None:
+        """The cut to the budget ``plan`` was made for, from the original messages, with no
+        sticky replay and no deeper target (its cut is remembered, so the next requests replay
+        it); None when even that does not fit."""
+        assert plan.budget is not None
+        counter = MemoCounter(req.counter())
+        before = plan.tokens_before
+        if before is None:
+            before = count_prompt(counter, req.view.messages)
+        sticky = None if dry_run else sticky_key(self.cuts, req)
+        budget = plan.budget
+        try:
+            return await cut(self, req, budget, budget, before, counter, None, sticky, dry_run)
+        except ContextTooLarge:
+            return None
+
+
+def broken(req: WireRequest, plan: Plan) -> str | None:
+    """The promise of the post-condition ``plan`` breaks (proxy/request/postcondition.py)."""
+    kept = plan.fit.messages if plan.fit is not None else None
+    return violation(req, kept, plan.actions, plan.tokens_after, plan.budget)

@@ -1,0 +1,56 @@
+"""Sticky replay: under a policy that cuts cache-friendly, a request replays its
+conversation's last cut (proxy/request/sticky_cuts.py remembers it, strategies/sticky.py replays it)
+with the new messages appended, so its prompt extends the one the provider has cached; when
+the replay no longer fits, the request is cut afresh (proxy/request/fit_to_budget.py).
+"""
+
+from __future__ import annotations
+
+from proxy.request.conversations import message_digest
+from proxy.request.deep_cuts import prepare
+from proxy.request.off_loop import off_loop
+from proxy.request.plan import Plan, plan_of_fit
+from proxy.request.planner_state import PlannerState
+from proxy.summaries.decision import soft_limit, summarizes
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.engine import Fit
+from strategies.repair import repair_tool_calls
+from strategies.sticky import replay
+from strategies.tokens import MemoCounter, count_prompt
+
+
+async def replay_last_cut(
+    planner: PlannerState,
+    req: WireRequest,
+    key: str,
+    budget: Budget,
+    before: int,
+    counter: MemoCounter,
+) -> Plan | None:
+    """The conversation's last cut replayed with the new messages appended, when that fits
+    (and the budget has not grown by a cache grid step since the cut: a calibrated window
+    moves a little from request to request); None: cut afresh. Past the soft limit,
+    the next summary is prepared in the background, for when the replay stops fitting."""
+    assert planner.cuts is not None
+    recipe = await planner.cuts.recall(key)
+    grid = req.policy.engine.cache_cut_share
+    if recipe is None or budget.messages > recipe.budget * (1 + grid):
+        return None  # a budget a grid step larger keeps more: worth a new cut
+    messages = replay(recipe, req.view.messages, message_digest)
+    if messages is None:
+        return None
+    if req.policy.engine.repair_tool_calls:
+        messages = repair_tool_calls(messages)[0]
+    tokens = await off_loop(req.fresh, count_prompt, counter, messages)
+    if tokens > budget.messages:
+        return None
+    config = req.policy.config
+    past_soft = tokens > soft_limit(budget.messages, config)
+    if past_soft and planner.compactor is not None and summarizes(config, req.session_memory):
+        await prepare(planner, req, budget, before, counter)
+    actions = [*recipe.actions, "sticky"]
+    checkpoint = recipe.checkpoint
+    reused = checkpoint.replace("created", "reused", 1) if checkpoint else None
+    result = Fit(messages, before, tokens, budget.messages, list(actions))
+    return plan_of_fit(req, budget, before, result, actions, reused, planner.recalls)

@@ -1,0 +1,44 @@
+"""What the summarizer needs of a request (proxy/summaries: ``Context``): its team, counter and
+policy, the summary's target, the room beside it, and the messages a summary must leave whole
+(pinned, standing rules, the current turn).
+"""
+
+from __future__ import annotations
+
+from proxy.config.settings import Settings
+from proxy.summaries import Context
+from proxy.summaries.llm import target_for
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.rules import pinned_ids
+from strategies.standing import standing_ids
+from strategies.tokens import MemoCounter
+
+
+def summary_context(
+    settings: Settings, req: WireRequest, budget: Budget, counter: MemoCounter
+) -> Context:
+    """What the compactor needs of the request; ``counter`` is the request's own, which
+    has priced its messages already."""
+    window = req.policy.config.summarizer.context_window or budget.window
+    return Context(
+        req.team,
+        counter,
+        req.policy.config,
+        target_for(settings, req),
+        budget.reserve,
+        window,
+        settings.teams[req.team].summarizer_calls_per_hour if req.team in settings.teams else None,
+        req.scope,
+        req.pinned
+        | pinned_ids(req.view.messages, req.policy.engine.pins)
+        | standing_ids(
+            req.view.messages,
+            counter,
+            budget.messages,
+            req.policy.engine.standing_share,
+            req.view.continuing,
+        ),
+        req.view.atomic_current,
+        req.view.continuing,
+    )
