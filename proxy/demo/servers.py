@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -11,6 +12,18 @@ from typing import Any, TypeVar
 import uvicorn
 
 T = TypeVar("T")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, told to stop rather than polled: its main loop waits for the word
+    instead of looking every tenth of a second (a test's servers stop in a few milliseconds)."""
+
+    stop: asyncio.Event | None = None
+
+    async def main_loop(self) -> None:
+        self.stop = asyncio.Event()
+        if not self.should_exit:
+            await self.stop.wait()
 
 
 class BackgroundServer:
@@ -26,7 +39,7 @@ class BackgroundServer:
             server_header=False,
             date_header=False,
         )
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.host = host
@@ -65,4 +78,8 @@ class BackgroundServer:
 
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
+        stop, loop = self._server.stop, self._loop
+        if stop is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it is gone
+                loop.call_soon_threadsafe(stop.set)
         self._thread.join(timeout=10)

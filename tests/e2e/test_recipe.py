@@ -193,10 +193,12 @@ def outage(recipe: Run, start: str, back: str, end: str) -> None:
     assert any("sticky" in a.actions for a in after)
 
 
+@pytest.mark.slow  # the recipe's run (its fixture) takes about a minute
 def test_a_redis_that_hangs_for_ten_seconds_costs_no_answer(recipe: Run) -> None:
     outage(recipe, "hung", "resumed", "killed")
 
 
+@pytest.mark.slow  # the recipe's run (its fixture) takes about a minute
 def test_a_redis_started_again_empty_costs_no_answer(recipe: Run) -> None:
     outage(recipe, "killed", "empty", "end")
 
@@ -230,6 +232,7 @@ SESSIONS = [
 ]
 
 
+@pytest.mark.slow  # the recipe's run (its fixture) takes about a minute
 @pytest.mark.parametrize("kind", ["haproxy", "nginx"])
 def test_the_load_balancers_configs_spread_requests_or_keep_sessions(
     recipe: Run, kind: str
