@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,16 @@ def test_request_path_traces_each_kind_of_request() -> None:
     }
     for name in ("responses, trimmed", "messages, trimmed"):
         assert any(k.startswith(name) and "truncate_oldest" in k for k in traces), traces.keys()
+
+
+def test_the_chains_bench_prints_its_three_figures() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.chains"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = [float(x) for x in re.findall(r"(\d+\.\d+) ms", done.stdout)]
+    assert len(figures) == 3 and all(f > 0 for f in figures), done.stdout
