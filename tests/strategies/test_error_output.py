@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from strategies.error_output import is_error_output, is_error_result
+from strategies.error_output import _exited, is_error_output, is_error_result
 from strategies.light_trim import LightTrim
 from strategies.microcompact import CLEARED, ToolResultMicrocompact
 from tests.counters import FixedCounter
@@ -146,3 +149,53 @@ def test_only_tool_outputs_are_error_results() -> None:
     assert is_error_result({"role": "tool", "content": [{"type": "text", "text": text}]})
     assert not is_error_result({"role": "user", "content": text})
     assert is_error_result({"role": "tool", "content": "ok", "is_error": True})
+
+
+# The one case-insensitive pattern the exit and runner markers were read with before they were
+# split for speed: the split must say the same of every text.
+ONE_PATTERN = re.compile(
+    r"exit (?:status|code)[:= ]+[1-9]\d*"
+    r"|process exited with code [1-9]\d*"
+    r"|returned non-zero exit status"
+    r"|\b[1-9]\d* (?:failed|errors?)\b"
+    r"|^(?:failed|error) [\w./-]+::"
+    r"|^error\[e\d+\]",
+    re.IGNORECASE | re.MULTILINE,
+)
+PIECES = [
+    "exit status ",
+    "Exit code: ",
+    "exit code=",
+    "Process exited with code ",
+    "returned non-zero exit status",
+    " failed",
+    " FAILED",
+    " errors",
+    " error",
+    "error",
+    "Error",
+    "failed ",
+    "FAILED ",
+    "ERROR ",
+    "error[E",
+    "::",
+    "tests/x.py",
+    "\n",
+    " ",
+    "0",
+    "1",
+    "2",
+    "12",
+    "a",
+    "_",
+    "-",
+    "e0308]",
+    "[",
+]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14))
+def test_the_split_exit_markers_say_what_the_one_pattern_said(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert _exited(text.lower()) == bool(ONE_PATTERN.search(text)), text
