@@ -21,7 +21,9 @@ to embed the proxy in an ASGI server of one's own, the two names this package ex
     load_settings(path, **overrides)   the config, from a YAML file (None: the embedded one)
     create_app(settings)               the ASGI app
 
-Everything else is internal and moves without notice (``contextwarden demo`` uses only these).
+Everything else is internal and moves without notice. ``contextwarden demo`` imports only
+these; between turns it waits for the app's background summaries through
+``app.state.runtime`` (no HTTP way to wait for them yet).
 """
 
 from __future__ import annotations

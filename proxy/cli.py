@@ -173,10 +173,14 @@ def banner(settings: Settings, path: str | None) -> str:
     lines += banner_lines()
     lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
     each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
+    caches = (
+        "its caches share what its footprint leaves"
+        if settings.caches
+        else "caches: off, so its cross-request caches keep nothing"
+    )
     lines.append(
         f"  memory: {settings.limits.memory_budget_mb} MiB for {each} "
-        "(limits.memory_budget_mb); its caches share what its footprint leaves "
-        "(GET /admin/stats: memory)"
+        f"(limits.memory_budget_mb); {caches} (GET /admin/stats: memory)"
     )
     lines += [f"  {note}" for note in key_notes(settings)]
     return "\n".join(lines)

@@ -139,3 +139,16 @@ def test_the_tests_mirror_the_packages() -> None:
         for folder in (p for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"):
             assert (source / folder.name / "__init__.py").is_file(), f"{folder}: no such package"
     assert not list((ROOT / "tests" / "proxy").glob("test_*.py")), "tests/proxy/ holds layers only"
+
+
+def test_every_module_the_readme_names_exists() -> None:
+    """The README's map and tables name files that are there: a path as written, a bare
+    ``name.py`` somewhere in the tree (a renamed module leaves no stale name behind)."""
+    readme = (ROOT / "README.md").read_text()
+    present = {p.name for p in ROOT.glob("**/*.py") if ".venv" not in p.parts}
+    missing = []
+    for name in sorted(set(re.findall(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)\b", readme))):
+        found = (ROOT / name).is_file() if "/" in name else name in present
+        if not found:
+            missing.append(name)
+    assert not missing, missing

@@ -206,6 +206,11 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _extends(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "upstream_client" in data:
+            raise ValueError(
+                "upstream_client was removed: aiohttp is the one upstream transport now "
+                "(CHANGELOG, #48); delete the line"
+            )
         if isinstance(data, dict) and isinstance(data.get("policies"), dict):
             data = {**data, "policies": resolve_extends(data["policies"])}
         return data

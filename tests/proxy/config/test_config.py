@@ -213,3 +213,12 @@ def test_field_errors_and_cross_reference_errors_come_in_one_run() -> None:
         "teams.default: policy 'missing' is not in policies",
     ):
         assert expected in text, text
+
+
+def test_the_removed_upstream_client_setting_says_it_was_removed(tmp_path: Path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(
+        "upstreams: {a: {base_url: 'http://127.0.0.1:9/v1'}}\nupstream_client: aiohttp\n"
+    )
+    with pytest.raises(ConfigError, match="upstream_client was removed: aiohttp is the one"):
+        load_settings(path)
