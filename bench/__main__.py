@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -333,6 +334,18 @@ async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
     return rows
 
 
+async def post_each(
+    conns: dict[Any, Connection], path: str, body: bytes, seen: dict[Any, list[float]], fmt: str
+) -> None:
+    """``body`` to each connection in turn, each answer's time added to its ``seen``."""
+    for key, conn in conns.items():
+        t = time.perf_counter()
+        status, _ = await conn.post(path, body)
+        seen[key].append(time.perf_counter() - t)
+        if status != 200:
+            raise RuntimeError(f"{fmt}: status {status} from {key}")
+
+
 async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list[str]]:
     """p50 and p90 of direct, floor and proxy on agent-sized requests (bench/agent_sized.py:
     5-10k tokens, an 8k window), request by request interleaved, in each format; how many the
@@ -345,13 +358,7 @@ async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
         trimmed: list[bool] = []
         for conversation in conversations:
             for messages in conversation:
-                body = write(messages)
-                for port, conn in conns.items():
-                    t = time.perf_counter()
-                    status, _ = await conn.post(path, body)
-                    seen[port].append(time.perf_counter() - t)
-                    if status != 200:
-                        raise RuntimeError(f"{fmt}: status {status} from port {port}")
+                await post_each(conns, path, write(messages), seen, fmt)
                 actions = conns[proxy].last_headers.get("x-contextwarden-actions", "none")
                 trimmed.append(actions != "none")
         for conn in conns.values():

@@ -17,7 +17,6 @@ import asyncio
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -31,6 +30,7 @@ from bench.__main__ import (
     HERE,
     free_port,
     pct,
+    post_each,
     resend_body,
     run_load,
     table,
@@ -151,13 +151,7 @@ async def agent_rows(up: int, floor: int, ports: dict[str, int], passes: int) ->
         seen: dict[str, list[float]] = {name: [] for name in every}
         for conversation in conversations:
             for messages in conversation:
-                body = write(messages)
-                for name, conn in conns.items():
-                    t = time.perf_counter()
-                    status, _ = await conn.post(path, body)
-                    seen[name].append(time.perf_counter() - t)
-                    if status != 200:
-                        raise RuntimeError(f"{fmt}: status {status} from {name}")
+                await post_each(conns, path, write(messages), seen, fmt)
         for conn in conns.values():
             await conn.close()
         for q, label in ((0.5, "p50"), (0.9, "p90")):
