@@ -98,6 +98,7 @@ _EXIT = re.compile(
 )
 _RUNNER = re.compile(r"(?:^|\n)(?:(?:failed|error) [\w./-]+::|error\[e\d+\])")
 _RUNNER_STARTS = ("failed ", "error ", "error[")
+_RUNNER_LINES = tuple(f"\n{start}" for start in _RUNNER_STARTS)
 
 
 def _exited(lower: str) -> bool:
@@ -105,7 +106,7 @@ def _exited(lower: str) -> bool:
     failure count or its ``FAILED``/``ERROR`` lines, or Rust's ``error[E0308]``."""
     if ("exit" in lower or "non-zero" in lower) and _EXIT.search(lower):
         return True
-    runner = lower.startswith(_RUNNER_STARTS) or any(f"\n{w}" in lower for w in _RUNNER_STARTS)
+    runner = lower.startswith(_RUNNER_STARTS) or any(line in lower for line in _RUNNER_LINES)
     if runner and _RUNNER.search(lower):
         return True
     return _counted(lower, " failed") or _counted(lower, " error")
