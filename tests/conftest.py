@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from proxy.config.environment import prepare_environment
 from proxy.windows.tokenizers import get_encoding
@@ -20,3 +24,13 @@ def assert_no_plan_fallbacks(app: Any) -> None:
         return  # never started
     fallbacks = {t: s.plan_fallbacks for t, s in runtime.metrics.teams.items() if s.plan_fallbacks}
     assert not fallbacks, f"plans fell back to the safe plan: {fallbacks}"
+
+
+@pytest.fixture(autouse=True)
+def collect_what_the_test_left() -> Iterator[None]:
+    """Collect garbage as each test ends, so a socket or client it left open warns (and fails,
+    ``filterwarnings = error``) in that test's teardown, naming it, instead of in whichever
+    later test the collector happens to run in (CI once failed a lock-file test for a client
+    another test never closed)."""
+    yield
+    gc.collect()

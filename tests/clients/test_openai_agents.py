@@ -50,14 +50,15 @@ async def run_task(agent: Any) -> None:
         """Read a file of the task's directory."""
         return (agent.work / Path(path).name).read_text()
 
-    client = openai.AsyncOpenAI(base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0)
-    coder = Agent(
-        name="coder",
-        instructions="You are a careful agent. Read what you are asked to read.",
-        tools=[read_file],
-        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
-    )
-    result = await Runner.run(coder, TASK, max_turns=STEPS + 5)
-    await client.close()
-    assert result.final_output.startswith(f"Done after {STEPS} steps")
-    assert not agent.script.refused
+    async with openai.AsyncOpenAI(
+        base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0
+    ) as client:
+        coder = Agent(
+            name="coder",
+            instructions="You are a careful agent. Read what you are asked to read.",
+            tools=[read_file],
+            model=OpenAIResponsesModel(model=MODEL, openai_client=client),
+        )
+        result = await Runner.run(coder, TASK, max_turns=STEPS + 5)
+        assert result.final_output.startswith(f"Done after {STEPS} steps")
+        assert not agent.script.refused

@@ -73,17 +73,18 @@ async def run_agents(agent: Agent, steps: int, label: str = "") -> None:
         """Read a file of the task's directory."""
         return (agent.work / Path(path).name).read_text()
 
-    client = openai.AsyncOpenAI(base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0)
-    coder = Coder(
-        name="coder",
-        instructions="You are a careful agent. Read what you are asked to read.",
-        tools=[read_file],
-        model=OpenAIResponsesModel(model=AGENTS_MODEL, openai_client=client),
-    )
-    result = await Runner.run(coder, TASK, max_turns=steps + 5)
-    await client.close()
-    assert result.final_output.startswith(f"Done after {steps} steps")
-    answered_every_request(agent, "/v1/responses", f"openai-agents{label}")
+    async with openai.AsyncOpenAI(
+        base_url=f"{agent.proxy_url}/v1", api_key="sk-test", max_retries=0
+    ) as client:
+        coder = Coder(
+            name="coder",
+            instructions="You are a careful agent. Read what you are asked to read.",
+            tools=[read_file],
+            model=OpenAIResponsesModel(model=AGENTS_MODEL, openai_client=client),
+        )
+        result = await Runner.run(coder, TASK, max_turns=steps + 5)
+        assert result.final_output.startswith(f"Done after {steps} steps")
+        answered_every_request(agent, "/v1/responses", f"openai-agents{label}")
 
 
 def run_claude(agent: Agent, steps: int, label: str = "") -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 from starlette.applications import Starlette
@@ -32,6 +33,7 @@ class Stack:
     proxy_url: str
     client: openai.OpenAI
     window: int
+    anthropic: anthropic.Anthropic  # the same proxy through the anthropic SDK
 
     @property
     def received(self) -> list[dict[str, Any]]:
@@ -112,7 +114,10 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
             apps.append(proxy_app)
             proxy = stack.enter_context(BackgroundServer(proxy_app))
             client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-test", max_retries=0)
-            return Stack(app, proxy.url, client, window)
+            claude = anthropic.Anthropic(base_url=proxy.url, api_key="sk-test", max_retries=0)
+            stack.enter_context(client)
+            stack.enter_context(claude)
+            return Stack(app, proxy.url, client, window, claude)
 
         apps: list[Starlette] = []
         yield build

@@ -50,7 +50,7 @@ def claude_stack(make_stack: StackFactory, window: int = WINDOW, **settings: Any
 
 
 def sdk(stack: Stack) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0)
+    return stack.anthropic
 
 
 def ask(client: anthropic.Anthropic, messages: list[dict[str, Any]], stream: bool) -> Any:
@@ -204,19 +204,19 @@ def test_a_team_key_in_x_api_key_is_accepted_and_never_forwarded(
     monkeypatch.setenv("TEAM_KEY", "cw-team-key-0001")
     monkeypatch.setenv("DEMO_KEY", "sk-ant-operator")
     stack = claude_stack(make_stack, auth="keys", teams={"default": {"key_envs": ["TEAM_KEY"]}})
-    client = anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=stack.proxy_url, api_key="cw-team-key-0001", max_retries=0
-    )
-    reply = client.messages.create(
-        model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-    )
-    assert reply.content[0].type == "text"
-    wrong = anthropic.Anthropic(base_url=stack.proxy_url, api_key="nope", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError) as caught:
-        wrong.messages.create(
+    ) as client:
+        reply = client.messages.create(
             model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         )
-    assert caught.value.body["type"] == "error"  # type: ignore[index]
+    assert reply.content[0].type == "text"
+    with anthropic.Anthropic(base_url=stack.proxy_url, api_key="nope", max_retries=0) as wrong:
+        with pytest.raises(anthropic.AuthenticationError) as caught:
+            wrong.messages.create(
+                model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert caught.value.body["type"] == "error"  # type: ignore[index]
 
 
 def test_an_input_length_and_max_tokens_overflow_is_recovered(make_stack: StackFactory) -> None:

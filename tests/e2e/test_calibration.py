@@ -59,8 +59,10 @@ def test_an_estimate_that_runs_high_gives_its_room_back_and_the_ratio_persists(
         }
 
         def budgets(n: int) -> list[int]:
-            with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-                client = anthropic.Anthropic(base_url=proxy.url, api_key="x", max_retries=0)
+            with (
+                BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+                anthropic.Anthropic(base_url=proxy.url, api_key="x", max_retries=0) as client,
+            ):
                 out = []
                 for k in range(n):
                     raw = client.messages.with_raw_response.create(

@@ -98,16 +98,20 @@ def test_a_restarted_proxy_reuses_checkpoints_from_its_sqlite_file(tmp_path: Pat
     with BackgroundServer(app) as upstream:
         config = proxy_config(upstream.url, tmp_path)
         msgs = over_budget_conversation(16)
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             raw = client.chat.completions.with_raw_response.create(
                 model=MODEL, messages=msgs, max_tokens=64
             )
         assert raw.headers["x-contextwarden-checkpoint"].startswith("created")
         calls = len(app.state.summaries)
         assert (tmp_path / "checkpoints.sqlite3").exists()
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             raw = client.chat.completions.with_raw_response.create(
                 model=MODEL, messages=msgs, max_tokens=64
             )
@@ -121,9 +125,12 @@ def test_two_proxies_on_one_redis_share_checkpoints(tmp_path: Path) -> None:
         shared = {"checkpoints": {"backend": "redis", "url": url}}
         a = create_app(load_settings(None, **proxy_config(upstream.url, tmp_path / "a", **shared)))
         b = create_app(load_settings(None, **proxy_config(upstream.url, tmp_path / "b", **shared)))
-        with BackgroundServer(a) as proxy_a, BackgroundServer(b) as proxy_b:
-            client_a = openai.OpenAI(base_url=f"{proxy_a.url}/v1", api_key="sk", max_retries=0)
-            client_b = openai.OpenAI(base_url=f"{proxy_b.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(a) as proxy_a,
+            BackgroundServer(b) as proxy_b,
+            openai.OpenAI(base_url=f"{proxy_a.url}/v1", api_key="sk", max_retries=0) as client_a,
+            openai.OpenAI(base_url=f"{proxy_b.url}/v1", api_key="sk", max_retries=0) as client_b,
+        ):
             msgs = over_budget_conversation(16)
             first = client_a.chat.completions.with_raw_response.create(
                 model=MODEL, messages=msgs, max_tokens=64
@@ -150,8 +157,10 @@ def test_concurrent_requests_of_one_conversation_summarize_once(tmp_path: Path) 
     with BackgroundServer(app) as upstream:
         config = proxy_config(upstream.url, tmp_path)
         proxy_app = create_app(load_settings(None, **config))
-        with BackgroundServer(proxy_app) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(proxy_app) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             msgs = over_budget_conversation(16)
             results: list[Any] = []
 
@@ -250,14 +259,18 @@ def test_learned_windows_are_persisted(tmp_path: Path) -> None:
     with BackgroundServer(app) as upstream:
         tight = {"summarize": False, "cache_cut_share": 0}  # cut to the last token: overflows
         config = proxy_config(upstream.url, tmp_path, policies={"default": tight})
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             first = client.chat.completions.with_raw_response.create(
                 model=MODEL, messages=over_budget_conversation(16), max_tokens=64
             )  # type: ignore[arg-type]
         assert int(first.headers["x-contextwarden-retries"]) >= 1
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             again = client.chat.completions.with_raw_response.create(
                 model=MODEL, messages=over_budget_conversation(17), max_tokens=64
             )  # type: ignore[arg-type]
@@ -269,8 +282,10 @@ def test_precompaction_has_the_checkpoint_ready_when_the_limit_is_crossed(tmp_pa
     app = create_upstream(window=1024, summary_delay=0.3)
     with BackgroundServer(app) as upstream:
         proxy_app = create_app(load_settings(None, **proxy_config(upstream.url, tmp_path)))
-        with BackgroundServer(proxy_app) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(proxy_app) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             stats = proxy_app.state.runtime.compactor.stats
             msgs: list[Any] = [SYSTEM]
             headers = []

@@ -162,24 +162,28 @@ def test_a_messages_stream_broken_off_raises_in_the_anthropic_sdk(
     """It ended with an OpenAI-shaped data line, which the anthropic SDK ignores: the partial
     answer came back as a whole one, with stop_reason None."""
     apis = {"apis": ["messages"]}
-    with proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy:
-        client = anthropic.Anthropic(base_url=proxy.url, api_key="sk", max_retries=0)
-        with pytest.raises(anthropic.APIStatusError, match="broke off mid-stream"):  # noqa: SIM117
-            with client.messages.stream(
-                model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-            ) as stream:
-                stream.get_final_message()
+    with (  # noqa: SIM117 (the stream is opened inside the raises)
+        proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy,
+        anthropic.Anthropic(base_url=proxy.url, api_key="sk", max_retries=0) as client,
+        pytest.raises(anthropic.APIStatusError, match="broke off mid-stream"),
+    ):
+        with client.messages.stream(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            stream.get_final_message()
 
 
 def test_a_responses_stream_broken_off_raises_in_the_openai_sdk(
     upstream: Any, tmp_path: Path
 ) -> None:
     apis = {"apis": ["responses"]}
-    with proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy:
-        client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
-        with pytest.raises(openai.APIError, match="broke off mid-stream"):
-            for event in client.responses.create(model="m", input="hi", stream=True):
-                assert event.type != "response.completed"
+    with (
+        proxy_for(f"{upstream.url}/cut", tmp_path, upstream=apis) as proxy,
+        openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        pytest.raises(openai.APIError, match="broke off mid-stream"),
+    ):
+        for event in client.responses.create(model="m", input="hi", stream=True):
+            assert event.type != "response.completed"
 
 
 def test_redis_down_requests_still_succeed_and_the_fault_is_visible(tmp_path: Path) -> None:
@@ -195,8 +199,10 @@ def test_redis_down_requests_still_succeed_and_the_fault_is_visible(tmp_path: Pa
             "data_dir": str(tmp_path),
             "checkpoints": {"backend": "redis", "url": f"redis://127.0.0.1:{dead}/0"},
         }
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             raw = client.chat.completions.with_raw_response.create(
                 model="demo-model",
                 messages=over_budget_conversation(16),
@@ -221,8 +227,10 @@ def test_slow_summarizer_falls_back_to_truncation(tmp_path: Path) -> None:
             "data_dir": str(tmp_path),
             "policies": {"default": {"summarizer": {"timeout": 0.5, "summarize_unseen": True}}},
         }
-        with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-            client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0)
+        with (
+            BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+            openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk", max_retries=0) as client,
+        ):
             started = time.monotonic()
             raw = client.chat.completions.with_raw_response.create(
                 model="demo-model",

@@ -88,33 +88,37 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loop]:
 
 
 def responses_loop(loop: Loop) -> str:
-    client = openai.OpenAI(base_url=f"{loop.url}/v1", api_key="sk-test", max_retries=0)
-    tool = {
-        "type": "function",
-        "name": "read_file",
-        "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    }
-    items: list[Any] = [{"role": "user", "content": TASK}]
-    while True:
-        raw = client.responses.with_raw_response.create(
-            model="gpt-4.1",
-            instructions=INSTRUCTIONS,
-            input=items,
-            tools=[tool],  # type: ignore[list-item]
-            store=False,
-            include=["reasoning.encrypted_content"],
-        )
-        loop.record(items, raw.headers)
-        out = [i.model_dump(exclude_none=True) for i in raw.parse().output]
-        items += out
-        call = next((i for i in out if i["type"] == "function_call"), None)
-        if call is None:
-            return str(out[-1]["content"][0]["text"])
-        path = orjson.loads(call["arguments"])["path"]
-        items.append(
-            {"type": "function_call_output", "call_id": call["call_id"], "output": step_text(path)}
-        )
+    with openai.OpenAI(base_url=f"{loop.url}/v1", api_key="sk-test", max_retries=0) as client:
+        tool = {
+            "type": "function",
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        }
+        items: list[Any] = [{"role": "user", "content": TASK}]
+        while True:
+            raw = client.responses.with_raw_response.create(
+                model="gpt-4.1",
+                instructions=INSTRUCTIONS,
+                input=items,
+                tools=[tool],  # type: ignore[list-item]
+                store=False,
+                include=["reasoning.encrypted_content"],
+            )
+            loop.record(items, raw.headers)
+            out = [i.model_dump(exclude_none=True) for i in raw.parse().output]
+            items += out
+            call = next((i for i in out if i["type"] == "function_call"), None)
+            if call is None:
+                return str(out[-1]["content"][0]["text"])
+            path = orjson.loads(call["arguments"])["path"]
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call["call_id"],
+                    "output": step_text(path),
+                }
+            )
 
 
 def on_last(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,62 +135,66 @@ def on_last(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def messages_loop(loop: Loop) -> str:
-    client = anthropic.Anthropic(base_url=loop.url, api_key="sk-test", max_retries=0)
-    tool = {
-        "name": "Bash",
-        "description": "Run a shell command",
-        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
-        "cache_control": CACHE,
-    }
-    system = [{"type": "text", "text": INSTRUCTIONS, "cache_control": CACHE}]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": TASK}]}]
-    while True:
-        sent = on_last(messages)
-        raw = client.messages.with_raw_response.create(
-            model="claude-demo",
-            max_tokens=1024,
-            system=system,  # type: ignore[arg-type]
-            tools=[tool],  # type: ignore[list-item]
-            thinking={"type": "enabled", "budget_tokens": 512},
-            messages=sent,  # type: ignore[arg-type]
-        )
-        loop.record(sent, raw.headers)
-        blocks = [b.model_dump(exclude_none=True) for b in raw.parse().content]
-        messages.append({"role": "assistant", "content": blocks})
-        use = next((b for b in blocks if b["type"] == "tool_use"), None)
-        if use is None:
-            return str(blocks[-1]["text"])
-        result = {"type": "tool_result", "tool_use_id": use["id"], "content": step_text(use["input"]["command"])}  # fmt: skip
-        messages.append({"role": "user", "content": [result]})
+    with anthropic.Anthropic(base_url=loop.url, api_key="sk-test", max_retries=0) as client:
+        tool = {
+            "name": "Bash",
+            "description": "Run a shell command",
+            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+            "cache_control": CACHE,
+        }
+        system = [{"type": "text", "text": INSTRUCTIONS, "cache_control": CACHE}]
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": [{"type": "text", "text": TASK}]}
+        ]
+        while True:
+            sent = on_last(messages)
+            raw = client.messages.with_raw_response.create(
+                model="claude-demo",
+                max_tokens=1024,
+                system=system,  # type: ignore[arg-type]
+                tools=[tool],  # type: ignore[list-item]
+                thinking={"type": "enabled", "budget_tokens": 512},
+                messages=sent,  # type: ignore[arg-type]
+            )
+            loop.record(sent, raw.headers)
+            blocks = [b.model_dump(exclude_none=True) for b in raw.parse().content]
+            messages.append({"role": "assistant", "content": blocks})
+            use = next((b for b in blocks if b["type"] == "tool_use"), None)
+            if use is None:
+                return str(blocks[-1]["text"])
+            result = {"type": "tool_result", "tool_use_id": use["id"], "content": step_text(use["input"]["command"])}  # fmt: skip
+            messages.append({"role": "user", "content": [result]})
 
 
 def chat_loop(loop: Loop) -> str:
-    client = openai.OpenAI(base_url=f"{loop.url}/v1", api_key="sk-test", max_retries=0)
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-    messages: list[Any] = [
-        {"role": "system", "content": INSTRUCTIONS},
-        {"role": "user", "content": TASK},
-    ]
-    while True:
-        raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4.1",
-            messages=messages,
-            tools=[tool],  # type: ignore[list-item]
-        )
-        loop.record(messages, raw.headers)
-        message = raw.parse().choices[0].message.model_dump(exclude_none=True)
-        messages.append(message)
-        if not message.get("tool_calls"):
-            return str(message["content"])
-        call = message["tool_calls"][0]
-        path = orjson.loads(call["function"]["arguments"])["path"]
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": step_text(path)})
+    with openai.OpenAI(base_url=f"{loop.url}/v1", api_key="sk-test", max_retries=0) as client:
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        messages: list[Any] = [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": TASK},
+        ]
+        while True:
+            raw = client.chat.completions.with_raw_response.create(
+                model="gpt-4.1",
+                messages=messages,
+                tools=[tool],  # type: ignore[list-item]
+            )
+            loop.record(messages, raw.headers)
+            message = raw.parse().choices[0].message.model_dump(exclude_none=True)
+            messages.append(message)
+            if not message.get("tool_calls"):
+                return str(message["content"])
+            call = message["tool_calls"][0]
+            path = orjson.loads(call["function"]["arguments"])["path"]
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": step_text(path)}
+            )
 
 
 FORMATS: dict[str, tuple[Callable[[Loop], str], str]] = {

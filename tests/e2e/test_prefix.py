@@ -107,8 +107,10 @@ def test_fingerprints_outlive_a_restart_through_the_store(tmp_path: Any) -> None
         }
         states = []
         for _ in range(2):  # two proxy lives, one store
-            with BackgroundServer(create_app(load_settings(None, **config))) as proxy:
-                client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="x", max_retries=0)
+            with (
+                BackgroundServer(create_app(load_settings(None, **config))) as proxy,
+                openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="x", max_retries=0) as client,
+            ):
                 raw = client.chat.completions.with_raw_response.create(
                     model=MODEL,
                     messages=messages,

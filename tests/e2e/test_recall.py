@@ -64,87 +64,92 @@ def session(tmp_path: Path) -> Iterator[Callable[[bool], Session]]:
 
 
 def chat_loop(s: Session, stream: bool) -> str:
-    client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0)
-    tool = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}  # fmt: skip
-    messages: list[Any] = [{"role": "system", "content": "Use the tools."}]
-    messages.append({"role": "user", "content": TASK})
-    while True:
-        if stream:
-            chunks = client.chat.completions.create(
-                model="gpt-4.1",
-                messages=messages,
-                tools=[tool],
-                stream=True,  # type: ignore[list-item]
-            )
-            message: dict[str, Any] = {"role": "assistant", "content": ""}
-            calls: dict[int, Any] = {}
-            for chunk in chunks:
-                delta = chunk.choices[0].delta
-                message["content"] += delta.content or ""
-                for part in delta.tool_calls or []:
-                    call = calls.setdefault(part.index, {"id": part.id, "type": "function", "function": {"name": "", "arguments": ""}})  # fmt: skip
-                    call["function"]["name"] += part.function.name or ""  # type: ignore[union-attr]
-                    call["function"]["arguments"] += part.function.arguments or ""  # type: ignore[union-attr]
-            if calls:
-                message["tool_calls"] = [calls[k] for k in sorted(calls)]
-        else:
-            answer = client.chat.completions.create(
-                model="gpt-4.1",
-                messages=messages,
-                tools=[tool],  # type: ignore[list-item]
-            )
-            message = answer.choices[0].message.model_dump(exclude_none=True)
-        messages.append(message)
-        if not message.get("tool_calls"):
-            return str(message["content"])
-        for call in message["tool_calls"]:
-            path = orjson.loads(call["function"]["arguments"])["path"]
-            messages.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": step_text(path)}
-            )
+    with openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0) as client:
+        tool = {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}  # fmt: skip
+        messages: list[Any] = [{"role": "system", "content": "Use the tools."}]
+        messages.append({"role": "user", "content": TASK})
+        while True:
+            if stream:
+                chunks = client.chat.completions.create(
+                    model="gpt-4.1",
+                    messages=messages,
+                    tools=[tool],
+                    stream=True,  # type: ignore[list-item]
+                )
+                message: dict[str, Any] = {"role": "assistant", "content": ""}
+                calls: dict[int, Any] = {}
+                for chunk in chunks:
+                    delta = chunk.choices[0].delta
+                    message["content"] += delta.content or ""
+                    for part in delta.tool_calls or []:
+                        call = calls.setdefault(part.index, {"id": part.id, "type": "function", "function": {"name": "", "arguments": ""}})  # fmt: skip
+                        call["function"]["name"] += part.function.name or ""  # type: ignore[union-attr]
+                        call["function"]["arguments"] += part.function.arguments or ""  # type: ignore[union-attr]
+                if calls:
+                    message["tool_calls"] = [calls[k] for k in sorted(calls)]
+            else:
+                answer = client.chat.completions.create(
+                    model="gpt-4.1",
+                    messages=messages,
+                    tools=[tool],  # type: ignore[list-item]
+                )
+                message = answer.choices[0].message.model_dump(exclude_none=True)
+            messages.append(message)
+            if not message.get("tool_calls"):
+                return str(message["content"])
+            for call in message["tool_calls"]:
+                path = orjson.loads(call["function"]["arguments"])["path"]
+                messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": step_text(path)}
+                )
 
 
 def responses_loop(s: Session, stream: bool) -> str:
-    client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0)
-    tool = {"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}  # fmt: skip
-    items: list[Any] = [{"role": "user", "content": TASK}]
-    while True:
-        args: dict[str, Any] = {"model": "gpt-4.1", "input": items, "tools": [tool], "store": False}
-        if stream:
-            events = client.responses.create(**args, stream=True)
-            done = [e for e in events if e.type == "response.completed"]
-            output = done[-1].response.output  # type: ignore[union-attr]
-        else:
-            output = client.responses.create(**args).output
-        out = [i.model_dump(exclude_none=True) for i in output]
-        items += out
-        calls = [i for i in out if i["type"] == "function_call"]
-        if not calls:
-            return str(out[-1]["content"][0]["text"])
-        for call in calls:
-            path = orjson.loads(call["arguments"])["path"]
-            items.append({"type": "function_call_output", "call_id": call["call_id"], "output": step_text(path)})  # fmt: skip
+    with openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0) as client:
+        tool = {"type": "function", "name": "read_file", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}  # fmt: skip
+        items: list[Any] = [{"role": "user", "content": TASK}]
+        while True:
+            args: dict[str, Any] = {
+                "model": "gpt-4.1",
+                "input": items,
+                "tools": [tool],
+                "store": False,
+            }
+            if stream:
+                events = client.responses.create(**args, stream=True)
+                done = [e for e in events if e.type == "response.completed"]
+                output = done[-1].response.output  # type: ignore[union-attr]
+            else:
+                output = client.responses.create(**args).output
+            out = [i.model_dump(exclude_none=True) for i in output]
+            items += out
+            calls = [i for i in out if i["type"] == "function_call"]
+            if not calls:
+                return str(out[-1]["content"][0]["text"])
+            for call in calls:
+                path = orjson.loads(call["arguments"])["path"]
+                items.append({"type": "function_call_output", "call_id": call["call_id"], "output": step_text(path)})  # fmt: skip
 
 
 def messages_loop(s: Session, stream: bool) -> str:
-    client = anthropic.Anthropic(base_url=s.url, api_key="sk-test", max_retries=0)
-    tool = {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}  # fmt: skip
-    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
-    while True:
-        args: dict[str, Any] = {"model": "claude-demo", "max_tokens": 1024, "tools": [tool]}
-        args |= {"thinking": {"type": "enabled", "budget_tokens": 512}, "messages": messages}
-        if stream:
-            with client.messages.stream(**args) as events:
-                final = events.get_final_message()
-        else:
-            final = client.messages.create(**args)
-        blocks = [b.model_dump(exclude_none=True) for b in final.content]
-        messages.append({"role": "assistant", "content": blocks})
-        uses = [b for b in blocks if b["type"] == "tool_use"]
-        if not uses:
-            return str(blocks[-1]["text"])
-        results = [{"type": "tool_result", "tool_use_id": u["id"], "content": step_text(u["input"]["command"])} for u in uses]  # fmt: skip
-        messages.append({"role": "user", "content": results})
+    with anthropic.Anthropic(base_url=s.url, api_key="sk-test", max_retries=0) as client:
+        tool = {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}  # fmt: skip
+        messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+        while True:
+            args: dict[str, Any] = {"model": "claude-demo", "max_tokens": 1024, "tools": [tool]}
+            args |= {"thinking": {"type": "enabled", "budget_tokens": 512}, "messages": messages}
+            if stream:
+                with client.messages.stream(**args) as events:
+                    final = events.get_final_message()
+            else:
+                final = client.messages.create(**args)
+            blocks = [b.model_dump(exclude_none=True) for b in final.content]
+            messages.append({"role": "assistant", "content": blocks})
+            uses = [b for b in blocks if b["type"] == "tool_use"]
+            if not uses:
+                return str(blocks[-1]["text"])
+            results = [{"type": "tool_result", "tool_use_id": u["id"], "content": step_text(u["input"]["command"])} for u in uses]  # fmt: skip
+            messages.append({"role": "user", "content": results})
 
 
 LOOPS = {"chat": chat_loop, "responses": responses_loop, "messages": messages_loop}
@@ -194,13 +199,15 @@ def test_the_same_request_is_forwarded_with_the_same_bytes_and_a_failed_build_is
         messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": output})
     tool = {"type": "function", "function": {"name": "read_file", "parameters": {}}}
     body = {"model": "gpt-4.1", "messages": messages, "tools": [tool]}
-    client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0)
-    for _ in range(2):
-        raw = client.chat.completions.with_raw_response.create(**body)
-        assert "tool_result_microcompact" in raw.headers["x-contextwarden-actions"]
-    first, second = s.script.received[-2].body, s.script.received[-1].body
-    assert orjson.dumps(first) == orjson.dumps(second)
-    assert RECALL in orjson.dumps(first["tools"]).decode()
-    kept = {m.get("tool_call_id"): m["content"] for m in first["messages"] if m["role"] == "tool"}
-    assert kept["c2"] == failed
-    assert sum("recall: r" in str(c) for c in kept.values()) >= 5
+    with openai.OpenAI(base_url=f"{s.url}/v1", api_key="sk-test", max_retries=0) as client:
+        for _ in range(2):
+            raw = client.chat.completions.with_raw_response.create(**body)
+            assert "tool_result_microcompact" in raw.headers["x-contextwarden-actions"]
+        first, second = s.script.received[-2].body, s.script.received[-1].body
+        assert orjson.dumps(first) == orjson.dumps(second)
+        assert RECALL in orjson.dumps(first["tools"]).decode()
+        kept = {
+            m.get("tool_call_id"): m["content"] for m in first["messages"] if m["role"] == "tool"
+        }
+        assert kept["c2"] == failed
+        assert sum("recall: r" in str(c) for c in kept.values()) >= 5

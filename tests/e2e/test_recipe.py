@@ -214,15 +214,15 @@ def where(recipe: Run, balancer: Balancer, headers: dict[str, str], n: int = 6) 
     """How many of ``n`` small requests with ``headers`` each live replica served."""
     live = [r for r in recipe.replicas if r.popen.poll() is None]
     before = [served(r) for r in live]
-    client = openai.OpenAI(base_url=f"{balancer.url}/v1", api_key="sk-recipe", max_retries=0)
-    for k in range(n):
-        client.chat.completions.create(
-            model=MODELS["chat"],
-            messages=[{"role": "user", "content": f"hello {k}"}],
-            max_tokens=16,
-            extra_headers=headers,
-        )
-    return [served(r) - b for r, b in zip(live, before, strict=True)]
+    with openai.OpenAI(base_url=f"{balancer.url}/v1", api_key="sk-recipe", max_retries=0) as client:
+        for k in range(n):
+            client.chat.completions.create(
+                model=MODELS["chat"],
+                messages=[{"role": "user", "content": f"hello {k}"}],
+                max_tokens=16,
+                extra_headers=headers,
+            )
+        return [served(r) - b for r, b in zip(live, before, strict=True)]
 
 
 SESSIONS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,10 @@ class Pair:
     urls: list[str]
     apps: list[Any] | None = None  # the proxies' apps, in process
     redis: str = ""
+    clients: list[openai.OpenAI] = field(default_factory=list)  # one per replica, as apps keep
 
     def client(self, k: int) -> openai.OpenAI:
-        return openai.OpenAI(base_url=f"{self.urls[k]}/v1", api_key="sk", max_retries=0)
+        return self.clients[k]
 
     def send(self, k: int, messages: list[dict[str, Any]]) -> Any:
         return (
@@ -71,7 +72,11 @@ def make_pair(tmp_path: Path) -> Iterator[Any]:
                 urls.append(stack.enter_context(BackgroundServer(apps[-1])).url)
             # As a load balancer would, before it sends them requests.
             wait_for(lambda: all(ready(url) for url in urls), "both ready", 60)
-            return Pair(app, urls, apps, url)
+            clients = [
+                stack.enter_context(openai.OpenAI(base_url=f"{u}/v1", api_key="sk", max_retries=0))
+                for u in urls
+            ]
+            return Pair(app, urls, apps, url, clients)
 
         yield build
 

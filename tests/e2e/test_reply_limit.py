@@ -43,10 +43,10 @@ def conversation() -> list[dict[str, Any]]:
 
 
 def send(stack: Stack) -> Any:
-    client = anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0)
-    return client.messages.with_raw_response.create(
-        model=CLAUDE, max_tokens=ASKED, messages=conversation(), timeout=60
-    )
+    with anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0) as client:
+        return client.messages.with_raw_response.create(
+            model=CLAUDE, max_tokens=ASKED, messages=conversation(), timeout=60
+        )
 
 
 def test_the_limit_is_lowered_to_what_the_prompt_leaves(make_stack: StackFactory) -> None:
@@ -102,20 +102,20 @@ def test_an_estimate_refuses_only_when_it_is_certain(
     window = 4000
     models = {CLAUDE: {"context_window": window, "tokenizer": "estimate"}}
     stack = make_stack(window=window, models=models, apis=["messages"])
-    client = anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0)
-    create = client.messages.with_raw_response.create
-    kwargs: dict[str, Any] = {
-        "model": CLAUDE,
-        "max_tokens": 64,
-        "system": system_of(real),
-        "messages": [{"role": "user", "content": "Go."}],
-    }
-    if answered:
-        raw = create(**kwargs)
-        assert raw.status_code == 200
-        assert "uncertain-forwarded" in raw.headers["x-contextwarden-actions"]
-        assert AnthropicCounter().prompt(stack.received[-1]) + 64 <= window
-    else:
-        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
-            create(**kwargs)
-        assert not stack.received
+    with anthropic.Anthropic(base_url=stack.proxy_url, api_key="sk-test", max_retries=0) as client:
+        create = client.messages.with_raw_response.create
+        kwargs: dict[str, Any] = {
+            "model": CLAUDE,
+            "max_tokens": 64,
+            "system": system_of(real),
+            "messages": [{"role": "user", "content": "Go."}],
+        }
+        if answered:
+            raw = create(**kwargs)
+            assert raw.status_code == 200
+            assert "uncertain-forwarded" in raw.headers["x-contextwarden-actions"]
+            assert AnthropicCounter().prompt(stack.received[-1]) + 64 <= window
+        else:
+            with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+                create(**kwargs)
+            assert not stack.received

@@ -158,32 +158,33 @@ async def test_an_openai_agents_agent_runs_a_40_turn_tool_loop(make_stack: Stack
         """Read a file."""
         return f"Contents of {path}: " + FILLER.format(k=path)
 
-    client = openai.AsyncOpenAI(base_url=f"{stack.proxy_url}/v1", api_key="sk-test", max_retries=0)
-    agent = Agent(
-        name="coder",
-        instructions=INSTRUCTIONS,
-        tools=[read],
-        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
-        model_settings=ModelSettings(
-            max_tokens=128, store=False, response_include=["reasoning.encrypted_content"]
-        ),
-    )
-    items: list[Any] = []
-    for turn in range(40):
-        seen = len(stack.received)
-        items.append({"role": "user", "content": f"Turn {turn}: " + FILLER.format(k=turn)})
-        result = await Runner.run(agent, items)
-        assert "input tokens" in result.final_output
-        items = result.to_input_list()
-        for payload in stack.received[seen:]:
-            assert upstream_tokens(payload) + 128 <= WINDOW
-            assert invalid_items(payload["input"]) is None
-        # The running turn reached the upstream as the agent sent it, reasoning included.
-        last = stack.received[-1]["input"]
-        assert any(i.get("type") == "reasoning" for i in after_last_user(last))
-    assert len(stack.received) == 80
-    assert len(stack.received[-1]["input"]) < len(items) / 4  # the window forced trimming
-    await client.close()
+    async with openai.AsyncOpenAI(
+        base_url=f"{stack.proxy_url}/v1", api_key="sk-test", max_retries=0
+    ) as client:
+        agent = Agent(
+            name="coder",
+            instructions=INSTRUCTIONS,
+            tools=[read],
+            model=OpenAIResponsesModel(model=MODEL, openai_client=client),
+            model_settings=ModelSettings(
+                max_tokens=128, store=False, response_include=["reasoning.encrypted_content"]
+            ),
+        )
+        items: list[Any] = []
+        for turn in range(40):
+            seen = len(stack.received)
+            items.append({"role": "user", "content": f"Turn {turn}: " + FILLER.format(k=turn)})
+            result = await Runner.run(agent, items)
+            assert "input tokens" in result.final_output
+            items = result.to_input_list()
+            for payload in stack.received[seen:]:
+                assert upstream_tokens(payload) + 128 <= WINDOW
+                assert invalid_items(payload["input"]) is None
+            # The running turn reached the upstream as the agent sent it, reasoning included.
+            last = stack.received[-1]["input"]
+            assert any(i.get("type") == "reasoning" for i in after_last_user(last))
+        assert len(stack.received) == 80
+        assert len(stack.received[-1]["input"]) < len(items) / 4  # the window forced trimming
 
 
 @pytest.mark.parametrize("role", [None, "developer"])

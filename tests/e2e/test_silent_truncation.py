@@ -53,41 +53,43 @@ def test_a_loop_against_a_silently_truncating_upstream_learns_its_window(
     upstream: tuple[Script, str],
 ) -> None:
     script, url = upstream
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-        },
-    }
-    messages: list[Any] = [
-        {"role": "system", "content": "You are a coding agent. Use the tools."},
-        {"role": "user", "content": "Read the step files in order."},
-    ]
-    told = []
-    while True:
-        raw = client.chat.completions.with_raw_response.create(
-            model=MODEL,
-            messages=messages,
-            tools=[tool],  # type: ignore[list-item]
+    with openai.OpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0) as client:
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "read_file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+            },
+        }
+        messages: list[Any] = [
+            {"role": "system", "content": "You are a coding agent. Use the tools."},
+            {"role": "user", "content": "Read the step files in order."},
+        ]
+        told = []
+        while True:
+            raw = client.chat.completions.with_raw_response.create(
+                model=MODEL,
+                messages=messages,
+                tools=[tool],  # type: ignore[list-item]
+            )
+            if "x-contextwarden-upstream-truncated" in raw.headers:
+                told.append(raw.headers["x-contextwarden-upstream-truncated"])
+            message = raw.parse().choices[0].message.model_dump(exclude_none=True)
+            messages.append(message)
+            if not message.get("tool_calls"):
+                break
+            call = message["tool_calls"][0]
+            path = orjson.loads(call["function"]["arguments"])["path"]
+            messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": step_text(path)}
+            )
+        cut = [r for r in script.received if r.truncated]
+        assert 1 <= len(cut) == len(told) <= 3, told  # told every time, learned in a few
+        assert f"Done after {STEPS} steps" in messages[-1]["content"]
+        last = script.received[script.received.index(cut[-1]) + 1 :]
+        assert len(last) > STEPS // 2 and not any(r.truncated for r in last)  # fitted since
+        metrics = httpx.get(f"{url}/metrics").text
+        assert (
+            f'contextwarden_upstream_truncations_total{{model="other",team="default"}} {len(cut)}.0'
+            in metrics
         )
-        if "x-contextwarden-upstream-truncated" in raw.headers:
-            told.append(raw.headers["x-contextwarden-upstream-truncated"])
-        message = raw.parse().choices[0].message.model_dump(exclude_none=True)
-        messages.append(message)
-        if not message.get("tool_calls"):
-            break
-        call = message["tool_calls"][0]
-        path = orjson.loads(call["function"]["arguments"])["path"]
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": step_text(path)})
-    cut = [r for r in script.received if r.truncated]
-    assert 1 <= len(cut) == len(told) <= 3, told  # told every time, learned in a few
-    assert f"Done after {STEPS} steps" in messages[-1]["content"]
-    last = script.received[script.received.index(cut[-1]) + 1 :]
-    assert len(last) > STEPS // 2 and not any(r.truncated for r in last)  # fitted since
-    metrics = httpx.get(f"{url}/metrics").text
-    assert (
-        f'contextwarden_upstream_truncations_total{{model="other",team="default"}} {len(cut)}.0'
-        in metrics
-    )

@@ -45,8 +45,8 @@ def strict_upstream() -> Starlette:
 
 
 def ask(proxy_url: str, payload: dict[str, Any]) -> Any:
-    client = anthropic.Anthropic(base_url=proxy_url, api_key="sk-ant-x", max_retries=0)
-    return client.messages.with_raw_response.create(**payload)
+    with anthropic.Anthropic(base_url=proxy_url, api_key="sk-ant-x", max_retries=0) as client:
+        return client.messages.with_raw_response.create(**payload)
 
 
 def test_thinking_heavy_and_plain_requests_each_get_the_true_window_before_and_after_a_restart(

@@ -16,13 +16,13 @@ from tests.e2e.test_checkpoints import over_budget_conversation
 
 
 def ask(url: str, key: str, extra: dict[str, str] | None = None) -> Any:
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
-    return client.chat.completions.with_raw_response.create(
-        model="demo-model",
-        messages=over_budget_conversation(16),  # type: ignore[arg-type]
-        max_tokens=64,
-        extra_headers=extra or {},
-    )
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client:
+        return client.chat.completions.with_raw_response.create(
+            model="demo-model",
+            messages=over_budget_conversation(16),  # type: ignore[arg-type]
+            max_tokens=64,
+            extra_headers=extra or {},
+        )
 
 
 def test_callers_sharing_a_team_do_not_share_checkpoints(tmp_path: Path) -> None:

@@ -46,15 +46,15 @@ def timed_request(
     proxy: Any, turns: int = 16, key: str = "sk", salt: str = "", **extra: Any
 ) -> tuple[Any, float]:
     """``salt`` makes a conversation of its own (another first message)."""
-    client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0)
-    messages = over_budget_conversation(turns)
-    if salt:
-        messages[0] = {**messages[0], "content": f"{salt}: {messages[0]['content']}"}
-    started = time.monotonic()
-    raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=messages, max_tokens=64, **extra
-    )
-    return raw, time.monotonic() - started
+    with openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=key, max_retries=0) as client:
+        messages = over_budget_conversation(turns)
+        if salt:
+            messages[0] = {**messages[0], "content": f"{salt}: {messages[0]['content']}"}
+        started = time.monotonic()
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=messages, max_tokens=64, **extra
+        )
+        return raw, time.monotonic() - started
 
 
 @contextmanager
