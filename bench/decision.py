@@ -18,7 +18,7 @@ from proxy.edge.intake import build_request
 from proxy.formats.chat import CHAT
 from proxy.formats.reused_items import RecentItems
 from proxy.request.conversations import PrefixTracker
-from proxy.request.planner import Planner, broken
+from proxy.request.planning.planner import Planner, broken
 from proxy.request.sticky_cuts import CutMemory
 from proxy.windows.models import build_models
 from proxy.windows.tokenizers import text_tokens

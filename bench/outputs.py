@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = (
     "strategies/engine.py",
     "strategies/rules.py",
-    "proxy/request/plan.py",
+    "proxy/request/planning/plan.py",
     "proxy/formats/anthropic.py",
     "proxy/formats/responses.py",
     "proxy/config/settings.py",

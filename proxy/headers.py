@@ -149,7 +149,7 @@ def text_header(raw: Iterable[tuple[bytes, bytes]], name: str) -> str | None:
 
 
 class Reported(Protocol):
-    """What the headers say of a plan (proxy/request/plan.py: Plan)."""
+    """What the headers say of a plan (proxy/request/planning/plan.py: Plan)."""
 
     @property
     def budget(self) -> Budget | None: ...

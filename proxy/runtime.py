@@ -20,7 +20,7 @@ from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.request import conversations
 from proxy.request.conversations import PinMemory, PrefixTracker
-from proxy.request.planner import Planner
+from proxy.request.planning.planner import Planner
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
 from proxy.stores import GuardedStore, open_store

@@ -17,8 +17,8 @@ CL100K = get_encoding("cl100k_base")
 
 
 def assert_no_plan_fallbacks(app: Any) -> None:
-    """No plan of the proxy ``app`` broke the post-condition (proxy/request/postcondition.py)
-    in its life: a fallback to the safe plan is a bug it hid."""
+    """No plan of the proxy ``app`` broke the post-condition
+    (proxy/request/planning/postcondition.py) in its life: a fallback to the safe plan is a bug it hid."""
     runtime = getattr(app.state, "runtime", None)
     if runtime is None:
         return  # never started

@@ -28,11 +28,16 @@ def test_the_proxy_root_is_its_kernel_and_layers() -> None:
 
 
 def test_each_package_docstring_maps_its_modules() -> None:
-    for init in [PROXY / "__init__.py", *PROXY.glob("*/__init__.py")]:
+    """Every package's, nested ones too (``request/planning/``); a layer's names its
+    subpackages (the root's layers are the README's table)."""
+    for init in PROXY.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
-        for module in init.parent.glob("*.py"):
-            if module.name != "__init__.py":
-                assert re.search(rf"\b{module.stem}\b", doc), f"{init}: {module.name} unmapped"
+        inside = [*init.parent.glob("*.py")]
+        if init.parent != PROXY:
+            inside += init.parent.glob("*/__init__.py")
+        for module in (m for m in inside if m != init):
+            name = module.parent.name if module.name == "__init__.py" else module.stem
+            assert re.search(rf"\b{name}\b", doc), f"{init}: {name} unmapped"
 
 
 def layers() -> list[set[str]]:
@@ -136,8 +141,9 @@ def test_the_tests_mirror_the_packages() -> None:
         (ROOT / "tests" / "proxy", PROXY),
         (ROOT / "tests" / "strategies", ROOT / "strategies"),
     ):
-        for folder in (p for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"):
-            assert (source / folder.name / "__init__.py").is_file(), f"{folder}: no such package"
+        for folder in (p.parent for p in tests.rglob("__init__.py") if p.parent != tests):
+            package = source / folder.relative_to(tests)
+            assert (package / "__init__.py").is_file(), f"{folder}: no such package"
     assert not list((ROOT / "tests" / "proxy").glob("test_*.py")), "tests/proxy/ holds layers only"
 
 

@@ -40,7 +40,7 @@ from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
-from proxy.request.plan import Plan
+from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream

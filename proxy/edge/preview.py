@@ -20,8 +20,8 @@ from proxy.formats import FORMATS, format_of
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
-from proxy.request.plan import Plan
-from proxy.request.planner import Planner
+from proxy.request.planning.plan import Plan
+from proxy.request.planning.planner import Planner
 from proxy.stores import open_store
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer

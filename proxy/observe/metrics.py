@@ -185,8 +185,8 @@ class Metrics:
         )
         self.plan_fallbacks = self._counter(
             "contextwarden_plan_fallbacks",
-            "Plans that broke the post-condition (proxy/request/postcondition.py) and were "
-            "replaced by the safe plan, by the promise they broke; a bug when not 0",
+            "Plans that broke the post-condition (proxy/request/planning/postcondition.py) and "
+            "were replaced by the safe plan, by the promise they broke; a bug when not 0",
             ("team", "reason"),
         )
         self.teams: dict[str, TeamStats] = {}

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 
 from proxy.errors import ContextTooLarge, ProxyError
-from proxy.request.plan import Plan
+from proxy.request.planning.plan import Plan
 from proxy.wire import WireRequest
 
 Build = Callable[[bytes], Awaitable[WireRequest]]

@@ -21,8 +21,8 @@ from proxy.config.settings import Trimming
 from proxy.errors import ContextTooLarge
 from proxy.overflow.peek import peek
 from proxy.request.budget import checked
-from proxy.request.off_loop import off_loop
-from proxy.request.plan import Plan
+from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from proxy.upstreams.overflows import Overflow, is_context_overflow
 from proxy.windows.learned import Lesson

@@ -12,7 +12,7 @@ asks for 64000 tokens of a 72000-token window asks for as long a reply as the wi
 not for its conversation to be cut to make room. The budget then reserves only that floor, and
 ``settled`` writes the lowered limit once the prompt is counted. When even what must be kept
 does not fit beside that floor, the planner lowers the limit further (to what the window
-leaves) before it would refuse (proxy/request/allowances.py: ``_roomier``).
+leaves) before it would refuse (proxy/request/planning/allowances.py: ``_roomier``).
 """
 
 from __future__ import annotations

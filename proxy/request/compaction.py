@@ -26,7 +26,7 @@ from starlette.responses import Response
 
 from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
 from proxy.headers import response_headers
-from proxy.request.plan import Plan
+from proxy.request.planning.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded
 from proxy.wire import WireRequest
 from strategies.budget import Budget

@@ -18,8 +18,8 @@ import orjson
 from proxy.errors import BadRequest
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.request.budget import budget_for, checked, output_floor
-from proxy.request.off_loop import off_loop
-from proxy.request.plan import Plan
+from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.plan import Plan
 from proxy.windows.calibration import Sample
 from proxy.wire import WireRequest
 from strategies.budget import Budget

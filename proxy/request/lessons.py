@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
-from proxy.request.plan import Plan
+from proxy.request.planning.plan import Plan
 from proxy.windows.calibration import LOW as CALIBRATION_LOW
 from proxy.windows.calibration import Sample
 from proxy.windows.learned import Lesson

@@ -11,7 +11,7 @@ from proxy.errors import ContextTooLarge
 from proxy.overflow import Overflow
 from proxy.overflow.retry import budget_after_overflow, should_retry
 from proxy.request.budget import budget_for
-from proxy.request.plan import Plan
+from proxy.request.planning.plan import Plan
 from proxy.windows.models import build_models
 from proxy.wire import WireRequest as Request
 

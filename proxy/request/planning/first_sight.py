@@ -18,13 +18,13 @@ import math
 import orjson
 
 from proxy.formats.reused_items import entry_bytes
-from proxy.request.allowances import fitted_or_uncertain
 from proxy.request.budget import budget_for, settled
 from proxy.request.conversations import key_of
-from proxy.request.deep_cuts import prepare
-from proxy.request.off_loop import off_loop
-from proxy.request.plan import Plan
-from proxy.request.planner_state import PlannerState
+from proxy.request.planning.allowances import fitted_or_uncertain
+from proxy.request.planning.deep_cuts import prepare
+from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.plan import Plan
+from proxy.request.planning.planner_state import PlannerState
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.wire import WireRequest
 from strategies.budget import Budget, byte_bound
@@ -32,7 +32,7 @@ from strategies.tokens import MemoCounter, each_message
 
 
 async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_run: bool) -> Plan:
-    """The first plan, before the post-condition's check (proxy/request/planner.py)."""
+    """The first plan, before the post-condition's check (proxy/request/planning/planner.py)."""
     if req.window is None:
         return Plan(req.body, None, actions=["unknown-window"], counted="none")
     if not req.trim:

@@ -20,9 +20,9 @@ import orjson
 
 from proxy.errors import ContextTooLarge
 from proxy.request.budget import output_floor
-from proxy.request.fit_to_budget import fitted
-from proxy.request.plan import Plan
-from proxy.request.planner_state import PlannerState
+from proxy.request.planning.fit_to_budget import fitted
+from proxy.request.planning.plan import Plan
+from proxy.request.planning.planner_state import PlannerState
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.tokens import MemoCounter

@@ -1,5 +1,5 @@
 """The planner: deciding what to forward, the original bytes when they fit, a compacted body
-when not; every plan checked against the post-condition (proxy/request/postcondition.py)
+when not; every plan checked against the post-condition (proxy/request/planning/postcondition.py)
 before it is written.
 
     plan_first     the first attempt (first_sight.py): pass-through, the byte-bound fast
@@ -18,13 +18,13 @@ import logging
 
 from proxy.errors import ContextTooLarge
 from proxy.request.budget import budget_for
-from proxy.request.first_sight import first_sight
-from proxy.request.fit_to_budget import cut, fitted
-from proxy.request.plan import Plan
-from proxy.request.planner_state import PlannerState
-from proxy.request.postcondition import violation
+from proxy.request.planning.first_sight import first_sight
+from proxy.request.planning.fit_to_budget import cut, fitted
+from proxy.request.planning.plan import Plan
+from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.postcondition import violation
+from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
-from proxy.request.summary_context import summary_context
 from proxy.summaries import Context
 from proxy.wire import WireRequest
 from strategies.budget import Budget
@@ -44,7 +44,7 @@ class Planner(PlannerState):
 
         ``exact`` skips the byte-bound fast path (the preview always counts); ``dry_run`` (the
         preview) calls no summarizer and writes nothing. The plan keeps the post-condition
-        (proxy/request/postcondition.py)."""
+        (proxy/request/planning/postcondition.py)."""
         plan = await first_sight(self, req, exact, dry_run)
         return await self._guarded(req, plan, dry_run)
 
@@ -104,6 +104,7 @@ class Planner(PlannerState):
 
 
 def broken(req: WireRequest, plan: Plan) -> str | None:
-    """The promise of the post-condition ``plan`` breaks (proxy/request/postcondition.py)."""
+    """The promise of the post-condition ``plan`` breaks
+    (proxy/request/planning/postcondition.py)."""
     kept = plan.fit.messages if plan.fit is not None else None
     return violation(req, kept, plan.actions, plan.tokens_after, plan.budget)

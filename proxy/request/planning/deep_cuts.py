@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from proxy.request.conversations import Fingerprint, key_of
-from proxy.request.planner_state import PlannerState
+from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
-from proxy.request.summary_context import summary_context
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.protected import protected

@@ -1,4 +1,4 @@
-"""The plan's post-condition (proxy/request/postcondition.py), at the defaults: a plan that
+"""The plan's post-condition (proxy/request/planning/postcondition.py), at the defaults: a plan that
 breaks it is never forwarded, the safe plan is, and the fallback is counted; a team's cap is
 a hard cap."""
 
@@ -11,8 +11,8 @@ import orjson
 import pytest
 import respx
 
-import proxy.request.fit_to_budget as fit_module
-import proxy.request.sticky_replay as replay_module
+import proxy.request.planning.fit_to_budget as fit_module
+import proxy.request.planning.sticky_replay as replay_module
 from strategies.engine import Fit
 from tests.proxy.upstreams.test_forwarding import BASE, OK, running
 

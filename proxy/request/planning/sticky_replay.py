@@ -1,16 +1,16 @@
 """Sticky replay: under a policy that cuts cache-friendly, a request replays its
 conversation's last cut (proxy/request/sticky_cuts.py remembers it, strategies/sticky.py replays it)
 with the new messages appended, so its prompt extends the one the provider has cached; when
-the replay no longer fits, the request is cut afresh (proxy/request/fit_to_budget.py).
+the replay no longer fits, the request is cut afresh (proxy/request/planning/fit_to_budget.py).
 """
 
 from __future__ import annotations
 
 from proxy.request.conversations import message_digest
-from proxy.request.deep_cuts import prepare
-from proxy.request.off_loop import off_loop
-from proxy.request.plan import Plan, plan_of_fit
-from proxy.request.planner_state import PlannerState
+from proxy.request.planning.deep_cuts import prepare
+from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.plan import Plan, plan_of_fit
+from proxy.request.planning.planner_state import PlannerState
 from proxy.summaries.decision import soft_limit, summarizes
 from proxy.wire import WireRequest
 from strategies.budget import Budget

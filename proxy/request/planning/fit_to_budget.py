@@ -23,13 +23,13 @@ from typing import Any
 
 from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
-from proxy.request.deep_cuts import deeper, last_prompt
-from proxy.request.off_loop import off_loop
-from proxy.request.plan import Plan, plan_of_fit
-from proxy.request.planner_state import PlannerState
+from proxy.request.planning.deep_cuts import deeper, last_prompt
+from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.plan import Plan, plan_of_fit
+from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.sticky_replay import replay_last_cut
+from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
-from proxy.request.sticky_replay import replay_last_cut
-from proxy.request.summary_context import summary_context
 from proxy.summaries.decision import on_request
 from proxy.wire import WireRequest
 from strategies.budget import Budget

@@ -1,5 +1,5 @@
-"""What the planner draws on between requests (proxy/request/planner.py: ``Planner`` is this
-with its entry points): the settings, the summaries' compactor, and each conversation's
+"""What the planner draws on between requests (planner.py: ``Planner`` is this with its
+entry points): the settings, the summaries' compactor, and each conversation's
 memories (its last forwarded prompt, its last cut, the originals of its cleared outputs, its
 last counts). The planner's parts (first_sight.py, allowances.py, fit_to_budget.py,
 sticky_replay.py, deep_cuts.py) take it, so they import nothing above them.

@@ -2,7 +2,7 @@
 (``plan_of_fit``: the original bytes when nothing changed, the output limit alone, or the kept
 messages written back in the request's format, offering the recall tool).
 
-The planner (proxy/request/planner.py) makes plans; the request path forwards them.
+The planner (proxy/request/planning/planner.py) makes plans; the request path forwards them.
 """
 
 from __future__ import annotations

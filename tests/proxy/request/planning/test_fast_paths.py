@@ -268,8 +268,8 @@ def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
     counts were not kept counts in the worker again."""
     from proxy.config.settings import load_settings
     from proxy.formats.reused_items import RecentItems
-    from proxy.request.off_loop import INLINE_BYTES
-    from proxy.request.planner import Planner
+    from proxy.request.planning.off_loop import INLINE_BYTES
+    from proxy.request.planning.planner import Planner
     from proxy.windows.models import build_models
 
     settings = load_settings(
