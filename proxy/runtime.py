@@ -37,7 +37,7 @@ from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.models import Models, build_models
 from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
-from strategies import error_output, tokens
+from strategies import error_output, standing, tokens
 from strategies.checkpoints import chain
 
 log = logging.getLogger("contextwarden")
@@ -156,7 +156,9 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
     budget = MemoryBudget(rt.settings.limits.memory_budget_mb, rt.settings.caches)
     budget.add("request items", rt.items)
     budget.add("message counts", rt.planner.recent)
-    budget.add("message digests", *conversations.memories(), error_output.memory())
+    budget.add(
+        "message digests", *conversations.memories(), error_output.memory(), standing.memory()
+    )
     budget.add("checkpoint chains", *chain.memories())
     budget.add("token counts", rt.models.tokenizers, tokens.digests())
     budget.add("fingerprints", rt.prefixes.memory)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from strategies.bounded_memory import ObjectMemo
 from strategies.messages import Message, iter_text, leading_count
 from strategies.tokens import Counter
 
@@ -103,13 +104,35 @@ def standing_ids(
     out: set[int] = set()
     for i in range(last - 1, lead - 1, -1):
         m = messages[i]
-        if not _user(m) or id(m) in continuing or not any(states_rule(t) for t in iter_text(m)):
+        if not _user(m) or id(m) in continuing or not message_states_rule(m):
             continue
         cost = counter.message(m)
         if cost <= room:
             out.add(id(m))
             room -= cost
     return frozenset(out)
+
+
+def message_states_rule(message: Message) -> bool:
+    """Whether a text of ``message`` states a standing rule. Remembered by the message object:
+    every fit asks of each user message, and a conversation's next request holds the same
+    objects (proxy/formats/reused_items.py)."""
+    known = _READ.get(message)
+    if known is not None:
+        return known == RULE
+    texts = list(iter_text(message))
+    rule = any(states_rule(t) for t in texts)
+    _READ.remember(message, RULE if rule else NOT_RULE, sum(len(t) for t in texts))
+    return rule
+
+
+RULE, NOT_RULE = b"\x01", b""
+_READ = ObjectMemo()  # each user message's reading, by the message object
+
+
+def memory() -> ObjectMemo:
+    """The user messages' readings, for the proxy's memory budget (proxy/observe/memory.py)."""
+    return _READ
 
 
 def _user(message: Message) -> bool:

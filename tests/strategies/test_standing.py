@@ -3,9 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strategies.engine import Policy, fit
-from strategies.standing import standing_ids, states_rule
+from strategies.standing import message_states_rule, standing_ids, states_rule
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
 
@@ -98,3 +100,25 @@ def test_rules_never_make_a_request_that_fits_without_them_fail() -> None:
     budget = tail + 20  # room for nothing else: the rule goes with the rest
     assert standing_ids(messages, COUNTER, budget) == frozenset()
     assert count_prompt(COUNTER, fit(messages, budget, COUNTER).messages) <= budget
+
+
+TEXTS = st.one_of(
+    st.sampled_from([*RULES, "Can you always answer in French?", "Read main.py.", "ok"]),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(TEXTS, min_size=1, max_size=3), min_size=1, max_size=6))
+def test_a_messages_remembered_reading_is_its_texts_reading(contents: list[list[str]]) -> None:
+    """Read twice (the second from memory), each message reads as its texts do; a message
+    of the same texts made anew is read alike, never confused with another by identity."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": x} for x in texts]}
+        for texts in contents
+    ]
+    for _ in range(2):
+        for m in messages:
+            expected = any(states_rule(x) for x in (p["text"] for p in m["content"]))
+            assert message_states_rule(m) == expected
+            assert message_states_rule({**m}) == expected
