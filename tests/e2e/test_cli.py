@@ -102,3 +102,44 @@ def test_every_command_and_option_has_help() -> None:
         for action in sub._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert action.help, f"{name} {action.dest} has no help"
+
+
+@pytest.mark.slow
+def test_the_demo_upstream_runs_alone_as_the_readme_says() -> None:
+    """The README's command for the demo's upstream on its own: it answers, and refuses a
+    prompt over its 2048-token window in the provider's own words."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    command = re.search(r"`(uvicorn proxy\.demo\.upstream:create_upstream [^`]*)`", readme)
+    assert command is not None
+    port = free_port()
+    argv = command.group(1).replace("--port 8001", f"--port {port}").split()
+    assert argv[-1] == str(port)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{url}/models")
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stderr = proc.stderr.read() if proc.stderr else b""
+                    pytest.fail(f"it did not start: {stderr!r}")
+                time.sleep(0.1)
+        short = [{"role": "user", "content": "hi"}]
+        long = [{"role": "user", "content": "word " * 2100}]
+        chat = {"model": "m", "max_tokens": 16}
+        assert httpx.post(f"{url}/chat/completions", json={**chat, "messages": short}).is_success
+        refused = httpx.post(f"{url}/chat/completions", json={**chat, "messages": long})
+        assert refused.status_code == 400
+        assert refused.json()["error"]["code"] == "context_length_exceeded"
+        over = httpx.post(f"{url}/messages", json={**chat, "messages": long})
+        assert over.status_code == 400 and over.json()["type"] == "error"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr:
+            proc.stderr.close()
