@@ -37,7 +37,7 @@ from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.paths import SafePaths, is_messages_path
-from proxy.runtime import Runtime, new_transport
+from proxy.runtime import Runtime, new_transport, run_each
 from proxy.upstreams.forwarding import Transport
 
 log = logging.getLogger("contextwarden")
@@ -73,9 +73,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         try:
             yield
         finally:
-            await readiness.stop()
-            await sharing.stop()
-            await runtime.stop()
+            await run_each([readiness.stop, sharing.stop, runtime.stop])
 
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),

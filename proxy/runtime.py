@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,18 +138,33 @@ class Runtime:
             await self.writer.flush()
 
     async def stop(self) -> None:
+        """Drain, then close, in this order; every step runs even when one before it failed (a
+        store gone at shutdown must not leave the upstream connections open), its failure
+        logged."""
         self.admission.close()
-        await self.windows.discovery.drain()
-        await self.compactor.drain()
-        await self.prefixes.drain()  # a fingerprint written after the store closed is lost
+        steps: list[Callable[[], Awaitable[None]]] = [
+            self.windows.discovery.drain,
+            self.compactor.drain,
+            self.prefixes.drain,  # a fingerprint written after the store closed is lost
+        ]
         if self.planner.cuts is not None:
-            await self.planner.cuts.drain()
+            steps.append(self.planner.cuts.drain)
         if self.planner.recalls is not None:
-            await self.planner.recalls.drain()
+            steps.append(self.planner.recalls.drain)
         if self.writer is not None:
-            await self.writer.drain()
-        await self.store.close()
-        await self.transport.aclose()
+            steps.append(self.writer.drain)
+        steps += [self.store.close, self.transport.aclose]
+        await run_each(steps)
+
+
+async def run_each(steps: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Await each step in turn; one that fails is logged and the next runs all the same."""
+    for step in steps:
+        try:
+            await step()
+        except Exception:
+            name = getattr(step, "__qualname__", repr(step))
+            log.exception("shutdown: %s failed; the steps after it run all the same", name)
 
 
 def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:

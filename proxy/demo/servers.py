@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import uvicorn
 
 T = TypeVar("T")
+GRACE = 10  # seconds a request in flight has to finish once the server is told to stop
+STOPPED_WITHIN = 60  # seconds, on a loaded machine: the grace, then the app's own shutdown
 
 
 class _Server(uvicorn.Server):
@@ -38,6 +40,7 @@ class BackgroundServer:
             lifespan="on",
             server_header=False,
             date_header=False,
+            timeout_graceful_shutdown=GRACE,
         )
         self._server = _Server(config)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -82,4 +85,8 @@ class BackgroundServer:
         if stop is not None and loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: it is gone
                 loop.call_soon_threadsafe(stop.set)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=STOPPED_WITHIN)
+        if self._thread.is_alive() and exc[0] is None:
+            # Said here, by its owner: a server left running logs and drops its sockets later,
+            # in whatever runs then.
+            raise RuntimeError(f"the server at {self.url} did not stop in {STOPPED_WITHIN} s")

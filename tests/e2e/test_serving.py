@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -144,3 +145,34 @@ def ready(url: str) -> bool:
         return httpx.get(f"{url}/ready", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+async def test_a_failing_shutdown_step_leaves_the_others_to_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drain that fails at shutdown (a store gone, say) is logged, and the store and the
+    upstream connections are closed all the same (they were left open: their sockets warned
+    later, in whatever test ran then)."""
+    from proxy.runtime import Runtime, new_transport
+
+    rt = await Runtime.start(load_settings(None, data_dir=str(tmp_path)), new_transport())
+    closed: list[str] = []
+
+    async def broken() -> None:
+        raise ConnectionError("the store went away")
+
+    def noting(name: str, close: Any) -> Any:
+        async def step() -> None:
+            await close()
+            closed.append(name)
+
+        return step
+
+    rt.compactor.drain = broken  # type: ignore[method-assign]
+    rt.store.close = noting("store", rt.store.close)  # type: ignore[method-assign]
+    rt.transport.aclose = noting("transport", rt.transport.aclose)  # type: ignore[method-assign]
+    await rt.stop()
+    assert closed == ["store", "transport"]
+    assert "shutdown: test_a_failing_shutdown_step_leaves_the_others_to_run.<locals>.broken" in (
+        caplog.text
+    )
