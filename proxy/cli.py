@@ -171,7 +171,14 @@ def banner(settings: Settings, path: str | None) -> str:
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
     lines += banner_lines()
-    lines.append("  learned windows: GET /admin/learned-windows (they lower these)")
+    admin = settings.admin_key_env
+    lines.append(
+        f"  admin API (key in ${admin}): GET /admin/stats, /admin/learned-windows (the learned "
+        "windows, which lower these)"
+        if admin
+        else "  admin API (/admin/stats, /admin/learned-windows): off until the config names "
+        "its key's variable (admin_key_env: CW_ADMIN_KEY)"
+    )
     each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
     caches = (
         "its caches share what its footprint leaves"
@@ -180,7 +187,7 @@ def banner(settings: Settings, path: str | None) -> str:
     )
     lines.append(
         f"  memory: {settings.limits.memory_budget_mb} MiB for {each} "
-        f"(limits.memory_budget_mb); {caches} (GET /admin/stats: memory)"
+        f"(limits.memory_budget_mb); {caches} (/admin/stats: memory)"
     )
     lines += [f"  {note}" for note in key_notes(settings)]
     return "\n".join(lines)
