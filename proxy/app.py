@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -25,6 +26,7 @@ from proxy.edge.readiness import Readiness
 from proxy.edge.sharing import Sharing, learned_windows, scope_key
 from proxy.errors import (
     BadRequest,
+    NoRoute,
     NotFound,
     ProxyError,
     anthropic_error,
@@ -99,7 +101,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
     ]
-    handlers = {ProxyError: _proxy_error, Exception: _unexpected}
+    handlers = {ProxyError: _proxy_error, HTTPException: _no_route, Exception: _unexpected}
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
@@ -240,6 +242,15 @@ def _shape(request: Request) -> str:
 async def _proxy_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ProxyError)
     return error_response(exc, shape=_shape(request))
+
+
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 and 405 (plain text) in the client's own error shape."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code not in (404, 405):
+        return Response(exc.detail, exc.status_code, headers=exc.headers)
+    refused = NoRoute(exc.status_code, request.method, request.url.path)
+    return error_response(refused, headers=dict(exc.headers or {}), shape=_shape(request))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -6,6 +6,7 @@ ProxyError (status, type, code, param)
  ├── Unauthorized          401 authentication_error: no key, an unknown key or team
  ├── Forbidden             403 permission_error: a model, path, policy or control not allowed
  ├── NotFound              404 not_found_error: an admin call names nothing the proxy holds
+ ├── NoRoute               404 or 405 invalid_request_error: no such path, or not that method
  ├── PayloadTooLarge       413 the body is over the configured limit
  ├── UpstreamUnavailable   502 the upstream could not be reached
  └── UpstreamTimeout       504 the upstream did not answer in time
@@ -81,6 +82,18 @@ class NotFound(ProxyError):
     code = "not_found"
 
 
+class NoRoute(ProxyError):
+    """A path the proxy does not serve (404), or a method its path does not take (405); the
+    paths under /v1/ it does not fit go to the upstream, which answers for them."""
+
+    type = "invalid_request_error"
+
+    def __init__(self, status: int, method: str, path: str) -> None:
+        what = "Invalid URL" if status == 404 else "Method not allowed"
+        super().__init__(f"{what} ({method} {path})")  # OpenAI's words for an unknown URL
+        self.status = status
+
+
 class PayloadTooLarge(ProxyError):
     status = 413
     type = "invalid_request_error"
@@ -119,6 +132,7 @@ ANTHROPIC_TYPES = {
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     413: "request_too_large",
     429: "rate_limit_error",
     529: "overloaded_error",

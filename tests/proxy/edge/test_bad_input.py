@@ -221,3 +221,31 @@ def test_fuzzed_bodies_never_get_a_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
     finally:
         loop.run_until_complete(app.__aexit__(None, None, None))
         loop.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "shape"),
+    [
+        ("GET", "/nope", 404, "openai"),
+        ("POST", "/v2/chat/completions", 404, "openai"),
+        ("GET", "/chat/completions", 405, "openai"),
+        ("DELETE", "/admin/stats", 405, "openai"),
+        ("GET", "/messages", 405, "anthropic"),
+    ],
+)
+async def test_a_path_or_method_the_proxy_does_not_serve_gets_the_clients_error(
+    client: httpx.AsyncClient, method: str, path: str, status: int, shape: str
+) -> None:
+    """Starlette's own answers are plain text; the client reads its provider's JSON instead
+    (a path under /v1/ the proxy does not fit is the upstream's to answer)."""
+    response = await client.request(method, path)
+    assert response.headers["content-type"] == "application/json"
+    words = f"({method} {path})"
+    if shape == "anthropic":
+        body = orjson.loads(response.content)
+        assert response.status_code == status and body["type"] == "error"
+        assert words in body["error"]["message"]
+    else:
+        assert words in assert_openai_error(response, status)["message"]
+    if status == 405:
+        assert "allow" in response.headers
