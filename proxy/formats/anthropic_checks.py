@@ -34,8 +34,14 @@ def check_messages(messages: Any, known: int = 0) -> None:
             raise BadRequest(f"{where}: must be an object", param=where)
         # Roles besides user and assistant (Claude Code's mid-conversation ``system``) are the
         # upstream's to judge: forwarded as they are, in their place.
-        if not isinstance(m.get("role"), str) or not m["role"]:
+        role = m.get("role")
+        if role is None:
             raise BadRequest(f"{where}.role: Field required", param=f"{where}.role")
+        if not isinstance(role, str) or not role:
+            got = "empty" if role == "" else type(role).__name__
+            raise BadRequest(
+                f"{where}.role: must be a non-empty string (got {got})", param=f"{where}.role"
+            )
         content = m.get("content")
         if isinstance(content, str):
             continue

@@ -111,6 +111,23 @@ async def test_a_fitting_request_goes_as_its_bytes_with_the_operators_key_in_x_a
     assert sent.headers["anthropic-beta"] == "a,b"
 
 
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ({"content": "x"}, "messages.0.role: Field required"),
+        ({"role": 7, "content": "x"}, "messages.0.role: must be a non-empty string (got int)"),
+        ({"role": "", "content": "x"}, "messages.0.role: must be a non-empty string (got empty)"),
+    ],
+)
+async def test_a_bad_role_is_named_for_what_it_is(
+    client: httpx.AsyncClient, message: dict[str, Any], said: str
+) -> None:
+    """A role of the wrong type was reported missing ("Field required")."""
+    raw = body(messages=[message])
+    error = assert_anthropic_error(await client.post("/v1/messages", content=raw), 400)
+    assert error["message"] == said
+
+
 @respx.mock
 async def test_count_tokens_is_forwarded(client: httpx.AsyncClient) -> None:
     route = respx.post(f"{BASE}/messages/count_tokens").mock(
