@@ -58,7 +58,7 @@ log = logging.getLogger("contextwarden")
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     started = time.perf_counter()
     clock = UpstreamClock()
-    team, model = "-", "-"
+    team, model, stream = "-", "-", False
     try:
         who = rt.auth.team(request.headers)
         team = who.team
@@ -67,7 +67,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         async with rt.admission.admit(request, team) as body:
             args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
             req = await rt.admission.run(body, build_request, body, *args)
-            model = req.spec.name
+            model, stream = req.spec.name, bool(req.payload.get("stream"))
             await discover(rt, req, who)
             if fmt.api == "responses" and rt.settings.auth == "keys":
                 capped = bool(who.config.max_context_tokens)
@@ -103,7 +103,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             None,
             elapsed - clock.seconds,
             clock.seconds,
-            False,
+            stream,
             path=fmt.path,
             format=fmt.name,
         )

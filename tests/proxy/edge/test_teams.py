@@ -250,6 +250,21 @@ async def test_access_log_has_no_key_and_no_content_by_default(
 
 
 @respx.mock
+async def test_a_refused_streamed_request_is_logged_as_streamed(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream unreachable: the 502's access line says the request streamed (it said
+    false for every refusal)."""
+    respx.post(f"{BASE}/chat/completions").mock(side_effect=httpx.ConnectError("refused"))
+    with caplog.at_level(logging.INFO, logger="contextwarden"):
+        body = chat_body(stream=True)
+        response = await client.post("/v1/chat/completions", json=body, headers=auth(SEARCH_KEY))
+    assert response.status_code == 502
+    lines = [r.getMessage() for r in caplog.records if r.name == "contextwarden.access"]
+    assert [orjson.loads(x)["stream"] for x in lines] == [True]
+
+
+@respx.mock
 async def test_access_log_includes_content_only_when_asked(
     keys: None, caplog: pytest.LogCaptureFixture
 ) -> None:
