@@ -7,7 +7,8 @@ answer after it; contexty's KeepUserAssistantPairs), ``turn`` (a user message an
 to the next user message) or ``step`` (an agent's step: an assistant message with its calls'
 results and whatever follows up to the next assistant message). Groups containing a role from
 ``protect_roles`` are never removed. A result shorter than ``min_messages`` drops the block
-instead.
+instead. Beyond contexty: when whole turns would empty the block, the newest turn keeps its
+opening message and its newest units that fit (``_keep_in_part``).
 
 With ``grid_tokens`` set, the cut is made cache-friendly: instead of removing just enough, it
 removes up to the next multiple of ``grid_tokens`` counted from the start of the block. The cut
@@ -76,16 +77,45 @@ class TruncateOldest:
             target = gridded if target > spare else min(gridded, spare)
         removed = [False] * len(messages)
         freed = 0
+        last: Unit | None = None
         for group in removable:
             if freed >= target:
                 break
+            last = group
             for i in range(group.start, group.end):
                 removed[i] = True
                 freed += costs[i]
+        if self.unit == "turn" and last is removable[-1] and last is not None:
+            _keep_in_part(messages, last, costs, freed - target, removed)
         kept = [m for m, gone in zip(messages, removed, strict=True) if not gone]
         if not kept or len(kept) < self.min_messages:
             return []
         return kept
+
+
+def _keep_in_part(
+    messages: Sequence[Message], turn: Unit, costs: list[int], room: int, removed: list[bool]
+) -> None:
+    """Whole turns would leave no history (``turn``, the newest, went too): its opening
+    message and its newest units that fit in ``room`` (what removing it whole freed past the
+    target) are kept, so a conversation resumed after one long turn (an agent's task, its
+    steps, its answer) keeps the task and how it ended rather than nothing. Units never split:
+    a call keeps its results."""
+    atoms = units(messages, turn.start, turn.end)
+    opener = sum(costs[atoms[0].start : atoms[0].end])
+    if opener > room:
+        return
+    room -= opener
+    back = [atoms[0]]
+    for atom in reversed(atoms[1:]):
+        cost = sum(costs[atom.start : atom.end])
+        if cost > room:
+            break
+        room -= cost
+        back.append(atom)
+    for atom in back:
+        for i in range(atom.start, atom.end):
+            removed[i] = False
 
 
 def removal_groups(messages: Sequence[Message], unit: GroupUnit) -> list[Unit]:

@@ -78,3 +78,36 @@ def test_byte_bound_is_never_below_the_count(msgs: list[dict[str, Any]], ratio: 
     worst = int((85 + 8 * 170) * ratio) + 1
     bound = byte_bound(len(body), msgs, ratio, worst, counter.priming)
     assert bound >= count_prompt(counter, msgs)
+
+
+def resumed_after_one_long_turn() -> list[dict[str, Any]]:
+    """A session resumed: one long agent turn (its task, twelve calls and their failed
+    builds' outputs, which are never cleared, its answer), then a new question."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a build agent."},
+        {"role": "user", "content": "TASK: fix the failing build in repo foo."},
+    ]
+    for s in range(12):
+        call = {"id": f"c{s}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        failed = f"error: undefined reference to `init_{s}'\n" * 25 + "exit code 1"
+        msgs.append({"role": "tool", "tool_call_id": f"c{s}", "content": failed})
+    msgs.append({"role": "assistant", "content": "I fixed the linker error in module_3."})
+    msgs.append({"role": "user", "content": "now what?"})
+    return msgs
+
+
+def test_a_history_of_one_turn_too_long_keeps_its_task_and_how_it_ended() -> None:
+    """Whole turns would leave only the system prompt and the question (a user test saw 26 of
+    1,520 tokens forwarded): the turn's task and its newest steps that fit stay, calls with
+    their results, the history still opening at a user message."""
+    msgs = resumed_after_one_long_turn()
+    result = fit(msgs, 1520, COUNTER)
+    kept = result.messages
+    assert result.tokens_after <= 1520
+    assert kept[0] is msgs[0] and kept[-1] is msgs[-1]
+    assert kept[1] is msgs[1]  # the task
+    assert kept[-2] is msgs[-2]  # the answer that ended the turn
+    assert len(kept) > 4 and result.tokens_after > 1520 // 2
+    assert_kept_in_order(kept, msgs)
+    assert_tool_pairs_intact(kept)
