@@ -37,6 +37,7 @@ from proxy.demo.upstream import create_upstream
 from tests.clients.conftest import TASK, Recorder, Run, client, write_steps
 from tests.clients.scripted import Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
+from tests.e2e.topology import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROXY = "http://127.0.0.1:8080"
@@ -259,14 +260,6 @@ def test_the_sdks(quick_start: QuickStart, monkeypatch: pytest.MonkeyPatch) -> N
     # SDK sends its key as a bearer token, which Anthropic's API takes too).
     assert credentials(quick_start.openai) == {("authorization", f"Bearer {OPENAI_KEY}")}
     assert credentials(quick_start.anthropic) == {("authorization", f"Bearer {ANTHROPIC_KEY}")}
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,12 +16,7 @@ import pytest
 from proxy.demo.run import run_demo
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.e2e.topology import free_port
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ the addresses changed (the replicas' command is read from ``deploy/docker-compos
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -24,9 +25,20 @@ REPLICAS = ("cw1", "cw2", "cw3")  # the replicas' names in deploy/, each on port
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port for a server process to bind, below the kernel's ephemeral range: a port the
+    kernel handed out (bind to 0) goes back to its pool when released, and a client's
+    connection or another server bound to 0 took one before the process bound it (a
+    replica failed on "address already in use" while a foreign server answered its /ready)."""
+    low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    pick = random.Random()
+    while True:
+        port = pick.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def binary(name: str) -> str:
