@@ -250,7 +250,9 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     if exc.status_code not in (404, 405):
         return Response(exc.detail, exc.status_code, headers=exc.headers)
     refused = NoRoute(exc.status_code, request.method, request.url.path)
-    return error_response(refused, headers=dict(exc.headers or {}), shape=_shape(request))
+    # On no route, an Anthropic client is known by the version header its SDK always sends.
+    shape = "anthropic" if "anthropic-version" in request.headers else _shape(request)
+    return error_response(refused, headers=dict(exc.headers or {}), shape=shape)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

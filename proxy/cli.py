@@ -171,14 +171,7 @@ def banner(settings: Settings, path: str | None) -> str:
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
     lines += _families(settings)
     lines += banner_lines()
-    admin = settings.admin_key_env
-    lines.append(
-        f"  admin API (key in ${admin}): GET /admin/stats, /admin/learned-windows (the learned "
-        "windows, which lower these)"
-        if admin
-        else "  admin API (/admin/stats, /admin/learned-windows): off until the config names "
-        "its key's variable (admin_key_env: CW_ADMIN_KEY)"
-    )
+    lines.append(_admin_line(settings.admin_key_env))
     each = f"each of the {settings.workers} workers" if settings.workers > 1 else "the process"
     caches = (
         "its caches share what its footprint leaves"
@@ -191,6 +184,19 @@ def banner(settings: Settings, path: str | None) -> str:
     )
     lines += [f"  {note}" for note in key_notes(settings)]
     return "\n".join(lines)
+
+
+def _admin_line(admin: str | None) -> str:
+    """Whether the admin API is on, and what turns it on."""
+    endpoints = "/admin/stats, /admin/learned-windows (the learned windows, which lower these)"
+    if not admin:
+        return (
+            f"  admin API ({endpoints}): off until the config names its key's variable "
+            "(admin_key_env: CW_ADMIN_KEY)"
+        )
+    if not os.environ.get(admin):
+        return f"  admin API ({endpoints}): off until ${admin} is set"
+    return f"  admin API (key in ${admin}): {endpoints}"
 
 
 def _families(settings: Settings) -> list[str]:

@@ -177,11 +177,14 @@ class Authenticator:
     def admin(self, headers: Headers) -> None:
         presented = bearer(headers)
         if self._admin is None:
-            raise Forbidden(
-                "the admin API is disabled: name the variable that holds its key in the config "
-                "(admin_key_env: CW_ADMIN_KEY) and set it",
-                code="admin_disabled",
+            admin = self._settings.admin_key_env
+            how = (
+                f"set {admin}, the variable the config names for its key"
+                if admin
+                else "name the variable that holds its key in the config "
+                "(admin_key_env: CW_ADMIN_KEY) and set it"
             )
+            raise Forbidden(f"the admin API is disabled: {how}", code="admin_disabled")
         if presented is None or not hmac.compare_digest(presented.encode(), self._admin):
             raise Unauthorized("invalid admin key")
 

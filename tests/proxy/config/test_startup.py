@@ -232,14 +232,19 @@ def test_check_config_names_them_too(
 # The banner ------------------------------------------------------------------------------------
 
 
-def test_the_banner_says_whether_the_admin_api_is_on() -> None:
+def test_the_banner_says_whether_the_admin_api_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """Off by default (a user set CW_ADMIN_KEY, as config.example.yaml names it, and got 403
     from the endpoints the banner pointed at): the banner says so, and how to turn it on."""
     off = banner(load_settings(), None)
-    assert "admin API (/admin/stats, /admin/learned-windows): off" in off
+    assert "admin API (/admin/stats, /admin/learned-windows " in off and ": off until" in off
     assert "admin_key_env: CW_ADMIN_KEY" in off
-    on = banner(load_settings(None, admin_key_env="CW_ADMIN_KEY"), None)
-    assert "admin API (key in $CW_ADMIN_KEY): GET /admin/stats" in on
+    named = load_settings(None, admin_key_env="CW_ADMIN_KEY")
+    monkeypatch.delenv("CW_ADMIN_KEY", raising=False)
+    unset = banner(named, None)
+    assert "admin API (/admin/stats, /admin/learned-windows " in unset
+    assert "off until $CW_ADMIN_KEY is set" in unset
+    monkeypatch.setenv("CW_ADMIN_KEY", "cw-admin")
+    assert "admin API (key in $CW_ADMIN_KEY): /admin/stats" in banner(named, None)
 
 
 def test_the_banner_names_the_ways_out_for_a_model_in_no_table() -> None:

@@ -249,3 +249,12 @@ async def test_a_path_or_method_the_proxy_does_not_serve_gets_the_clients_error(
         assert words in assert_openai_error(response, status)["message"]
     if status == 405:
         assert "allow" in response.headers
+
+
+async def test_an_anthropic_client_on_no_route_gets_anthropics_shape(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.get("/nope", headers={"anthropic-version": "2023-06-01"})
+    body = orjson.loads(response.content)
+    assert response.status_code == 404 and body["type"] == "error"
+    assert body["error"]["type"] == "not_found_error"

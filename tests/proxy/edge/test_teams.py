@@ -314,3 +314,23 @@ async def test_passthrough_paths_need_a_key_in_keys_mode(client: httpx.AsyncClie
         await client.post("/v1/embeddings", json={"input": "x"}, headers=auth(CHAT_KEY))
     ).status_code == 200
     assert route.calls.last.request.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+
+
+@pytest.mark.parametrize(
+    ("named", "said"),
+    [(None, "admin_key_env: CW_ADMIN_KEY"), ("CW_UNSET_ADMIN", "set CW_UNSET_ADMIN")],
+)
+def test_a_disabled_admin_api_says_what_turns_it_on(
+    monkeypatch: pytest.MonkeyPatch, named: str | None, said: str
+) -> None:
+    """No variable named: name one; one named but unset: set it (it said to name it)."""
+    from starlette.datastructures import Headers
+
+    from proxy.config.settings import load_settings
+    from proxy.edge.auth import Authenticator
+    from proxy.errors import Forbidden
+
+    monkeypatch.delenv("CW_UNSET_ADMIN", raising=False)
+    auth = Authenticator(load_settings(None, admin_key_env=named))
+    with pytest.raises(Forbidden, match=said):
+        auth.admin(Headers({"authorization": "Bearer x"}))
