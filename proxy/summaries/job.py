@@ -38,6 +38,7 @@ from strategies.checkpoints.cut import (
     summary_request,
     track_files,
     turn_prefix_request,
+    with_opening,
 )
 from strategies.messages import Message, leading_count
 from strategies.tokens import Counter, count_messages, count_prompt
@@ -211,7 +212,10 @@ async def _summarize_in(
         raise AllowanceSpent("no summarizer call is left for this request or team")
     if affordable < len(pieces):
         log.info("summarizing the last %d of %d pieces", affordable, len(pieces))
-    pieces = recent_pieces(pieces, affordable)
+    kept = recent_pieces(pieces, affordable)
+    if job.previous is None:  # else what went before is the previous summary's
+        kept = with_opening(kept, pieces[: len(pieces) - len(kept)], capacity, ctx.counter)
+    pieces = kept
 
     async def history() -> str | None:
         summary = job.previous.summary if job.previous else None

@@ -109,6 +109,28 @@ def recent_pieces(pieces: Sequence[Sequence[Message]], affordable: int) -> list[
     return list(pieces[max(0, len(pieces) - affordable) :]) if affordable > 0 else []
 
 
+def with_opening(
+    kept: list[Sequence[Message]],
+    dropped: Sequence[Sequence[Message]],
+    capacity: int,
+    counter: Counter,
+) -> list[Sequence[Message]]:
+    """``kept`` with the conversation's opening user message (its task) first in the first
+    piece, when older pieces went unsummarized (the allowance covers the recent ones only): the
+    summary then says what the work was for, which the dropped pieces took with them (a resumed
+    session's task was in none of its summaries). To fit that piece's call, the piece's oldest
+    messages make room for it; an opening larger than a call is left out."""
+    opening = next((m for piece in dropped for m in piece if role(m) == "user"), None)
+    room = capacity - counter.message(opening) if opening is not None else 0
+    if opening is None or not kept or room < 0:
+        return kept
+    first = list(kept[0])
+    used = sum(counter.message(m) for m in first)
+    while first and used > room:
+        used -= counter.message(first.pop(0))
+    return [[opening, *first], *kept[1:]]
+
+
 def keep_recent_tokens(budget: int, configured: int | None = None) -> int:
     """agentcore's default, min(20000, max(2000, budget / 4)), but never over a quarter of the
     budget: with a small local model's window, 2000 verbatim tokens could be all there is, and

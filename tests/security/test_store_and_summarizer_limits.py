@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from proxy.app import create_app
@@ -143,21 +144,26 @@ def test_an_unwritable_data_dir_disables_checkpoints_loudly(tmp_path: Path) -> N
     assert elapsed < 2.0
 
 
-def summarizer_calls(tmp_path: Path, cap: int) -> tuple[Any, int]:
-    # A small summarizer window cuts a long history into many pieces, a call each.
+def summarizer_calls(tmp_path: Path, cap: int) -> tuple[Any, list[dict[str, Any]]]:
+    """The answer and the summarizer calls of a long first request (a small summarizer window
+    cuts its history into many pieces, a call each)."""
     summarizer = {"context_window": 700, "max_tokens": 64, "max_calls_per_request": cap}
     with stack(tmp_path, policies={"default": {"summarizer": summarizer}}) as proxy:
         raw, _ = timed_request(proxy, turns=40)
-        return raw, len(proxy.upstream_app.state.summaries)
+        return raw, list(proxy.upstream_app.state.summaries)
 
 
 def test_one_request_makes_at_most_its_allowance_of_summarizer_calls(tmp_path: Path) -> None:
     _, uncapped = summarizer_calls(tmp_path / "a", 50)
     raw, capped = summarizer_calls(tmp_path / "b", 2)
-    assert uncapped > 2
+    assert len(uncapped) > 2
     assert raw.http_response.status_code == 200
     assert "summarize" in raw.headers["x-contextwarden-actions"]  # the recent pieces, summarized
-    assert capped == 2
+    assert len(capped) == 2
+    # The older pieces went unsummarized; the conversation's opening message (its task) went
+    # into the first call, so the summary still says what the conversation was for.
+    opening = str(over_budget_conversation(40)[1]["content"])
+    assert opening in orjson.dumps(capped[0]).decode()
 
 
 @pytest.mark.slow

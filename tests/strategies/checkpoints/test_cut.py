@@ -10,11 +10,13 @@ from strategies.checkpoints.cut import (
     find_cut,
     keep_recent_tokens,
     merge_split,
+    recent_pieces,
     serialize,
     summary_request,
     track_files,
     turn_prefix_request,
     with_file_lists,
+    with_opening,
 )
 from tests.counters import FixedCounter
 
@@ -121,6 +123,21 @@ def test_chunks_respect_capacity() -> None:
     msgs = [{"role": "user", "content": str(i)} for i in range(7)]
     assert [len(c) for c in chunks(msgs, 30, C)] == [3, 3, 1]
     assert [len(c) for c in chunks(msgs, 5, C)] == [1] * 7
+
+
+def test_the_opening_task_goes_into_the_summary_when_older_pieces_go_unsummarized() -> None:
+    """Two calls afforded of three pieces: the oldest piece, with the task, would go unread;
+    the task opens the first call instead, in room its oldest messages leave."""
+    task = {"role": "user", "content": "TASK"}
+    msgs = [task, *({"role": "assistant", "content": str(i)} for i in range(8))]
+    pieces = chunks(msgs, 30, C)
+    assert [len(p) for p in pieces] == [3, 3, 3]
+    kept = recent_pieces(pieces, 2)
+    calls = with_opening(kept, pieces[:1], 30, C)
+    assert calls[0] == [task, *kept[0][1:]] and calls[1] is kept[1]
+    assert sum(C.message(m) for m in calls[0]) <= 30
+    assert with_opening(kept, [], 30, C) is kept  # nothing went: nothing to carry
+    assert with_opening(kept, pieces[:1], 5, C) is kept  # a task larger than a call
 
 
 def test_a_cut_moves_back_to_the_turn_start_when_the_turn_fits() -> None:
