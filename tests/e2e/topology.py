@@ -29,10 +29,16 @@ def free_port() -> int:
     kernel handed out (bind to 0) goes back to its pool when released, and a client's
     connection or another server bound to 0 took one before the process bound it (a
     replica failed on "address already in use" while a foreign server answered its /ready)."""
-    low, _ = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    # Below the range when there is room below it; else (every port is ephemeral) anywhere,
+    # the bind below still proving the port free.
+    ports = range(low - 12000, low) if low >= 13024 else range(20000, 30000)
     pick = random.Random()
     while True:
-        port = pick.randrange(max(1024, low - 12000), low)
+        port = pick.choice(ports)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
