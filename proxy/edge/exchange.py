@@ -301,9 +301,14 @@ def recalling(
 
 @dataclass(slots=True)
 class UpstreamClock:
-    """Time spent waiting for the upstream's response headers, over every attempt."""
+    """Time spent waiting for the upstream, over every attempt: for its response headers and,
+    of a stream, for the first events the overflow peek reads before relaying it (a reasoning
+    model's first event can take seconds: they were counted as the proxy's overhead)."""
 
     seconds: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.seconds += seconds
 
 
 def retrying(
@@ -334,6 +339,7 @@ def retrying(
         lowers_output=fitting.lowers_output,
         with_output=fitting.with_output,
         output_floor=req.policy.config.min_output_tokens,
+        waited=clock.add,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
@@ -65,6 +66,9 @@ class Retrying:
     # request asked for no limit (there is nothing to lower).
     with_output: Callable[[Plan, int], Plan | None] | None = None
     output_floor: int = 1  # what an output limit is lowered to at least, while more is left
+    # Told how long each reply's first events took to arrive (the upstream's time, not the
+    # proxy's: a stream is peeked before it is relayed).
+    waited: Callable[[float], None] = lambda seconds: None
 
 
 async def send_with_overflow_retry(
@@ -74,6 +78,7 @@ async def send_with_overflow_retry(
     while True:
         reply = await do.send(plan)
         overflow = await overflow_of(reply, plan.body)
+        do.waited(reply.peek_seconds)
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
         assert overflow is not None
@@ -241,8 +246,9 @@ async def overflow_of(reply: Reply, sent: bytes | None = None) -> Overflow | Non
         )
     if reply.stream is None or not _is_plain_event_stream(reply.headers):
         return None
+    started = time.perf_counter()
     seen, reply.stream = await peek(reply.stream)
-    reply.peeked = seen
+    reply.peeked, reply.peek_seconds = seen, time.perf_counter() - started
     if b'"error"' in seen or b"response.failed" in seen:
         return await off_loop(len(sent or b""), is_context_overflow, 200, seen, sent)
     return None

@@ -40,6 +40,7 @@ class Reply:
     overflow: Overflow | None = None
     closer: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     peeked: bytes = b""  # a stream's first events, read by the overflow peek (and relayed)
+    peek_seconds: float = 0.0  # how long the upstream took to send them
     # How an event stream the upstream broke off ends, in the client's format (set by the
     # request path once it knows the format; chat's shape until then).
     broken: Callable[[str], bytes] = field(default=lambda m: chat_stream_error(m), repr=False)

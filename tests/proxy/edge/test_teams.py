@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -262,6 +263,40 @@ async def test_a_refused_streamed_request_is_logged_as_streamed(
     assert response.status_code == 502
     lines = [r.getMessage() for r in caplog.records if r.name == "contextwarden.access"]
     assert [orjson.loads(x)["stream"] for x in lines] == [True]
+
+
+class SlowFirstEvent(httpx.AsyncByteStream):
+    """A stream whose first event comes after ``delay`` seconds (a reasoning model's)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        await asyncio.sleep(self.delay)
+        yield b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+        yield b"data: [DONE]\n\n"
+
+
+@respx.mock
+async def test_a_streams_wait_for_its_first_event_is_the_upstreams_time(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy reads a stream's first events before relaying it (an overflow may come
+    inside it): that wait is the upstream's, not the proxy's overhead (it was counted as
+    overhead: seconds of it, for a model that thinks before its first event)."""
+    stream = SlowFirstEvent(0.4)
+    headers = {"content-type": "text/event-stream"}
+    respx.post(f"{BASE}/chat/completions").mock(
+        return_value=httpx.Response(200, headers=headers, stream=stream)
+    )
+    with caplog.at_level(logging.INFO, logger="contextwarden"):
+        body = chat_body(stream=True)
+        response = await client.post("/v1/chat/completions", json=body, headers=auth(SEARCH_KEY))
+    assert response.status_code == 200 and b"[DONE]" in response.content
+    lines = [r.getMessage() for r in caplog.records if r.name == "contextwarden.access"]
+    record = orjson.loads(lines[-1])
+    assert record["upstream_ms"] >= 400
+    assert record["overhead_ms"] < 300
 
 
 @respx.mock
