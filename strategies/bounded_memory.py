@@ -183,7 +183,28 @@ def exact(raw: bytes) -> bytes:
 DIGEST_ENTRY = 200
 
 
-class DigestMemo:
+class _OverGenerations:
+    """A memory kept in a ``Generations``: its size and limit are that one's."""
+
+    _memo: Generations[Any, Any]
+
+    def resize(self, limit: int) -> None:
+        self._memo.resize(limit)
+
+    @property
+    def limit(self) -> int:
+        return self._memo.limit
+
+    @property
+    def held(self) -> int:
+        """Bytes held (the entries' measure and their own)."""
+        return self._memo.held
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+class DigestMemo(_OverGenerations):
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         self._memo: Generations[bytes, bytes] = Generations(_digest_size, limit)
 
@@ -203,27 +224,12 @@ class DigestMemo:
         normalizes them first)."""
         self._memo.put(exact(raw), digest)
 
-    def resize(self, limit: int) -> None:
-        self._memo.resize(limit)
-
-    @property
-    def limit(self) -> int:
-        return self._memo.limit
-
-    @property
-    def held(self) -> int:
-        """Bytes held (the messages' and the entries' own)."""
-        return self._memo.held
-
-    def __len__(self) -> int:
-        return len(self._memo)
-
 
 def _digest_size(raw: bytes, digest: bytes) -> int:
     return len(raw) + DIGEST_ENTRY
 
 
-class ObjectMemo:
+class ObjectMemo(_OverGenerations):
     """A value per object, found again by the object's identity: the objects a request shares
     with its conversation's last one (proxy/formats/reused_items.py) need no serializing to be
     looked up. Each entry holds its object (so that its id is not reused while held) and
@@ -241,20 +247,6 @@ class ObjectMemo:
 
     def remember(self, obj: Any, value: bytes, size: int) -> None:
         self._memo.put(id(obj), (obj, value, size + self.ENTRY))
-
-    def resize(self, limit: int) -> None:
-        self._memo.resize(limit)
-
-    @property
-    def limit(self) -> int:
-        return self._memo.limit
-
-    @property
-    def held(self) -> int:
-        return self._memo.held
-
-    def __len__(self) -> int:
-        return len(self._memo)
 
 
 def _object_size(key: int, entry: tuple[Any, bytes, int]) -> int:
