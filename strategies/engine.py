@@ -23,6 +23,7 @@ from strategies.attached import ReattachedClear, stale_reminders
 from strategies.base import Strategy
 from strategies.blocks import Block, Report, compile_blocks
 from strategies.errors import BudgetExceeded
+from strategies.ledger import DEFAULT_LEDGER_SHARE
 from strategies.light_trim import LightTrim
 from strategies.lossless import Lossless
 from strategies.messages import (
@@ -79,6 +80,10 @@ class Policy:
     # User messages that state a standing rule are kept as if pinned, up to this share of the
     # budget (strategies/standing.py); 0: only pins keep them.
     standing_share: float = DEFAULT_SHARE
+    # A cut that removes messages forwards a ledger of what they established (the task, rules,
+    # decisions, facts, open items, files, errors: strategies/ledger.py), up to this share of
+    # the budget; 0: none.
+    ledger_share: float = DEFAULT_LEDGER_SHARE
     # Cleared outputs can be recalled (their placeholders name handles): a cut that clears is
     # kept even when it does not keep the previous prompt as its prefix, since a step dropped
     # instead is gone for good (the next requests replay either cut alike: sticky cuts).

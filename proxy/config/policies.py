@@ -161,6 +161,14 @@ class PolicyConfig(_Strict):
         'rest of this session ...", "always ...", "never ...") are kept as if pinned, up '
         "to this share of the budget; 0: only pin rules keep them",
     )
+    ledger: float = Field(
+        ENGINE.ledger_share,
+        ge=0,
+        lt=1,
+        description="a cut that removes messages forwards a ledger of what they established "
+        "(the task, the user's rules, decisions with their overrides, facts, open items, files "
+        "and errors, quoted without a model), up to this share of the budget; 0: none",
+    )
     fallbacks: list[str] = Field(
         default_factory=list,
         description="larger-window models to answer a request that cannot be made to fit its "
@@ -233,6 +241,7 @@ class PolicyConfig(_Strict):
             cache_cut_share=self.cache_cut_share,
             pins=tuple(_match(m) for m in self.pin),
             standing_share=self.standing_rules,
+            ledger_share=self.ledger,
             recall=self.recall,
         )
         for rule in (*self._policy.rules, self._policy.history):

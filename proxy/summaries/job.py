@@ -160,6 +160,17 @@ async def make_checkpoint(
         created_at=time.time(),
         previous_id=job.previous.id if job.previous else None,
     )
+    # A summary that takes more than the messages it stands for makes the request worse: the
+    # cut goes without it (its ledger quotes what they established: ledger.py).
+    replaced = count_messages(
+        ctx.counter, [m for m in messages[lead : cut.index] if id(m) not in ctx.pinned]
+    )
+    if checkpoint.tokens_after >= replaced:
+        breaker.failure()
+        raise SummarizerFailed(
+            f"a summary of {checkpoint.tokens_after} tokens is no smaller than the "
+            f"{replaced} tokens of messages it would replace"
+        )
     if checkpoint.tokens_after > job.budget // 2:
         breaker.failure()
         raise SummarizerFailed(

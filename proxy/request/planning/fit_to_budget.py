@@ -4,7 +4,8 @@ degraded view):
     fitted       the conversation's last cut replayed (sticky_replay.py), else a deep cut
                  (deep_cuts.py), else a cut to the budget itself
     cut          the summary checkpoint (reused or created) when the policy summarizes, then
-                 the engine's fit (strategies/engine.py), remembered for the next requests
+                 the engine's fit (strategies/engine.py) and the ledger of what it removed
+                 (ledger.py), remembered for the next requests
     engine_fit   the engine's fit, off the loop for a body with much that is new; a refusal
                  that names what must be kept when even that cannot fit
 
@@ -24,6 +25,7 @@ from typing import Any
 from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
 from proxy.request.planning.deep_cuts import deeper, last_prompt
+from proxy.request.planning.ledger import add_ledger, reserve
 from proxy.request.planning.off_loop import off_loop
 from proxy.request.planning.plan import Plan, plan_of_fit
 from proxy.request.planning.planner_state import PlannerState
@@ -105,7 +107,19 @@ async def cut(
         sent = {id(m) for m in original}
         summary = frozenset(id(m) for m in messages if id(m) not in sent)
         tokens = before if messages is original else None  # counted already
-        result = await engine_fit(messages, fit_budget, req, counter, last, share, summary, tokens)
+        fitting = partial(engine_fit, messages, req=req, counter=counter, last=last, share=share)
+        # Room for the ledger of what the cut removes (quoted without a model: the floor
+        # under the summary), unless what must be kept needs it.
+        room = reserve(req, original, full, counter)
+        try:
+            result = await fitting(
+                replace(fit_budget, margin=fit_budget.margin + room), kept=summary, tokens=tokens
+            )
+        except ContextTooLarge:
+            if not room:
+                raise
+            result = await fitting(fit_budget, kept=summary, tokens=tokens)
+        result = add_ledger(req, original, result, fit_budget, full, counter)
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages
         exc.counted = "exact" if req.spec.pricing.exact else "estimate"

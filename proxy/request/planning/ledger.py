@@ -1,0 +1,98 @@
+"""The ledger beside a cut: what the messages a fit removed had established (strategies/ledger.py),
+forwarded where the first of them was (before the summary when there is one; after a running
+task's statement, before its older steps), on every path that cuts afresh: a fresh or deep
+cut, a cut whose summary failed or was refused, the overflow retry. A sticky replay forwards
+the cut's ledger as it was recorded: the same bytes.
+
+    reserve       the room a cut keeps for its ledger: the ledger of everything it may remove
+                  (the history outside the instructions, the task and its newest step), so
+                  the engine fits once
+    add_ledger    the fit with the ledger of what it did remove, within the room it left
+"""
+
+from __future__ import annotations
+
+from proxy.wire import WireRequest
+from strategies.budget import Budget
+from strategies.engine import Fit
+from strategies.ledger import MAX_TOKENS, extract, fitted, removed_indices
+from strategies.messages import ANSWERING, Message, leading_count, role
+from strategies.protected import protected
+from strategies.tokens import MemoCounter
+
+LEDGER = "ledger"  # the action a fit with a ledger reports
+
+
+def cap(req: WireRequest, full: Budget) -> int:
+    """The most a request's ledger may take: the policy's ``ledger`` share of its budget
+    (``full``), at most ``MAX_TOKENS``."""
+    return min(int(full.messages * req.policy.engine.ledger_share), MAX_TOKENS)
+
+
+def reserve(req: WireRequest, original: list[Message], full: Budget, counter: MemoCounter) -> int:
+    """Tokens to keep free for the ledger of a cut of ``original``: the ledger of every message
+    the cut may remove, within the cap (what the cut does remove says less, or as much)."""
+    most = cap(req, full)
+    if most <= 0:
+        return 0
+    view = req.view
+    guard = set(
+        protected(original, req.policy.engine.rules, view.atomic_current, view.continuing).indices()
+    )
+    lead = leading_count(original)
+    candidates = [i for i in range(lead, len(original)) if i not in guard]
+    if not candidates:
+        return 0
+    text = fitted(extract(original, candidates, view.continuing), most, counter)
+    return 0 if text is None else counter.message(_message(req, text))
+
+
+def add_ledger(
+    req: WireRequest,
+    original: list[Message],
+    result: Fit,
+    budget: Budget,
+    full: Budget,
+    counter: MemoCounter,
+) -> Fit:
+    """``result`` (a fit of ``original`` to ``budget``, with room kept by ``reserve``) with the
+    ledger of what it removed, within the room it left and the cap."""
+    if not result.actions:
+        return result
+    room = budget.messages - result.tokens_after
+    most = min(cap(req, full), room)
+    removed = removed_indices(original, result.messages)
+    if not removed or most <= 0:
+        return result
+    text = fitted(extract(original, removed, req.view.continuing), most, counter)
+    if text is None:
+        return result
+    message = _message(req, text)
+    cost = counter.message(message)
+    if cost > room:
+        return result
+    at = _where(original, result.messages, removed[0])
+    result.messages = [*result.messages[:at], message, *result.messages[at:]]
+    result.tokens_after += cost
+    result.actions.append(LEDGER)
+    return result
+
+
+def _message(req: WireRequest, text: str) -> Message:
+    return {"role": req.policy.config.summary_role, "content": text}
+
+
+def _where(original: list[Message], kept: list[Message], first: int) -> int:
+    """Where the ledger goes among ``kept``: where ``original[first]``, the first removed
+    message, was, moved back to the start of its step (no call is parted from its results),
+    never inside the leading instructions."""
+    index = {id(m): i for i, m in enumerate(original)}
+    at = len(kept)
+    for k, m in enumerate(kept):
+        i = index.get(id(m))
+        if (i is None and k >= leading_count(kept)) or (i is not None and i > first):
+            at = k
+            break
+    while 0 < at < len(kept) and role(kept[at]) in ANSWERING:
+        at -= 1
+    return max(at, min(leading_count(kept), len(kept)))

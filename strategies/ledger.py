@@ -1,0 +1,442 @@
+"""The ledger: what the messages a cut removed had established, read without a model.
+
+A summary helps only when the summarizer writes it, in time, and well. The ledger is the floor
+under it: from the messages a request no longer forwards verbatim (summarized, dropped, or
+rewritten), it lists, in the users' own words,
+
+- the task: the conversation's opening user message;
+- rules and constraints the user stated, in any sentence position ("never ...", "hard rule:",
+  "it's critical that ...", "we must not ...", "treat that as absolute");
+- decisions, in order, each replaced one marked as replaced by the newer one on its subject;
+- facts: names bound to values and roles ("Priya owns billing", "the budget for Atlas is
+  $40k"), in user turns and, for the sentences shaped as facts, in tool outputs;
+- open items the user named ("we still need to ...", "next, ...");
+- files read and changed by tool calls, and errors the tools reported (with whether a later
+  run of the same call succeeded).
+
+Every entry is a sentence as written (so a value is never paraphrased away). The text is a
+pure function of the removed messages, so the same cut gives the same bytes on every request
+(the cached prefix survives); when it outgrows its share of the budget, the least important
+entries go first (replaced decisions, then files, errors, open items, facts), the oldest first
+within a kind, so a replaced decision is never shown without its replacement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from strategies.bounded_memory import ObjectMemo
+from strategies.checkpoints.cut import FileLists, track_files
+from strategies.error_output import is_error_result
+from strategies.messages import (
+    ANSWERING,
+    Message,
+    called_functions,
+    iter_text,
+    leading_count,
+    role,
+    tool_call_ids,
+)
+from strategies.standing import REMINDER, states_rule
+from strategies.tokens import Counter
+
+LEDGER_HEADER = "[Context ledger: quoted by the gateway from earlier messages no longer shown]"
+DEFAULT_LEDGER_SHARE = 0.15  # of the budget, at most
+MAX_TOKENS = 4000  # whatever the budget: a hundred sentences or more
+SENTENCE_CHARS = 400  # a longer sentence is cut, with a marker
+TASK_CHARS = 600
+OUTPUT_FACTS = 6  # fact sentences read from one tool output, at most
+OUTPUT_SCAN = 20000  # characters of a tool output read for facts
+
+# Kinds, in the order they are rendered; KEEP is the order they give way in (first goes first).
+TASK, RULE, DECISION, FACT, OPEN, ERROR, READ, CHANGED = (
+    "task",
+    "rule",
+    "decision",
+    "fact",
+    "open",
+    "error",
+    "read",
+    "changed",
+)
+TITLES = {
+    TASK: "Task",
+    RULE: "Rules and constraints (as stated)",
+    DECISION: "Decisions (the newest on a subject stands)",
+    FACT: "Facts and names",
+    OPEN: "Open items",
+    ERROR: "Errors seen",
+    READ: "Files read",
+    CHANGED: "Files changed",
+}
+REPLACED = "(replaced by a later decision) "
+GIVES_WAY = ("replaced", READ, CHANGED, ERROR, OPEN, FACT, DECISION, RULE, TASK)
+
+_SPLIT = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+_BULLET = re.compile(r"^[\s\-*•>#\d.)]*")
+_QUESTION = re.compile(r"[?\uff1f][\"')\]]*\s*$")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
+
+# A rule or constraint, anywhere in the sentence: the standing-rule reader's openings
+# (strategies/standing.py), and the words people use for one.
+_RULE = re.compile(
+    r"\b(?:hard rule|golden rule|ground rule|one rule|the rule is|a rule|rule:|constraint|"
+    r"requirement|non[- ]negotiable|no exceptions?|under no circumstances|"
+    r"treat (?:that|this|it) as (?:absolute|a rule|law|final|non[- ]negotiable)|"
+    r"mandatory|forbidden|prohibited|(?:is|are) not (?:allowed|permitted)|off[- ]limits|"
+    r"critical(?:ly)?|crucial|essential|imperative|vital|must(?:n't)?|may not|shall not|"
+    r"(?:we|you|it|they|this|that|I)\s+(?:can ?not|can't|should never|should always|"
+    r"will never|need to always|have to always)|"
+    r"(?:^|\b(?:we|you|please|should|must|will|to|and|but|so|then|just)\s+)(?:never|always)|"
+    r"(?:^|\b(?:please|you|and|but|so|just|also)\s+)(?:do not|don't|never ever)|"
+    r"(?:^|\b(?:please|always|you|and)\s+)(?:make sure|ensure|be sure to)|"
+    r"no more than|no later than|at most|at least|only ever|only use|keep (?:it|them) under)\b",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:we(?:'ll| will| are going to|'re going to)?\s+(?:go|going|stick|standardi[sz]e)\s+"
+    r"(?:with|on)|let's\s+(?:go with|use|pick|stick with|switch|move|standardi[sz]e|adopt|"
+    r"keep|choose|do)|(?:we|I)(?:'ve| have)?\s+(?:decided|chosen|picked|settled|agreed)|"
+    r"decision|decided|we(?:'re| are)\s+(?:using|going with|switching|moving|adopting)|"
+    r"switch(?:ing)?\s+(?:to|over)|go with|instead|rather than|final choice|"
+    r"(?:we'll|we will|I'll|I will)\s+use|approved|settled on|going forward)\b",
+    re.IGNORECASE,
+)
+_OVERRIDE = re.compile(
+    r"\b(?:actually|instead|change of plans?|scratch that|on second thought|correction|"
+    r"update:|no longer|rather than|switch(?:ing)?\s+(?:to|from|over)|revert(?:ing)?|"
+    r"changed?\s+(?:my|our)\s+minds?|anymore|forget\s+(?:about|the|that)|reverse|"
+    r"overrid(?:e|es|ing)|supersed(?:e|es|ing)|replac(?:e|es|ing))\b",
+    re.IGNORECASE,
+)
+_BINDING = re.compile(
+    r"\b(?:is|are|was|were|owns?|leads?|handles?|runs?|manages?|maintains?|reports? to|"
+    r"responsible for|in charge of|called|named|known as|refers? to|stands? for|means|"
+    r"lives? in|based in|located|set to|equals?|costs?|due|expires?|has|have)\b|[:=]",
+    re.IGNORECASE,
+)
+# A specific value: a token with a digit, a capitalised word inside the sentence, an
+# identifier (snake_case, camelCase, a path, a dotted name) or a quoted string.
+_SPECIFIC = re.compile(
+    r"\d|(?<=[\s(\"'])[A-Z][A-Za-z]+|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*\b|[\w.-]+/[\w./-]+|"
+    r"\b\w+\.\w{2,4}\b|[\"“'`][^\"”'`]{2,60}[\"”'`]"
+)
+# A fact as tool outputs and documents state one: "the <attribute> for/of <Name> is <value>",
+# "<Name>'s <attribute> is <value>", "<key>: <value>" with a named key.
+_OUTPUT_FACT = re.compile(
+    r"\b(?:for|of)\s+[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*\s+(?:is|are|was|were)\s+\S|"
+    r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*'s\s+[\w\s]{2,40}\s+(?:is|are|was)\s+\S"
+)
+_OPEN = re.compile(
+    r"\b(?:todo|to-do|next step|next,|next up|need to|needs to|have to|has to|still (?:need|have)|"
+    r"remaining|pending|follow[- ]up|blocked on|open question|action item|let's|we should|"
+    r"please|I want|I'd like|we want|the goal|plan to|planning to|going to)\b",
+    re.IGNORECASE,
+)
+_REQUEST_QUESTION = re.compile(r"^(?:can|could|would|will) you\b|^please\b", re.IGNORECASE)
+_STOP = frozenset(
+    {
+        "that",
+        "this",
+        "with",
+        "from",
+        "have",
+        "they",
+        "them",
+        "will",
+        "would",
+        "should",
+        "could",
+        "about",
+        "there",
+        "their",
+        "what",
+        "when",
+        "which",
+        "while",
+        "into",
+        "also",
+        "just",
+        "like",
+        "then",
+        "than",
+        "were",
+        "been",
+        "being",
+        "make",
+        "made",
+        "sure",
+        "only",
+        "really",
+        "actually",
+        "instead",
+        "rather",
+        "let's",
+        "lets",
+        "going",
+        "decided",
+        "decision",
+        "switch",
+        "switching",
+        "use",
+        "using",
+        "we'll",
+        "we're",
+        "everything",
+        "anything",
+        "something",
+        "please",
+        "okay",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    kind: str
+    text: str
+    at: int  # the message's index: entries are rendered in conversation order within a kind
+    replaced: bool = False
+
+
+def sentences(text: str) -> list[str]:
+    """``text``'s sentences, bullets and numbering stripped, a client's reminders left out."""
+    if "<system-reminder>" in text:
+        text = REMINDER.sub("", text)
+    out = []
+    for raw in _SPLIT.split(text):
+        s = _BULLET.sub("", raw).strip()
+        if len(s) >= 8:
+            out.append(s if len(s) <= SENTENCE_CHARS else s[: SENTENCE_CHARS - 1] + "…")
+    return out
+
+
+def read_user(text: str) -> list[tuple[str, str]]:
+    """The ledger's (kind, sentence) pairs in a user's message."""
+    out = []
+    for s in sentences(text):
+        question = bool(_QUESTION.search(s))
+        if question and not _REQUEST_QUESTION.search(s):
+            continue
+        if not question and (_RULE.search(s) or states_rule(s)):
+            out.append((RULE, s))
+        elif not question and _DECISION.search(s):
+            out.append((DECISION, s))
+        elif _BINDING.search(s) and _SPECIFIC.search(s[1:]) and not question:
+            out.append((FACT, s))
+        elif _OPEN.search(s):
+            out.append((OPEN, s))
+    return out
+
+
+def read_output(text: str) -> list[str]:
+    """The fact-shaped sentences of a tool's output (at most ``OUTPUT_FACTS``)."""
+    out: list[str] = []
+    for s in sentences(text[:OUTPUT_SCAN]):
+        if _OUTPUT_FACT.search(s) and not _QUESTION.search(s):
+            out.append(s)
+            if len(out) == OUTPUT_FACTS:
+                break
+    return out
+
+
+def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
+    """``read_user`` of a user message's texts, or the facts ``read_output`` finds in a tool's
+    output, remembered by the message object (every fresh cut of a conversation reads the same
+    removed messages again)."""
+    known = _READ.get(message)
+    if known is not None:
+        return [(k, s) for k, s in orjson.loads(known)]
+    texts = list(iter_text(message))
+    if output:
+        pairs = [(FACT, s) for s in read_output("\n".join(texts))]
+    else:
+        pairs = [p for t in texts for p in read_user(t)]
+    _READ.remember(message, orjson.dumps(pairs), sum(len(t) for t in texts))
+    return pairs
+
+
+_READ = ObjectMemo()
+
+
+def memory() -> ObjectMemo:
+    """The user messages' readings, for the proxy's memory budget."""
+    return _READ
+
+
+def extract(
+    messages: Sequence[Message], removed: Iterable[int], continuing: frozenset[int] = frozenset()
+) -> list[Entry]:
+    """The entries of ``messages[i]`` for each index in ``removed`` (in order). User messages in
+    ``continuing`` (ids: a client's own reminders in its tool loop) are not the user's."""
+    picked = sorted(set(removed))
+    entries: list[Entry] = []
+    first_user = next((i for i, m in enumerate(messages) if role(m) == "user"), -1)
+    seen: set[str] = set()
+
+    def add(entry: Entry) -> None:
+        key = entry.text.lower()
+        if key not in seen:
+            seen.add(key)
+            entries.append(entry)
+
+    calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
+    errors: dict[tuple[str, str], str] = {}  # a call -> its newest error entry's text
+    fixed: set[str] = set()  # error entries a later run of the same call answered
+    for i in picked:
+        m = messages[i]
+        kind = role(m)
+        if kind == "user" and id(m) not in continuing:
+            task = ""
+            if i == first_user:
+                task = REMINDER.sub("", " ".join(t.strip() for t in iter_text(m))).strip()
+                if len(task) > TASK_CHARS:
+                    task = task[: TASK_CHARS - 1] + "…"
+                if task:
+                    add(Entry(TASK, task, i))
+            for k, s in _reading(m, False):
+                if s not in task:  # the task quotes it already
+                    add(Entry(k, s, i))
+        elif kind == "assistant":
+            for call_id, fn in zip(tool_call_ids(m), called_functions(m), strict=False):
+                calls[call_id] = (str(fn.get("name", "")), str(fn.get("arguments", ""))[:120])
+        elif kind in ANSWERING:
+            call = calls.get(str(m.get("tool_call_id")), ("tool", ""))
+            if is_error_result(m):
+                line = _error_line("\n".join(iter_text(m)))
+                if line:
+                    errors[call] = f"{_call_words(call)}: {line}"
+                    fixed.discard(errors[call])
+                    add(Entry(ERROR, errors[call], i))
+            elif call in errors:
+                fixed.add(errors[call])
+            for k, s in _reading(m, True):
+                add(Entry(k, s, i))
+    if fixed:
+        entries = [
+            Entry(e.kind, e.text + " (a later run succeeded)", e.at)
+            if e.kind == ERROR and e.text in fixed
+            else e
+            for e in entries
+        ]
+    files = track_files([messages[i] for i in picked if role(messages[i]) == "assistant"])
+    entries += _file_entries(files, picked[-1] if picked else 0)
+    return _mark_replaced(entries)
+
+
+def _file_entries(files: FileLists, at: int) -> list[Entry]:
+    out = []
+    if files.read:
+        out.append(Entry(READ, ", ".join(files.read), at))
+    if files.modified:
+        out.append(Entry(CHANGED, ", ".join(files.modified), at))
+    return out
+
+
+def _call_words(call: tuple[str, str]) -> str:
+    name, args = call
+    return f"{name} {args}".strip() if args else name
+
+
+def _error_line(text: str) -> str:
+    """The line of an error output that says what failed: its first line naming an error."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        low = ln.lower()
+        if any(w in low for w in ("error", "fail", "panic", "fatal", "exception", "exit")):
+            return ln[:SENTENCE_CHARS]
+    return lines[-1][:SENTENCE_CHARS] if lines else ""
+
+
+def _subjects(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)} - _STOP
+
+
+def _mark_replaced(entries: list[Entry]) -> list[Entry]:
+    """Each decision that a later one overrides on the same subject (a content word in common,
+    the later one saying it overrides: "actually", "instead", "switch to", ...) is marked
+    replaced."""
+    decisions = [n for n, e in enumerate(entries) if e.kind == DECISION]
+    replaced: set[int] = set()
+    for pos, n in enumerate(decisions):
+        later = entries[n]
+        if not _OVERRIDE.search(later.text):
+            continue
+        words = _subjects(later.text)
+        for m in decisions[:pos]:
+            if m not in replaced and words & _subjects(entries[m].text):
+                replaced.add(m)
+    if not replaced:
+        return entries
+    return [
+        Entry(e.kind, e.text, e.at, True) if n in replaced else e for n, e in enumerate(entries)
+    ]
+
+
+def render(entries: Sequence[Entry]) -> str:
+    """The ledger's text: sections in a fixed order, entries in conversation order."""
+    parts = [LEDGER_HEADER]
+    for kind in TITLES:
+        picked = [e for e in entries if e.kind == kind]
+        if not picked:
+            continue
+        if kind in (READ, CHANGED, TASK):
+            parts.append(f"{TITLES[kind]}: " + "; ".join(e.text for e in picked))
+            continue
+        lines = [
+            f"- {'(replaced by a later decision) ' if e.replaced else ''}{e.text}" for e in picked
+        ]
+        parts.append(f"{TITLES[kind]}:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
+    """The ledger's text within ``cap`` tokens (as a message's content), the entries that give
+    way first left out first (``GIVES_WAY``; the oldest first within a kind); None when not
+    even one entry fits, or there is nothing to say."""
+    if not entries or cap <= 0:
+        return None
+    text = render(entries)
+    total = _cost(text, counter)
+    if total <= cap:
+        return text
+    # Each entry's own tokens are taken off until the estimate fits; then the text is counted,
+    # and entries go one by one while it does not.
+    order = sorted(range(len(entries)), key=lambda n: (_gives_way(entries[n]), entries[n].at, n))
+    gone: set[int] = set()
+    base = _cost("", counter)
+    for n in order:
+        gone.add(n)
+        total -= _cost(entries[n].text, counter) - base + 2
+        if total > cap:
+            continue
+        left = [e for k, e in enumerate(entries) if k not in gone]
+        if not left:
+            return None
+        text = render(left)
+        total = _cost(text, counter)
+        if total <= cap:
+            return text
+    return None
+
+
+def _gives_way(entry: Entry) -> int:
+    return GIVES_WAY.index("replaced") if entry.replaced else GIVES_WAY.index(entry.kind)
+
+
+def _cost(text: str, counter: Counter) -> int:
+    return counter.message({"role": "user", "content": text})
+
+
+def removed_indices(
+    messages: Sequence[Message], forwarded: Sequence[Message], lead: int | None = None
+) -> list[int]:
+    """The indices (after the leading instructions) of ``messages`` not forwarded as they were
+    sent: dropped, summarized or rewritten."""
+    start = leading_count(messages) if lead is None else lead
+    kept = {id(m) for m in forwarded}
+    return [i for i in range(start, len(messages)) if id(messages[i]) not in kept]
