@@ -116,9 +116,11 @@ _OVERRIDE = re.compile(
 _BINDING = re.compile(
     r"\b(?:is|are|was|were|owns?|leads?|handles?|runs?|manages?|maintains?|reports? to|"
     r"responsible for|in charge of|called|named|known as|refers? to|stands? for|means|"
-    r"lives? in|based in|located|set to|equals?|costs?|due|expires?|has|have)\b|[:=]",
+    r"lives? in|based in|located|set to|equals?|costs?|due|expires?)\b",
     re.IGNORECASE,
 )
+# "<key>: <value>" or "<key> = <value>", with a short key.
+_KEYED = re.compile(r"^[\w .'/-]{2,40}?\s*[:=]\s*(?P<value>\S.*)$")
 # A specific value: a token with a digit, a capitalised word inside the sentence, an
 # identifier (snake_case, camelCase, a path, a dotted name) or a quoted string.
 _SPECIFIC = re.compile(
@@ -226,11 +228,21 @@ def read_user(text: str) -> list[tuple[str, str]]:
             out.append((RULE, s))
         elif not question and _DECISION.search(s):
             out.append((DECISION, s))
-        elif _BINDING.search(s) and _SPECIFIC.search(s[1:]) and not question:
+        elif not question and _states_fact(s):
             out.append((FACT, s))
         elif _OPEN.search(s):
             out.append((OPEN, s))
     return out
+
+
+def _states_fact(sentence: str) -> bool:
+    """A name bound to a value or a role: a binding verb and a specific value (a number, a
+    name, an identifier, a quoted string) after the sentence's first word, or a short key
+    with a specific value."""
+    keyed = _KEYED.match(sentence)
+    if keyed is not None:
+        return _SPECIFIC.search(" " + keyed.group("value")) is not None
+    return _BINDING.search(sentence) is not None and _SPECIFIC.search(sentence[1:]) is not None
 
 
 def read_output(text: str) -> list[str]:

@@ -58,7 +58,7 @@ def test_request_path_traces_each_kind_of_request() -> None:
     importers = above(import_graph())
     traces = dict(asyncio.run(trace_all()))
     fits = traces["chat, fits (actions: none)"]
-    trimmed = traces["chat, trimmed (actions: truncate_oldest)"]
+    trimmed = traces["chat, trimmed (actions: truncate_oldest,ledger)"]
     assert "strategies.engine" not in fits.files and "strategies.engine" in trimmed.files
     assert "proxy.edge.exchange" in fits.files and "proxy.formats.chat" in fits.files
     assert set(climbs(trimmed, importers)) <= {

@@ -74,10 +74,14 @@ def test_summary_replaces_old_history_and_recent_turns_stay_verbatim(
     msgs, _ = converse(stack.client, 20)
     sent = stack.received[-1]["messages"]
     assert sent[0] == SYSTEM
-    assert sent[1]["role"] == "user"  # a framed record, never system authority
-    assert sent[1]["content"].startswith("[Conversation summary: earlier messages were compacted]")
-    assert "## Goal" in sent[1]["content"]
-    tail = sent[2:]
+    # The ledger of what the summary stands for first, quoted (the task: the opening message),
+    # then the summary; both framed records, never system authority.
+    assert [m["role"] for m in sent[1:3]] == ["user", "user"]
+    assert sent[1]["content"].startswith("[Context ledger: quoted by the gateway")
+    assert f"Task: {msgs[1]['content'][:40]}" in sent[1]["content"]
+    assert sent[2]["content"].startswith("[Conversation summary: earlier messages were compacted]")
+    assert "## Goal" in sent[2]["content"]
+    tail = sent[3:]
     assert tail == msgs[len(msgs) - 1 - len(tail) : -1]
 
 
@@ -218,7 +222,9 @@ def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) ->
     assert raw.headers["x-contextwarden-checkpoint"] == "session-memory"
     sent = stack.received[-1]
     assert "contextwarden" not in sent
-    assert "trip to Lisbon" in sent["messages"][1]["content"]
+    # The ledger of what it stands for, then the session memory as the summary.
+    assert sent["messages"][1]["content"].startswith("[Context ledger")
+    assert "trip to Lisbon" in sent["messages"][2]["content"]
     assert stack.upstream_app.state.summaries == []
     stack.client.chat.completions.create(
         model=MODEL,
@@ -250,7 +256,7 @@ def test_summaries_can_be_turned_off(stack: Stack) -> None:
         messages=over_budget_conversation(16),
         max_tokens=64,  # type: ignore[arg-type]
     )
-    assert raw.headers["x-contextwarden-actions"] == "truncate_oldest"
+    assert raw.headers["x-contextwarden-actions"] == "truncate_oldest,ledger"
     assert stack.upstream_app.state.summaries == []
 
 

@@ -53,7 +53,11 @@ def test_a_user_of_the_same_team_cannot_confirm_anothers_message(
     alice = conversation(SECRET)
     assert state(proxy, ALICE_KEY, alice) == "new"
     follow = [*alice, {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "ok"}]
-    assert state(proxy, ALICE_KEY, follow) == "kept"  # Alice's own state works as before
+    # Alice's own state works as before: once her conversation is seen growing, its cut leaves
+    # room to grow in (the first cut of one never seen is made to the budget).
+    state(proxy, ALICE_KEY, follow)
+    more = [*follow, {"role": "assistant", "content": "Sure."}, {"role": "user", "content": "ok"}]
+    assert state(proxy, ALICE_KEY, more) == "kept"
     # Bob guesses Alice's last message right, Dave wrong: both learn nothing.
     for key, guess in ((BOB_KEY, SECRET), (DAVE_KEY, "My salary is 100,000.")):
         guessed = [*conversation(guess), {"role": "assistant", "content": "Noted."}]

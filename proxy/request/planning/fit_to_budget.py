@@ -110,7 +110,7 @@ async def cut(
         fitting = partial(engine_fit, messages, req=req, counter=counter, last=last, share=share)
         # Room for the ledger of what the cut removes (quoted without a model: the floor
         # under the summary), unless what must be kept needs it.
-        room = reserve(req, original, full, counter)
+        room = reserve(req, original, before, fit_budget, full, counter)
         try:
             result = await fitting(
                 replace(fit_budget, margin=fit_budget.margin + room), kept=summary, tokens=tokens

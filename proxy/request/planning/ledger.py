@@ -4,9 +4,9 @@ task's statement, before its older steps), on every path that cuts afresh: a fre
 cut, a cut whose summary failed or was refused, the overflow retry. A sticky replay forwards
 the cut's ledger as it was recorded: the same bytes.
 
-    reserve       the room a cut keeps for its ledger: the ledger of everything it may remove
-                  (the history outside the instructions, the task and its newest step), so
-                  the engine fits once
+    reserve       the room a cut keeps for its ledger: the ledger of the oldest history (outside
+                  the instructions, the task and its newest step) it will remove, so the
+                  engine fits once
     add_ledger    the fit with the ledger of what it did remove, within the room it left
 """
 
@@ -29,9 +29,16 @@ def cap(req: WireRequest, full: Budget) -> int:
     return min(int(full.messages * req.policy.engine.ledger_share), MAX_TOKENS)
 
 
-def reserve(req: WireRequest, original: list[Message], full: Budget, counter: MemoCounter) -> int:
-    """Tokens to keep free for the ledger of a cut of ``original``: the ledger of every message
-    the cut may remove, within the cap (what the cut does remove says less, or as much)."""
+def reserve(
+    req: WireRequest,
+    original: list[Message],
+    before: int,
+    budget: Budget,
+    full: Budget,
+    counter: MemoCounter,
+) -> int:
+    """Tokens to keep free for the ledger of a cut of ``original`` (``before`` tokens) to
+    ``budget``: the ledger of the messages the cut will remove, within the cap."""
     most = cap(req, full)
     if most <= 0:
         return 0
@@ -40,7 +47,16 @@ def reserve(req: WireRequest, original: list[Message], full: Budget, counter: Me
         protected(original, req.policy.engine.rules, view.atomic_current, view.continuing).indices()
     )
     lead = leading_count(original)
-    candidates = [i for i in range(lead, len(original)) if i not in guard]
+    # The oldest first, as the cut removes them, as far as the cut must go for the budget and
+    # the ledger itself: a ledger of messages the cut keeps would be room kept for nothing.
+    over = before - budget.messages + most
+    candidates, removing = [], 0
+    for i in range(lead, len(original)):
+        if removing >= over:
+            break
+        if i not in guard:
+            candidates.append(i)
+            removing += counter.message(original[i])
     if not candidates:
         return 0
     text = fitted(extract(original, candidates, view.continuing), most, counter)
@@ -57,8 +73,6 @@ def add_ledger(
 ) -> Fit:
     """``result`` (a fit of ``original`` to ``budget``, with room kept by ``reserve``) with the
     ledger of what it removed, within the room it left and the cap."""
-    if not result.actions:
-        return result
     room = budget.messages - result.tokens_after
     most = min(cap(req, full), room)
     removed = removed_indices(original, result.messages)

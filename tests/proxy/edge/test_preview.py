@@ -43,7 +43,7 @@ async def test_preview_endpoint_reports_without_forwarding(respx_mock: respx.Moc
     assert report["window"] == 700
     assert report["budget"] == 700 - 100 - 16
     assert report["tokens_after"] <= report["budget"] < report["tokens_before"]
-    assert report["actions"] == ["truncate_oldest"]
+    assert report["actions"] == ["truncate_oldest", "ledger"]
     assert [s["name"] for s in report["steps"]] == [
         "lossless",
         "tool_result_microcompact",
@@ -92,7 +92,7 @@ def test_cli_preview_prints_the_same_report(
     body.write_bytes(orjson.dumps({**long_body(), "model": "other"}))
     assert main(["preview", str(body), "--model", "small", "--config", str(config), "--json"]) == 0
     as_json = orjson.loads(capsys.readouterr().out)
-    assert as_json["report"]["actions"] == ["truncate_oldest"]
+    assert as_json["report"]["actions"] == ["truncate_oldest", "ledger"]
     assert main(["preview", str(body), "--model", "small", "--config", str(config)]) == 0
     table = capsys.readouterr().out
     assert "history" in table and "truncated" in table

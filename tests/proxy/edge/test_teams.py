@@ -244,7 +244,7 @@ async def test_access_log_has_no_key_and_no_content_by_default(
         and record["status"] == 200
         and record["tokens_before"] > record["tokens_after"]
     )
-    assert record["actions"] == ["truncate_oldest"]
+    assert record["actions"] == ["truncate_oldest", "ledger"]
     everything = "\n".join(r.getMessage() for r in caplog.records)
     for secret in (SEARCH_KEY, UPSTREAM_KEY, "final question", "Bearer"):
         assert secret not in everything

@@ -119,7 +119,10 @@ async def test_over_the_window_old_turns_go_and_pairs_stay_whole(client: httpx.A
         ]
     response = await client.post("/v1/responses", json={"model": "small", "input": items})
     assert response.status_code == 200, response.text
-    sent = orjson.loads(route.calls.last.request.content)["input"]
+    ledger, *sent = orjson.loads(route.calls.last.request.content)["input"]
+    # In place of what went, the ledger of it: the conversation's task first.
+    assert ledger["role"] == "user"
+    assert "Task: question 0" in str(ledger["content"])
     assert len(sent) < len(items)
     kept = items[len(items) - len(sent) :]  # whole turns went, from the oldest
     shape = lambda xs: [(i.get("type"), i.get("role"), i.get("call_id"), i.get("id")) for i in xs]  # noqa: E731
