@@ -365,7 +365,9 @@ def _error_line(text: str) -> str:
 
 
 def _subjects(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)} - _STOP
+    """What a decision is about: its common words (a capitalised name or a value is what was
+    chosen, not the subject: "use Redis for the cache" is about the cache)."""
+    return {w for w in _WORD.findall(text) if w.isalpha() and w.islower()} - _STOP
 
 
 def _mark_replaced(entries: list[Entry]) -> list[Entry]:

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies.ledger import (
+    DECISION,
+    ERROR,
+    FACT,
+    REPLACED,
+    RULE,
+    TASK,
+    extract,
+    fitted,
+    read_output,
+    read_user,
+    removed_indices,
+    render,
+)
+from strategies.tokens import ChatCounter
+from tests.conftest import O200K
+
+COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    fn = {"name": name, "arguments": arguments}
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "function": fn}]}
+
+
+def result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "One hard rule: never disable CSRF tokens in this project.",
+        "It's critical that we keep p99 latency under 20 ms.",
+        "We must not store raw card numbers.",
+        "Please make sure every migration is reversible.",
+        "Do not use tabs in the YAML files.",
+        "The export must stay under 50 MB, treat that as absolute.",
+        "Never ever push to main directly.",
+    ],
+)
+def test_rules_are_read_in_any_sentence_position(text: str) -> None:
+    assert read_user(text) == [(RULE, text)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I don't know much about gardening.",
+        "I've never been to Lisbon.",
+        "By the way, how long have you been working with me today?",
+        "Random thought: do you have opinions on coffee versus tea?",
+        "Question 0: tell me about tokens tell me about tokens",
+        "I was thinking about lunch earlier.",
+    ],
+)
+def test_small_talk_and_questions_are_not_read(text: str) -> None:
+    assert read_user(text) == []
+
+
+def test_facts_decisions_and_their_overrides() -> None:
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        user("Let's plan the auth rewrite with Aditya."),
+        assistant("Sure."),
+        user("We'll use PostgreSQL 15 for the session store. Priya owns billing; Marco owns auth."),
+        assistant("Noted."),
+        user("Actually, switch the session store to Redis instead of PostgreSQL."),
+        user("What next?"),
+    ]
+    entries = extract(messages, removed_indices(messages, [messages[0], messages[-1]]))
+    kinds = [(e.kind, e.text, e.replaced) for e in entries]
+    assert kinds == [
+        (TASK, "Let's plan the auth rewrite with Aditya.", False),
+        (DECISION, "We'll use PostgreSQL 15 for the session store.", True),
+        (FACT, "Priya owns billing; Marco owns auth.", False),
+        (DECISION, "Actually, switch the session store to Redis instead of PostgreSQL.", False),
+    ]
+    text = render(entries)
+    assert text.index("PostgreSQL 15") < text.index("switch the session store")
+    assert f"{REPLACED}We'll use PostgreSQL 15" in text
+
+
+def test_tool_errors_files_and_fact_shaped_output_sentences() -> None:
+    messages = [
+        user("Fix the login test."),
+        call("c1", "read_file", '{"path": "src/auth.py"}'),
+        result("c1", "Notes. The special project code for Aurora is AUR-4521. More notes."),
+        call("c2", "bash", '{"command": "pytest"}'),
+        result("c2", "FAILED tests/test_auth.py::test_login - AssertionError\n1 failed, 3 passed"),
+        call("c3", "bash", '{"command": "pytest"}'),
+        result("c3", "4 passed in 0.3s"),
+        call("c4", "edit", '{"path": "src/login.py"}'),
+        result("c4", "ok"),
+    ]
+    entries = extract(messages, range(len(messages)))
+    by_kind = {e.kind: e.text for e in entries}
+    assert by_kind[FACT] == "The special project code for Aurora is AUR-4521."
+    assert by_kind[ERROR].startswith('bash {"command": "pytest"}: FAILED tests/test_auth.py')
+    assert by_kind[ERROR].endswith("(a later run succeeded)")
+    assert by_kind["read"] == "src/auth.py" and by_kind["changed"] == "src/login.py"
+    assert read_output("x = 1\nfor i in range(3): print(i)") == []
+
+
+def test_the_same_removed_messages_give_the_same_bytes() -> None:
+    messages = [user("Hard rule: never log tokens."), assistant("ok"), user("Next, the cache.")]
+    first = fitted(extract(messages, [0, 1]), 500, COUNTER)
+    copy = [dict(m) for m in messages]  # equal messages, other objects
+    assert first is not None and first == fitted(extract(copy, [0, 1]), 500, COUNTER)
+
+
+SUBJECTS = ["the datastore", "the queue", "the cache", "the CI runner", "the region"]
+CHOICES = ["PostgreSQL", "MySQL", "Redis", "Kafka", "SQS", "GitHub Actions", "eu-west-1"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(CHOICES), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=0, max_value=400),
+)
+def test_a_replaced_decision_is_never_shown_without_its_replacement(
+    decisions: list[tuple[str, str, bool]], cap: int
+) -> None:
+    """Under any cap: the ledger fits it, and every decision shown as replaced comes with a
+    later decision on its subject that is shown too."""
+    messages = [user("Let's set up the service.")]
+    for subject, choice, override in decisions:
+        said = (
+            f"Actually, switch {subject} to {choice} instead."
+            if override
+            else f"We'll use {choice} for {subject}."
+        )
+        messages += [user(said), assistant("Noted.")]
+    entries = extract(messages, range(len(messages)))
+    text = fitted(entries, cap, COUNTER)
+    if text is None:
+        return
+    assert COUNTER.message({"role": "user", "content": text}) <= cap
+    for old in (e for e in entries if e.replaced and f"- {REPLACED}{e.text}" in text):
+        subject = next(s for s in SUBJECTS if s in old.text)
+        assert any(e.at > old.at and subject in e.text and f"- {e.text}" in text for e in entries)
