@@ -32,11 +32,12 @@ tokens over the conversation's, at the same points.
 
 from __future__ import annotations
 
+import io
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, redirect_stdout
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -65,6 +66,7 @@ CONFIGURED = "proxy, configured summarizer"
 TRUNCATE = "truncate-last-n, same budget"
 EMPTY = "empty artifact (system + last user turn)"
 EVERYTHING = "everything (untrimmed)"
+ALL = "all families"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,12 +228,13 @@ def run_arm(
             config["policies"] = {"default": {"summarizer": chosen}}
         proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
         received = upstream.state.received
-        with ThreadPoolExecutor(WORKERS) as pool:
+        # litellm prints a banner to stdout on every failed call: not into the bench's table.
+        with ThreadPoolExecutor(WORKERS) as pool, redirect_stdout(io.StringIO()):
             return list(pool.map(lambda j: drive(j, proxy.url, received), jobs))
 
 
 def make_jobs(all_cases: list[Case]) -> list[Job]:
-    jobs = []
+    jobs: list[Job] = []
     for case in all_cases:
         base = count(case.messages)
         for share, label in SHARES:
@@ -240,9 +243,7 @@ def make_jobs(all_cases: list[Case]) -> list[Job]:
     return jobs
 
 
-def tally(
-    jobs: list[Job], arms: dict[str, list[dict[int, Point]]]
-) -> dict[tuple[str, str], Tally]:
+def tally(jobs: list[Job], arms: dict[str, list[dict[int, Point]]]) -> dict[tuple[str, str], Tally]:
     """Scores by (family, arm); the controls at the first arm's points."""
     controls: dict[str, Callable[[Point], list[Message]]] = {
         TRUNCATE: lambda p: truncate_last_n(p.sent, p.budget),
@@ -273,43 +274,45 @@ def _cells(t: Tally, cycle: int) -> tuple[float, str]:
     return _mean(every), " / ".join(f"{_mean(xs):.2f}" for xs in by_share)
 
 
-def rows_of(results: dict[tuple[str, str], Tally], arms: list[str]) -> list[list[str]]:
-    families = sorted({family for family, _ in results})
-    rows = []
-    for family in [*families, "all families"]:
-        for arm in arms:
-            picked = [t for (f, a), t in results.items() if a == arm and family in (f, "all families")]
-            t = Tally(missing=sum(x.missing for x in picked))
-            for x in picked:
-                for key, scores in x.scores.items():
-                    t.scores.setdefault(key, []).extend(scores)
-            row = [family, arm]
-            for cycle in CYCLES:
-                mean, split = _cells(t, cycle)
-                base, _ = _cells(_merged(results, family, TRUNCATE), cycle)
-                versus = f", {mean - base:+.2f} vs truncation" if arm.startswith("proxy") else ""
-                row.append(f"{mean:.2f} ({split}){versus}")
-            every = [s for scores in t.scores.values() for s in scores]
-            squeeze = [
-                _mean([s.compression for s in t.scores.get((c, lb), [])])
-                for c in CYCLES
-                for _, lb in SHARES
-            ]
-            row.append(" / ".join(f"{x:.2f}" for x in squeeze))
-            alone, replaced = sum(s.replaced_alone for s in every), sum(s.replaced for s in every)
-            row.append(f"{alone} of {replaced}")
-            row.append(f"{len(every)}" + (f" ({t.missing} never cut)" if t.missing else ""))
-            rows.append(row)
-    return rows
-
-
 def _merged(results: dict[tuple[str, str], Tally], family: str, arm: str) -> Tally:
+    """``arm``'s tally over ``family``, or over every family."""
     t = Tally()
     for (f, a), x in results.items():
-        if a == arm and family in (f, "all families"):
+        if a == arm and family in (f, ALL):
+            t.missing += x.missing
             for key, scores in x.scores.items():
                 t.scores.setdefault(key, []).extend(scores)
     return t
+
+
+def _row(family: str, arm: str, t: Tally, truncation: Tally) -> list[str]:
+    row = [family, arm]
+    for cycle in CYCLES:
+        mean, split = _cells(t, cycle)
+        versus = ""
+        if arm.startswith("proxy"):
+            versus = f", {mean - _cells(truncation, cycle)[0]:+.2f} vs truncation"
+        row.append(f"{mean:.2f} ({split}){versus}")
+    squeeze = [
+        _mean([s.compression for s in t.scores.get((cycle, label), [])])
+        for cycle in CYCLES
+        for _, label in SHARES
+    ]
+    row.append(" / ".join(f"{x:.2f}" for x in squeeze))
+    every = [s for scores in t.scores.values() for s in scores]
+    alone, replaced = sum(s.replaced_alone for s in every), sum(s.replaced for s in every)
+    row.append(f"{alone} of {replaced}")
+    row.append(f"{len(every)}" + (f" ({t.missing} never cut)" if t.missing else ""))
+    return row
+
+
+def rows_of(results: dict[tuple[str, str], Tally], arms: list[str]) -> list[list[str]]:
+    families = sorted({family for family, _ in results})
+    return [
+        _row(family, arm, _merged(results, family, arm), _merged(results, family, TRUNCATE))
+        for family in [*families, ALL]
+        for arm in arms
+    ]
 
 
 def fidelity_rows(
@@ -318,7 +321,9 @@ def fidelity_rows(
     if quick:
         chosen = cases(seeds=1, levels=(DifficultyLevel.HARD,), per_family=1)
     else:
-        chosen = cases(seeds=3, levels=(DifficultyLevel.HARD, DifficultyLevel.ELITE), per_family=None)
+        chosen = cases(
+            seeds=3, levels=(DifficultyLevel.HARD, DifficultyLevel.ELITE), per_family=None
+        )
     jobs = make_jobs(chosen)
     arms = {NOTHING: run_arm(jobs), FAILING: run_arm(jobs, fail=True)}
     if summarizer is not None:
@@ -334,5 +339,3 @@ def fidelity_rows(
         "points",
     ]
     return header, rows_of(tally(jobs, arms), names)
-
-

@@ -19,9 +19,10 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterator
-from itertools import count as count_up
 from dataclasses import dataclass
 from functools import cache
+from itertools import count as count_up
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +118,11 @@ def text_of(message: Message) -> str:
 def check_strings(item: EvaluationItem) -> list[str]:
     """The texts an item looks for: its value(s) and the decision it replaces."""
     e = item.expected
-    return [*([e["value"]] if "value" in e else []), *e.get("values", []), *(
-        [e["replaces"]] if "replaces" in e else []
-    )]
+    return [
+        *([e["value"]] if "value" in e else []),
+        *e.get("values", []),
+        *([e["replaces"]] if "replaces" in e else []),
+    ]
 
 
 def problems(case: Case) -> list[str]:
@@ -128,7 +131,9 @@ def problems(case: Case) -> list[str]:
     out = []
     for item in case.items:
         for s in check_strings(item):
-            where = {i for i, m in enumerate(case.messages) if normalized(s) in normalized(text_of(m))}
+            where = {
+                i for i, m in enumerate(case.messages) if normalized(s) in normalized(text_of(m))
+            }
             if not where & case.stating:
                 out.append(f"{case.case_id}: {item.key}: {s!r} is never stated")
             if where - case.stating:
@@ -145,7 +150,7 @@ def _counter() -> ChatCounter:
 def count(messages: list[Message]) -> int:
     """o200k tokens of ``messages``, as the engine counts them (strategies.tokens)."""
     counter = _counter()
-    return sum(counter.message(m) for m in messages)  # type: ignore[arg-type]
+    return sum(counter.message(m) for m in messages)
 
 
 def from_template(template: TemplateDefinition, seed: int, level: DifficultyLevel) -> Case:
@@ -206,12 +211,18 @@ def needle_case(seed: int, level: DifficultyLevel) -> Case:
     }
     messages: list[Message] = [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": "Can you read the portfolio planning doc and tell me where "
-         "things stand? It's in docs/planning."},
+        {
+            "role": "user",
+            "content": "Can you read the portfolio planning doc and tell me where "
+            "things stand? It's in docs/planning.",
+        },
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call["id"], "content": _haystack(doc)},
-        {"role": "assistant", "content": "I've read it. It's mostly status notes, with the "
-         "figures for each project spread through the text."},
+        {
+            "role": "assistant",
+            "content": "I've read it. It's mostly status notes, with the "
+            "figures for each project spread through the text.",
+        },
     ]
     stating = {3}
     rng = random.Random(seed)
@@ -219,8 +230,13 @@ def needle_case(seed: int, level: DifficultyLevel) -> Case:
     for _ in range(1 + BURY[level]):
         messages.extend(pool.pop())
     stating.add(len(messages))
-    messages.append({"role": "user", "content": "Pasting the notes from the steering meeting "
-                     "too, sorry for the wall of text:\n\n" + _haystack(notes)})
+    messages.append(
+        {
+            "role": "user",
+            "content": "Pasting the notes from the steering meeting "
+            "too, sorry for the wall of text:\n\n" + _haystack(notes),
+        }
+    )
     messages.append({"role": "assistant", "content": "Thanks, I'll keep these next to the doc."})
     while count(messages) < SIZE[level] and pool:
         messages.extend(pool.pop())
@@ -239,8 +255,7 @@ def needle_case(seed: int, level: DifficultyLevel) -> Case:
                 EvaluationItem(
                     key=f"{source}_{k}",
                     item_type=EvaluationItemType.IMMUTABLE_FACT_RECALL,
-                    prompt=f"What is the {record['type'].replace('_', ' ')} of "
-                    f"{record['entity']}?",
+                    prompt=f"What is the {record['type'].replace('_', ' ')} of {record['entity']}?",
                     expected={"check": "contains_normalized", "value": value},
                 )
             )
@@ -285,6 +300,6 @@ def cases(seeds: int, levels: tuple[DifficultyLevel, ...], per_family: int | Non
                 raise ValueError(f"{template.key}: only {found} honest seeds at {level.value}")
     for level in levels:
         wanted = seeds * (per_family or 3)
-        made = (needle_case(seed, level) for seed in range(1, 200))
-        out += [c for c, _ in zip((c for c in made if not problems(c)), range(wanted), strict=False)]
+        honest = (c for c in map(needle_case, range(1, 200), repeat(level)) if not problems(c))
+        out += islice(honest, wanted)
     return out
