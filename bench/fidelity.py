@@ -226,6 +226,7 @@ def run_arm(
             }
             chosen = {"model": f"openai/{summarizer.model}", "upstream": "summarizer"}
             config["policies"] = {"default": {"summarizer": chosen}}
+            config["default_upstream"] = "demo"
         proxy = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config))))
         received = upstream.state.received
         # litellm prints a banner to stdout on every failed call: not into the bench's table.
