@@ -37,6 +37,9 @@ from compactbench.dsl import (
     validate_template,
 )
 from compactbench.engine.generation import generate_case
+from compactbench.runner.continuation import (
+    _CONTINUATION_PROMPTS as CONTINUATIONS,  # what select_continuation_prompt picks from
+)
 from compactbench.runner.continuation import select_continuation_prompt
 from hard_needle import generate_hard_example
 
@@ -127,18 +130,25 @@ def check_strings(item: EvaluationItem) -> list[str]:
 
 def problems(case: Case) -> list[str]:
     """Why ``case`` cannot measure honestly: a checked text missing from the turns that
-    state it, or present anywhere else."""
+    state it, or present anywhere else (its other messages, or any text its growth may
+    send)."""
     out = []
+    elsewhere = normalized("\n".join(_growth_texts()))
     for item in case.items:
         for s in check_strings(item):
-            where = {
-                i for i, m in enumerate(case.messages) if normalized(s) in normalized(text_of(m))
-            }
+            n = normalized(s)
+            where = {i for i, m in enumerate(case.messages) if n in normalized(text_of(m))}
             if not where & case.stating:
                 out.append(f"{case.case_id}: {item.key}: {s!r} is never stated")
-            if where - case.stating:
+            if where - case.stating or n in elsewhere:
                 out.append(f"{case.case_id}: {item.key}: {s!r} appears outside its turns")
     return out
+
+
+@cache
+def _growth_texts() -> tuple[str, ...]:
+    pairs = [text_of(m) for pair in filler() for m in pair]
+    return (*pairs, *CONTINUATIONS, *ANSWERS, SYSTEM)
 
 
 @cache

@@ -4,6 +4,8 @@ as they must. Nothing here is about the proxy's own score."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from compactbench.contracts import EvaluationItem, EvaluationItemType
 from compactbench.dsl import DifficultyLevel
@@ -96,7 +98,7 @@ def test_a_needle_in_a_filler_turn_is_a_problem() -> None:
     case = needle_case(1, DifficultyLevel.HARD)
     value = case.items[0].expected["value"]
     leaked = [*case.messages, {"role": "user", "content": f"unrelated, but {value}"}]
-    assert problems(Case(**{**case.__dict__, "messages": leaked}))
+    assert problems(replace(case, messages=leaked))
 
 
 @pytest.mark.slow
