@@ -14,8 +14,11 @@ continuation prompts until the proxy has cut it three times.
 
 A trim cycle is a cut: a request whose forwarded messages are trimmed and do not continue the
 previous request's forwarded messages (the first trim, and every re-cut after it; a request
-that only appends to a sticky cut continues its cycle). The judge reads the request forwarded
-at the second and at the third cut, summaries included, with CompactBench's checks
+that only appends to a sticky cut continues its cycle). Everything the items check is said
+before the first cut (2.4k tokens of conversation at hard, 3.2k at elite; the checked turns
+within the first third). The judge reads the request forwarded at the second and at the third
+cut, right after it, as CompactBench scores right after each compaction (the request where the
+least of the conversation is verbatim), summaries included, with CompactBench's checks
 (``run_check``) and weights (``WEIGHTS``): the share of the weighted items whose text is there.
 A decision that was replaced counts as kept only when its replacement is there; the old one
 there without it is counted apart ("replaced decision shown alone").
@@ -27,7 +30,8 @@ at the first arm's points and on the same budget (``x-contextwarden-budget``), t
 truncate-last-n (the system prompt and the newest whole messages that fit, counted as the
 engine counts), an empty artifact (the system prompt and the last user turn) and everything
 (the conversation untrimmed; 1.0 by construction of the cases). Compression is the forwarded
-tokens over the conversation's, at the same points.
+tokens over the conversation's, at the same points. The proxy's background summaries race
+the next request, so a run's points move by a request or two from run to run.
 """
 
 from __future__ import annotations
