@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ from bench.client import Connection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
 from bench.families import family_rows
+from bench.fidelity import Summarizer, fidelity_rows
 from bench.formats import format_rows
 from bench.hostile import HEADER as HOSTILE_HEADER
 from bench.hostile import hostile_rows
@@ -592,6 +593,8 @@ async def main_async(sizes: Sizes) -> str:
 
 # Sections that run on their own (``--only``), in process: what keeps what an agent needs.
 OWN = {
+    "fidelity": "Fidelity: items a model still sees after 2 and 3 trim cycles (CompactBench, "
+    "hard-needle; weighted kept, controls on the same budget)",
     "outputs": "Tool outputs re-encoded, by kind (tokens, o200k)",
     "recall": "Recall on the long-task workload (scripted agent; re-runs of a tool)",
     "rules": "Standing rules kept without a pin (conpact's 15 side constraints, 4k budget)",
@@ -599,8 +602,14 @@ OWN = {
 }
 
 
-def own_sections(names: list[str], quick: bool) -> str:
-    rows = {"outputs": output_rows, "recall": recall_rows, "rules": rules_rows, "soak": soak_rows}
+def own_sections(names: list[str], quick: bool, summarizer: Summarizer | None = None) -> str:
+    rows: dict[str, Callable[[bool], tuple[list[str], list[list[str]]]]] = {
+        "fidelity": lambda q: fidelity_rows(q, summarizer),
+        "outputs": output_rows,
+        "recall": recall_rows,
+        "rules": rules_rows,
+        "soak": soak_rows,
+    }
     return "\n\n".join(f"## {OWN[n]}\n\n" + table(*rows[n](quick)) for n in names)
 
 
@@ -614,7 +623,22 @@ def main() -> int:
         "BENCHMARKS.md is left as it is)",
     )
     parser.add_argument("--route", help="with --only hostile: the routes whose label holds this")
+    parser.add_argument(
+        "--summarizer-url",
+        help="fidelity: also summarize with this OpenAI-compatible server (base URL with /v1)",
+    )
+    parser.add_argument("--summarizer-model", default="gpt-4o-mini", help="its model's name")
+    parser.add_argument(
+        "--summarizer-key-env",
+        default="OPENAI_API_KEY",
+        help="the variable that holds its key (set it to anything for a local server)",
+    )
     args = parser.parse_args()
+    summarizer = None
+    if args.summarizer_url:
+        summarizer = Summarizer(
+            url=args.summarizer_url, model=args.summarizer_model, key_env=args.summarizer_key_env
+        )
     sizes = QUICK if args.quick else FULL
     if args.only == "hostile":
         print(asyncio.run(hostile_only(sizes, args.route)))
@@ -626,7 +650,7 @@ def main() -> int:
             parser.error(
                 f"unknown section(s) {', '.join(unknown)}: use hostile or {', '.join(OWN)}"
             )
-        print(own_sections(names, args.quick))
+        print(own_sections(names, args.quick, summarizer))
         return 0
     body = asyncio.run(main_async(sizes))
     body += "\n\n## Decision time (count + trim) as agent conversations grow\n\n"
@@ -647,7 +671,7 @@ def main() -> int:
     body += "\n\n## Sticky cuts: prefix kept by family, beside the summarizer (summaries on)\n\n"
     body += table(*family_rows(args.quick))
     body += "\n\n" + (HERE / "families_before.md").read_text().strip()
-    body += "\n\n" + own_sections(list(OWN), args.quick)
+    body += "\n\n" + own_sections(list(OWN), args.quick, summarizer)
     command = "python -m bench" + (" --quick" if args.quick else "")
     targets = (HERE / "targets.md").read_text()
     when = time.strftime("%Y-%m-%d")

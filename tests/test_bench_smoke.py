@@ -38,6 +38,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
         "Recall on the long-task workload",
         "Standing rules kept without a pin",
         "Soak: distinct conversations",
+        "Fidelity: items a model still sees",
     ):
         assert section in out
     assert "throughput, 50 ms upstream, concurrency 16" in out
