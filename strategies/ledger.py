@@ -17,8 +17,9 @@ rewritten), it lists, in the users' own words,
 Every entry is a sentence as written (so a value is never paraphrased away). The text is a
 pure function of the removed messages, so the same cut gives the same bytes on every request
 (the cached prefix survives); when it outgrows its share of the budget, the least important
-entries go first (replaced decisions, then files, errors, open items, facts), the oldest first
-within a kind, so a replaced decision is never shown without its replacement.
+entries go first (replaced decisions, then files, errors, open items, facts), the newest first
+within a kind (what a conversation established early is what its small talk would push out),
+and a replaced decision is never shown without its replacement.
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from strategies.standing import REMINDER, states_rule
 from strategies.tokens import Counter
 
 LEDGER_HEADER = "[Context ledger: quoted by the gateway from earlier messages no longer shown]"
-DEFAULT_LEDGER_SHARE = 0.15  # of the budget, at most
+DEFAULT_LEDGER_SHARE = 0.25  # of the budget, at most
 MAX_TOKENS = 4000  # whatever the budget: a hundred sentences or more
 SENTENCE_CHARS = 400  # a longer sentence is cut, with a marker
 TASK_CHARS = 600
-OUTPUT_FACTS = 6  # fact sentences read from one tool output, at most
+OUTPUT_FACTS = 12  # fact sentences read from one tool output, at most
 OUTPUT_SCAN = 20000  # characters of a tool output read for facts
 
 # Kinds, in the order they are rendered; KEEP is the order they give way in (first goes first).
@@ -89,7 +90,7 @@ _RULE = re.compile(
     r"treat (?:that|this|it) as (?:absolute|a rule|law|final|non[- ]negotiable)|"
     r"mandatory|forbidden|prohibited|(?:is|are) not (?:allowed|permitted)|off[- ]limits|"
     r"critical(?:ly)?|crucial|essential|imperative|vital|must(?:n't)?|may not|shall not|"
-    r"(?:we|you|it|they|this|that|I)\s+(?:can ?not|can't|should never|should always|"
+    r"(?:we|you|they)\s+(?:can ?not|can't|should never|should always|"
     r"will never|need to always|have to always)|"
     r"(?:^|\b(?:we|you|please|should|must|will|to|and|but|so|then|just)\s+)(?:never|always)|"
     r"(?:^|\b(?:please|you|and|but|so|just|also)\s+)(?:do not|don't|never ever)|"
@@ -120,7 +121,7 @@ _BINDING = re.compile(
     re.IGNORECASE,
 )
 # "<key>: <value>" or "<key> = <value>", with a short key.
-_KEYED = re.compile(r"^[\w .'/-]{2,40}?\s*[:=]\s*(?P<value>\S.*)$")
+_KEYED = re.compile(r"^[\w .'/-]{2,40}?\s*:\s*(?P<value>\S.*)$")
 # A specific value: a token with a digit, a capitalised word inside the sentence, an
 # identifier (snake_case, camelCase, a path, a dotted name) or a quoted string.
 _SPECIFIC = re.compile(
@@ -134,10 +135,22 @@ _OUTPUT_FACT = re.compile(
     r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*'s\s+[\w\s]{2,40}\s+(?:is|are|was)\s+\S"
 )
 _OPEN = re.compile(
-    r"\b(?:todo|to-do|next step|next,|next up|need to|needs to|have to|has to|still (?:need|have)|"
-    r"remaining|pending|follow[- ]up|blocked on|open question|action item|let's|we should|"
-    r"please|I want|I'd like|we want|the goal|plan to|planning to|going to)\b",
+    r"\b(?:todo|to-do|next step|next,|next up|next thing|after that|then we|need to|needs to|"
+    r"have to|has to|still (?:need|have)|remaining|pending|follow[- ]up|blocked on|"
+    r"open question|action item|let's|we should|please|I want|I'd like|we want|the goal|"
+    r"plan to|planning to|going to|we'll owe|owe them|fall through the cracks|remind me|"
+    r"will (?:review|own|handle|lead|take|approve|sign off|test|write|deploy|fix|check|send|"
+    r"run|draft|do|look at|pair))\b"
+    # An imperative: the sentence opens with what to do.
+    r"|^(?:send|write|draft|email|call|ask|schedule|book|file|open|create|update|remove|add|"
+    r"fix|check|review|deploy|ship|merge|run|prepare|set up|make|move|rename|migrate|"
+    r"document|reply|ping|tell|remember)\b",
     re.IGNORECASE,
+)
+# A line of code or a pasted trace, not a sentence a person wrote.
+_CODE = re.compile(
+    r"[(){}\[\]]|==|=>|->|^\s*(?:def|class|return|import|from|raise|assert|if|for|while|"
+    r"select|insert|update|const|let|var|function)\b|\w+Error:|^\s*File \"",
 )
 _REQUEST_QUESTION = re.compile(r"^(?:can|could|would|will) you\b|^please\b", re.IGNORECASE)
 _STOP = frozenset(
@@ -239,6 +252,8 @@ def _states_fact(sentence: str) -> bool:
     """A name bound to a value or a role: a binding verb and a specific value (a number, a
     name, an identifier, a quoted string) after the sentence's first word, or a short key
     with a specific value."""
+    if _CODE.search(sentence):
+        return False
     keyed = _KEYED.match(sentence)
     if keyed is not None:
         return _SPECIFIC.search(" " + keyed.group("value")) is not None
@@ -410,8 +425,8 @@ def render(entries: Sequence[Entry]) -> str:
 
 def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
     """The ledger's text within ``cap`` tokens (as a message's content), the entries that give
-    way first left out first (``GIVES_WAY``; the oldest first within a kind); None when not
-    even one entry fits, or there is nothing to say."""
+    way first left out first (``GIVES_WAY``; the newest first within a kind); None when not
+    even the task's start fits, or there is nothing to say."""
     if not entries or cap <= 0:
         return None
     text = render(entries)
@@ -420,7 +435,9 @@ def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
         return text
     # Each entry's own tokens are taken off until the estimate fits; then the text is counted,
     # and entries go one by one while it does not.
-    order = sorted(range(len(entries)), key=lambda n: (_gives_way(entries[n]), entries[n].at, n))
+    # Within a kind the newest go first: what a conversation established early is what its
+    # later small talk would push out.
+    order = sorted(range(len(entries)), key=lambda n: (_gives_way(entries[n]), -entries[n].at, -n))
     gone: set[int] = set()
     base = _cost("", counter)
     for n in order:
@@ -435,6 +452,24 @@ def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
         total = _cost(text, counter)
         if total <= cap:
             return text
+    return _task_only(entries, cap, counter)
+
+
+def _task_only(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
+    """The ledger of the task alone, its text cut to what ``cap`` leaves (a small window's
+    ledger still says what the work is for); None when not even its start fits."""
+    task = next((e for e in entries if e.kind == TASK), None)
+    if task is None:
+        return None
+    room = cap - _cost(render([Entry(TASK, "…", task.at)]), counter)
+    if room < 8:
+        return None
+    chars = min(len(task.text), room * 3)
+    while chars >= 16:
+        text = render([Entry(TASK, task.text[: chars - 1] + "…", task.at)])
+        if _cost(text, counter) <= cap:
+            return text
+        chars = chars * 3 // 4
     return None
 
 
