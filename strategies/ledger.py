@@ -78,6 +78,10 @@ REPLACED = "(replaced by a later decision) "
 GIVES_WAY = ("replaced", READ, CHANGED, ERROR, OPEN, FACT, DECISION, RULE, TASK)
 
 _SPLIT = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(])(?:Dr|Mr|Mrs|Ms|Prof|Sr|Jr|St|Mt|Inc|Ltd|Co|Corp|vs|etc|e\.g|i\.e|approx|"
+    r"No|Fig|[A-Z])\.$"
+)
 _BULLET = re.compile(r"^[\s\-*•>#\d.)]*")
 _QUESTION = re.compile(r"[?\uff1f][\"')\]]*\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
@@ -141,10 +145,13 @@ _OPEN = re.compile(
     r"plan to|planning to|going to|we'll owe|owe them|fall through the cracks|remind me|"
     r"will (?:review|own|handle|lead|take|approve|sign off|test|write|deploy|fix|check|send|"
     r"run|draft|do|look at|pair))\b"
-    # An imperative: the sentence opens with what to do.
-    r"|^(?:send|write|draft|email|call|ask|schedule|book|file|open|create|update|remove|add|"
-    r"fix|check|review|deploy|ship|merge|run|prepare|set up|make|move|rename|migrate|"
-    r"document|reply|ping|tell|remember)\b",
+    # An imperative: the sentence opens with what to do, after a short lead-in ("For the alert,
+    # use ...", "Then look at ...").
+    r"|^(?:(?:for|on|in|about|with|once|when|after|before)\b[^,.;:]{0,60}[,;:]\s+|"
+    r"(?:then|also|now|next|and|so|ok|okay|please),?\s+)?(?:send|write|draft|email|call|ask|schedule|book|file|open|"
+    r"create|update|remove|add|fix|check|review|deploy|ship|merge|run|prepare|set up|set|make|"
+    r"move|rename|migrate|document|reply|ping|tell|remember|use|look at|page|keep|put|start|"
+    r"stop|try|test|build|implement|investigate|find|compare|switch|escalate|notify|cc)\b",
     re.IGNORECASE,
 )
 # A line of code or a pasted trace, not a sentence a person wrote.
@@ -222,8 +229,14 @@ def sentences(text: str) -> list[str]:
     """``text``'s sentences, bullets and numbering stripped, a client's reminders left out."""
     if "<system-reminder>" in text:
         text = REMINDER.sub("", text)
-    out = []
+    pieces: list[str] = []
     for raw in _SPLIT.split(text):
+        if pieces and _ABBREVIATION.search(pieces[-1]):
+            pieces[-1] += " " + raw  # "Dr. Sarah Chen" is one name, not two sentences
+        else:
+            pieces.append(raw)
+    out = []
+    for raw in pieces:
         s = _BULLET.sub("", raw).strip()
         if len(s) >= 8:
             out.append(s if len(s) <= SENTENCE_CHARS else s[: SENTENCE_CHARS - 1] + "…")
