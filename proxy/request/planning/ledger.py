@@ -43,9 +43,14 @@ def reserve(
     if most <= 0:
         return 0
     view = req.view
-    guard = set(
-        protected(original, req.policy.engine.rules, view.atomic_current, view.continuing).indices()
-    )
+    guard = _guard(req, original)
+    # Never more than what the instructions, the task and its newest step leave: room kept for
+    # the ledger must not cut them (a running task's statement is cut only when they cannot
+    # fit whole).
+    must = counter.priming + sum(counter.message(original[i]) for i in guard)
+    most = min(most, budget.messages - must)
+    if most <= 0:
+        return 0
     lead = leading_count(original)
     # The oldest first, as the cut removes them, as far as the cut must go for the budget and
     # the ledger itself: a ledger of messages the cut keeps would be room kept for nothing.
@@ -75,7 +80,10 @@ def add_ledger(
     ledger of what it removed, within the room it left and the cap."""
     room = budget.messages - result.tokens_after
     most = min(cap(req, full), room)
-    removed = removed_indices(original, result.messages)
+    # What the cut removed; the protected messages it rewrote (a running task's statement cut
+    # in its middle) are still there, and say so themselves.
+    guard = _guard(req, original)
+    removed = [i for i in removed_indices(original, result.messages) if i not in guard]
     if not removed or most <= 0:
         return result
     text = fitted(extract(original, removed, req.view.continuing), most, counter)
@@ -90,6 +98,13 @@ def add_ledger(
     result.tokens_after += cost
     result.actions.append(LEDGER)
     return result
+
+
+def _guard(req: WireRequest, original: list[Message]) -> set[int]:
+    """The indices of the leading instructions, the task and its newest step."""
+    view = req.view
+    rules = req.policy.engine.rules
+    return set(protected(original, rules, view.atomic_current, view.continuing).indices())
 
 
 def _message(req: WireRequest, text: str) -> Message:
