@@ -38,7 +38,7 @@ from proxy.windows.knowledge import WindowKnowledge
 from proxy.windows.models import Models, build_models
 from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
-from strategies import error_output, standing, tokens
+from strategies import error_output, ledger, standing, tokens
 from strategies.checkpoints import chain
 
 log = logging.getLogger("contextwarden")
@@ -173,7 +173,11 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
     budget.add("request items", rt.items)
     budget.add("message counts", rt.planner.recent)
     budget.add(
-        "message digests", *conversations.memories(), error_output.memory(), standing.memory()
+        "message digests",
+        *conversations.memories(),
+        error_output.memory(),
+        standing.memory(),
+        *ledger.memories(),
     )
     budget.add("checkpoint chains", *chain.memories())
     budget.add("token counts", rt.models.tokenizers, tokens.digests())

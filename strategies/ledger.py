@@ -244,21 +244,65 @@ def sentences(text: str) -> list[str]:
 
 
 def read_user(text: str) -> list[tuple[str, str]]:
-    """The ledger's (kind, sentence) pairs in a user's message."""
+    """The ledger's (kind, sentence) pairs in a user's message. Each pattern runs only on the
+    sentences that hold one of its words (plain substring tests: a long conversation's every
+    user message is read once)."""
     out = []
+    standing = states_rule(text)
     for s in sentences(text):
+        low = s.lower()
         question = bool(_QUESTION.search(s))
         if question and not _REQUEST_QUESTION.search(s):
             continue
-        if not question and (_RULE.search(s) or states_rule(s)):
+        if not question and (
+            (_has(low, RULE_WORDS) and _RULE.search(s)) or (standing and states_rule(s))
+        ):
             out.append((RULE, s))
-        elif not question and _DECISION.search(s):
+        elif not question and _has(low, DECISION_WORDS) and _DECISION.search(s):
             out.append((DECISION, s))
         elif not question and _states_fact(s):
             out.append((FACT, s))
-        elif _OPEN.search(s):
+        elif (_has(low, OPEN_WORDS) or low.split(" ", 1)[0].strip(",;:") in OPENERS) and (
+            _OPEN.search(s)
+        ):
             out.append((OPEN, s))
     return out
+
+
+def _has(low: str, words: tuple[str, ...]) -> bool:
+    return any(w in low for w in words)
+
+
+# The words without which each pattern cannot match (lowercase substrings).
+RULE_WORDS = (
+    "rule", "constraint", "requirement", "negotiable", "exception", "circumstances", "absolute",
+    "mandatory", "forbidden", "prohibited", "allowed", "permitted", "off-limits", "off limits",
+    "critical", "crucial", "essential", "imperative", "vital", "must", "may not", "shall not",
+    "not", "n't", "never", "always", "sure", "ensure", "no more", "no later", "at most",
+    "at least", "only ever", "only use", "keep it under", "keep them under",
+)  # fmt: skip
+DECISION_WORDS = (
+    "go with", "going with", "stick", "standardi", "let's", "decided", "decision", "chose",
+    "chosen", "picked", "settled", "agreed", "using", "switch", "instead", "rather than",
+    "final choice", "'ll use", "will use", "approved", "going forward", "adopt",
+)  # fmt: skip
+OPEN_WORDS = (
+    "todo", "to-do", "next", "after that", "then we", "need", "have to", "has to", "still",
+    "remaining", "pending", "follow", "blocked on", "open question", "action item", "let's",
+    "should", "please", "want", "i'd like", "goal", "plan", "going to", "owe",
+    "fall through", "remind me", "will ",
+)  # fmt: skip
+# A sentence that opens with one of these may be an imperative (or a lead-in to one).
+_OPENER_WORDS = (
+    "send", "write", "draft", "email", "call", "ask", "schedule", "book", "file", "open",
+    "create", "update", "remove", "add", "fix", "check", "review", "deploy", "ship", "merge",
+    "run", "prepare", "set", "make", "move", "rename", "migrate", "document", "reply", "ping",
+    "tell", "remember", "use", "look", "page", "keep", "put", "start", "stop", "try", "test",
+    "build", "implement", "investigate", "find", "compare", "switch", "escalate", "notify",
+    "cc", "for", "on", "in", "about", "with", "once", "when", "after", "before", "then",
+    "also", "now", "next", "and", "so", "ok", "okay", "please",
+)  # fmt: skip
+OPENERS = frozenset(_OPENER_WORDS)
 
 
 def _states_fact(sentence: str) -> bool:
@@ -276,7 +320,10 @@ def _states_fact(sentence: str) -> bool:
 def read_output(text: str) -> list[str]:
     """The fact-shaped sentences of a tool's output (at most ``OUTPUT_FACTS``)."""
     out: list[str] = []
-    for s in sentences(text[:OUTPUT_SCAN]):
+    text = text[:OUTPUT_SCAN]
+    if _OUTPUT_FACT.search(text) is None:  # most outputs: one scan, no sentences
+        return out
+    for s in sentences(text):
         if _OUTPUT_FACT.search(s) and not _QUESTION.search(s):
             out.append(s)
             if len(out) == OUTPUT_FACTS:
@@ -303,9 +350,9 @@ def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
 _READ = ObjectMemo()
 
 
-def memory() -> ObjectMemo:
-    """The user messages' readings, for the proxy's memory budget."""
-    return _READ
+def memories() -> tuple[ObjectMemo, ObjectMemo]:
+    """The messages' readings and the files their calls name, for the proxy's memory budget."""
+    return _READ, _FILES
 
 
 def extract(
@@ -363,9 +410,33 @@ def extract(
             else e
             for e in entries
         ]
-    files = track_files([messages[i] for i in picked if role(messages[i]) == "assistant"])
+    read: set[str] = set()
+    changed: set[str] = set()
+    for i in picked:
+        if role(messages[i]) == "assistant":
+            files = _files(messages[i])
+            read.update(files.read)
+            changed.update(files.modified)
+    files = FileLists(tuple(sorted(read - changed)), tuple(sorted(changed)))
     entries += _file_entries(files, picked[-1] if picked else 0)
     return _mark_replaced(entries)
+
+
+def _files(message: Message) -> FileLists:
+    """The files an assistant message's calls read and change, remembered by the message."""
+    if not message.get("tool_calls") and not message.get("function_call"):
+        return FileLists()
+    known = _FILES.get(message)
+    if known is not None:
+        read, changed = orjson.loads(known)
+        return FileLists(tuple(read), tuple(changed))
+    files = track_files([message])
+    raw = orjson.dumps([files.read, files.modified])
+    _FILES.remember(message, raw, len(raw))
+    return files
+
+
+_FILES = ObjectMemo()
 
 
 def _file_entries(files: FileLists, at: int) -> list[Entry]:
@@ -439,33 +510,47 @@ def render(entries: Sequence[Entry]) -> str:
 def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
     """The ledger's text within ``cap`` tokens (as a message's content), the entries that give
     way first left out first (``GIVES_WAY``; the newest first within a kind); None when not
-    even the task's start fits, or there is nothing to say."""
+    even the task's start fits, or there is nothing to say.
+
+    Entries are shed on an estimate from their length (a third of a token per character, more
+    than English text takes) until it fits, and only then is the text counted: a long
+    conversation's ledger may hold thousands of entries, and the tokenizer reads only what
+    may be kept."""
     if not entries or cap <= 0:
         return None
-    text = render(entries)
-    total = _cost(text, counter)
-    if total <= cap:
-        return text
-    # Each entry's own tokens are taken off until the estimate fits; then the text is counted,
-    # and entries go one by one while it does not.
     # Within a kind the newest go first: what a conversation established early is what its
     # later small talk would push out.
     order = sorted(range(len(entries)), key=lambda n: (_gives_way(entries[n]), -entries[n].at, -n))
     gone: set[int] = set()
-    base = _cost("", counter)
-    for n in order:
+    estimate = HEADER_ESTIMATE + sum(_estimate(e) for e in entries)
+    shed = iter(order)
+    while estimate > cap:
+        n = next(shed, None)
+        if n is None:
+            break
         gone.add(n)
-        total -= _cost(entries[n].text, counter) - base + 2
-        if total > cap:
-            continue
+        estimate -= _estimate(entries[n])
+    while True:
         left = [e for k, e in enumerate(entries) if k not in gone]
         if not left:
-            return None
+            return _task_only(entries, cap, counter)
         text = render(left)
-        total = _cost(text, counter)
-        if total <= cap:
+        excess = _cost(text, counter) - cap
+        if excess <= 0:
             return text
-    return _task_only(entries, cap, counter)
+        while excess > 0:  # shed about as much as the count is over, then count again
+            n = next(shed, None)
+            if n is None:
+                return _task_only(entries, cap, counter)
+            gone.add(n)
+            excess -= _estimate(entries[n])
+
+
+HEADER_ESTIMATE = 40  # the header and the section titles, in tokens
+
+
+def _estimate(entry: Entry) -> int:
+    return len(entry.text) // 3 + 3
 
 
 def _task_only(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:

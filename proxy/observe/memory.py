@@ -38,7 +38,8 @@ SHARES: dict[str, float] = {
     "request items": 0.30,  # proxy/formats/reused_items.py: each conversation's last request
     "message counts": 0.06,  # proxy/request/reused_counts.py: its counts
     # proxy/request/conversations.py: by bytes and by object; strategies/error_output.py and
-    # standing.py: each output's reading as an error, each user message's as a standing rule
+    # standing.py: each output's reading as an error, each user message's as a standing rule;
+    # ledger.py: each message's reading for the ledger, and the files its calls name
     "message digests": 0.14,
     "checkpoint chains": 0.10,  # strategies/checkpoints/chain.py: by bytes and by object
     "token counts": 0.20,  # strategies/tokens.py: each tokenizer's messages and short texts
