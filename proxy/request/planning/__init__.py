@@ -8,7 +8,7 @@ first_sight.py    the first plan: pass-through, the byte-bound fast path, the ex
 allowances.py     what is given before a refusal: a reserve shrunk, the estimate's known error
 fit_to_budget.py  a fit from the original messages: the last cut replayed, else a deep cut,
                   else a cut to the budget (summary checkpoint, then the engine's fit)
-ledger.py         the ledger of what a cut removed, forwarded where it was (room kept first)
+ledger.py         the ledger of what a cut removed, after the instructions (room kept first)
 sticky_replay.py  a conversation's last cut replayed with the new messages appended
 deep_cuts.py      how deep a fresh cut goes to leave room for growth; the next summary prepared
 summary_context.py  what the summarizer needs of a request

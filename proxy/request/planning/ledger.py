@@ -1,6 +1,6 @@
 """The ledger beside a cut: what the messages a fit removed had established (strategies/ledger.py),
-forwarded where the first of them was (before the summary when there is one; after a running
-task's statement, before its older steps), on every path that cuts afresh: a fresh or deep
+forwarded right after the leading instructions (before the summary when there is one, and
+before the task), on every path that cuts afresh: a fresh or deep
 cut, a cut whose summary failed or was refused, the overflow retry. A sticky replay forwards
 the cut's ledger as it was recorded: the same bytes.
 
@@ -16,7 +16,7 @@ from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.engine import Fit
 from strategies.ledger import MAX_TOKENS, extract, fitted, removed_indices
-from strategies.messages import ANSWERING, Message, leading_count, role
+from strategies.messages import Message, leading_count
 from strategies.protected import protected
 from strategies.tokens import MemoCounter
 
@@ -93,7 +93,7 @@ def add_ledger(
     cost = counter.message(message)
     if cost > room:
         return result
-    at = _where(original, result.messages, removed[0])
+    at = _where(result.messages)
     result.messages = [*result.messages[:at], message, *result.messages[at:]]
     result.tokens_after += cost
     result.actions.append(LEDGER)
@@ -111,17 +111,8 @@ def _message(req: WireRequest, text: str) -> Message:
     return {"role": req.policy.config.summary_role, "content": text}
 
 
-def _where(original: list[Message], kept: list[Message], first: int) -> int:
-    """Where the ledger goes among ``kept``: where ``original[first]``, the first removed
-    message, was, moved back to the start of its step (no call is parted from its results),
-    never inside the leading instructions."""
-    index = {id(m): i for i, m in enumerate(original)}
-    at = len(kept)
-    for k, m in enumerate(kept):
-        i = index.get(id(m))
-        if (i is None and k >= leading_count(kept)) or (i is not None and i > first):
-            at = k
-            break
-    while 0 < at < len(kept) and role(kept[at]) in ANSWERING:
-        at -= 1
-    return max(at, min(leading_count(kept), len(kept)))
+def _where(kept: list[Message]) -> int:
+    """Where the ledger goes among ``kept``: right after the leading instructions, before the
+    summary and the task (a client that reads its newest user text as the task still finds
+    its own)."""
+    return leading_count(kept)
