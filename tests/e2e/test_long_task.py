@@ -218,7 +218,12 @@ def task_and_newest(items: list[Any]) -> list[Any]:
             start = i
         else:
             break
-    task = next(item for item in items if item.get("role") == "user")
+    # The ledger of the steps a cut removed, when there is one, comes before the task.
+    task = next(
+        item
+        for item in items
+        if item.get("role") == "user" and b"[Context ledger" not in orjson.dumps(item)[:200]
+    )
     return [task, items[start:] if assistant else []]
 
 
