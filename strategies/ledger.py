@@ -512,45 +512,59 @@ def fitted(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
     way first left out first (``GIVES_WAY``; the newest first within a kind); None when not
     even the task's start fits, or there is nothing to say.
 
-    Entries are shed on an estimate from their length (a third of a token per character, more
-    than English text takes) until it fits, and only then is the text counted: a long
-    conversation's ledger may hold thousands of entries, and the tokenizer reads only what
-    may be kept."""
+    How many entries go is searched for between two estimates from their length (a long
+    conversation's ledger may hold thousands of entries), each step counting one text of
+    about the cap's size: the tokenizer never reads the whole of a large ledger."""
     if not entries or cap <= 0:
         return None
     # Within a kind the newest go first: what a conversation established early is what its
     # later small talk would push out.
     order = sorted(range(len(entries)), key=lambda n: (_gives_way(entries[n]), -entries[n].at, -n))
-    gone: set[int] = set()
-    estimate = HEADER_ESTIMATE + sum(_estimate(e) for e in entries)
-    shed = iter(order)
-    while estimate > cap:
-        n = next(shed, None)
-        if n is None:
-            break
-        gone.add(n)
-        estimate -= _estimate(entries[n])
-    while True:
-        left = [e for k, e in enumerate(entries) if k not in gone]
+
+    def kept(k: int) -> list[Entry]:
+        gone = set(order[:k])
+        return [e for n, e in enumerate(entries) if n not in gone]
+
+    def shed(chars_per_token: int) -> int:
+        """How many go for an estimate at ``chars_per_token`` to fit."""
+        total = HEADER_ESTIMATE + sum(_estimate(e, chars_per_token) for e in entries)
+        k = 0
+        while total > cap and k < len(order):
+            total -= _estimate(entries[order[k]], chars_per_token)
+            k += 1
+        return k
+
+    def fits(k: int) -> str | None:
+        left = kept(k)
         if not left:
-            return _task_only(entries, cap, counter)
+            return None
         text = render(left)
-        excess = _cost(text, counter) - cap
-        if excess <= 0:
-            return text
-        while excess > 0:  # shed about as much as the count is over, then count again
-            n = next(shed, None)
-            if n is None:
-                return _task_only(entries, cap, counter)
-            gone.add(n)
-            excess -= _estimate(entries[n])
+        return text if _cost(text, counter) <= cap else None
+
+    last = len(order) - 1  # at least one entry stays
+    # An estimate under any text's count, and one over most.
+    low, high = min(shed(6), last), min(shed(2), last)
+    found = fits(high)
+    while found is None:  # a text denser than the estimate
+        if high == last:
+            return _task_only(entries, cap, counter)
+        low, high = high + 1, min(last, high + max(1, high // 2))
+        found = fits(high)
+    while low < high:  # the fewest that must go
+        mid = (low + high) // 2
+        text = fits(mid)
+        if text is None:
+            low = mid + 1
+        else:
+            high, found = mid, text
+    return found
 
 
 HEADER_ESTIMATE = 40  # the header and the section titles, in tokens
 
 
-def _estimate(entry: Entry) -> int:
-    return len(entry.text) // 3 + 3
+def _estimate(entry: Entry, chars_per_token: int = 3) -> int:
+    return len(entry.text) // chars_per_token + 3
 
 
 def _task_only(entries: Sequence[Entry], cap: int, counter: Counter) -> str | None:
@@ -571,8 +585,14 @@ def _task_only(entries: Sequence[Entry], cap: int, counter: Counter) -> str | No
     return None
 
 
-def _gives_way(entry: Entry) -> int:
-    return GIVES_WAY.index("replaced") if entry.replaced else GIVES_WAY.index(entry.kind)
+def _gives_way(entry: Entry) -> float:
+    """An entry's rank in ``GIVES_WAY``; a decision that overrides an earlier one stays as long
+    as the rules (the one it replaced may be shown verbatim, pinned as a standing rule)."""
+    if entry.replaced:
+        return GIVES_WAY.index("replaced")
+    if entry.kind == DECISION and _OVERRIDE.search(entry.text):
+        return GIVES_WAY.index(RULE) + 0.5
+    return GIVES_WAY.index(entry.kind)
 
 
 def _cost(text: str, counter: Counter) -> int:

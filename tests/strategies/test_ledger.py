@@ -159,3 +159,17 @@ def test_a_replaced_decision_is_never_shown_without_its_replacement(
     for old in (e for e in entries if e.replaced and f"- {REPLACED}{e.text}" in text):
         subject = next(s for s in SUBJECTS if s in old.text)
         assert any(e.at > old.at and subject in e.text and f"- {e.text}" in text for e in entries)
+
+
+def test_a_long_task_with_many_entries_keeps_what_fits_beside_it() -> None:
+    """The search for what fits never ends with nothing but the task when more fits."""
+    task = "We are migrating the billing service. " * 12
+    messages = [user(task)]
+    for k in range(40):
+        messages += [user(f"Hard rule {k}: never touch table t{k}."), assistant("ok")]
+    entries = extract(messages, range(len(messages)))
+    for cap in (200, 300, 600):
+        text = fitted(entries, cap, COUNTER)
+        assert text is not None
+        assert "Hard rule 0: never touch table t0." in text
+        assert COUNTER.message({"role": "user", "content": text}) <= cap
