@@ -130,7 +130,8 @@ def test_the_demo_upstream_runs_alone_as_the_readme_says() -> None:
         refused = httpx.post(f"{url}/chat/completions", json={**chat, "messages": long})
         assert refused.status_code == 400
         assert refused.json()["error"]["code"] == "context_length_exceeded"
-        over = httpx.post(f"{url}/messages", json={**chat, "messages": long})
+        # Its first Messages request loads Anthropic's tokenizer: seconds on a loaded machine.
+        over = httpx.post(f"{url}/messages", json={**chat, "messages": long}, timeout=120)
         assert over.status_code == 400 and over.json()["type"] == "error"
     finally:
         proc.terminate()

@@ -21,7 +21,6 @@ from strategies.protected import protected
 from strategies.tokens import MemoCounter
 
 LEDGER = "ledger"  # the action a fit with a ledger reports
-ESTIMATE_SLACK = 50  # under an estimated count, a fiftieth of the budget is left beside it
 
 
 def cap(req: WireRequest, full: Budget) -> int:
@@ -80,10 +79,6 @@ def add_ledger(
     """``result`` (a fit of ``original`` to ``budget``, with room kept by ``reserve``) with the
     ledger of what it removed, within the room it left and the cap."""
     room = budget.messages - result.tokens_after
-    if not req.spec.pricing.exact:
-        # Counted by an estimate: the ledger's plain prose may count a little differently
-        # upstream than the messages the estimate was calibrated on.
-        room -= budget.messages // ESTIMATE_SLACK
     most = min(cap(req, full), room)
     # What the cut removed; the protected messages it rewrote (a running task's statement cut
     # in its middle) are still there, and say so themselves.
