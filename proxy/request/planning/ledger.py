@@ -1,7 +1,7 @@
 """The ledger beside a cut: what the messages a fit removed had established (strategies/ledger.py),
 forwarded right after the leading instructions (before the summary when there is one, and
-before the task), on every path that cuts afresh: a fresh or deep
-cut, a cut whose summary failed or was refused, the overflow retry. A sticky replay forwards
+before the task), on every path that cuts afresh: a fresh or deep cut, a cut whose summary
+failed or was refused, the overflow retry. A sticky replay forwards
 the cut's ledger as it was recorded: the same bytes.
 
     reserve       the room a cut keeps for its ledger: the ledger of the oldest history (outside
