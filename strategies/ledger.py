@@ -52,6 +52,12 @@ SENTENCE_CHARS = 400  # a longer sentence is cut, with a marker
 TASK_CHARS = 600
 OUTPUT_FACTS = 12  # fact sentences read from one tool output, at most
 OUTPUT_SCAN = 20000  # characters of a tool output read for facts
+# Characters of removed user and tool text one ledger reads, the oldest first (about 250k
+# tokens: a first sight of a conversation far past a large window). Beyond it the messages are
+# not read (the task still is): the reading is Python and holds the interpreter, and a body of
+# the largest admitted size (32 MiB) would take seconds. A pure bound, so a cut's ledger is
+# the same bytes on every request.
+SCAN_CHARS = 1_000_000
 
 # Kinds, in the order they are rendered; KEEP is the order they give way in (first goes first).
 TASK, RULE, DECISION, FACT, OPEN, ERROR, READ, CHANGED = (
@@ -350,16 +356,24 @@ def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
 _READ = ObjectMemo()
 
 
+def _text_size(message: Message) -> int:
+    return sum(len(t) for t in iter_text(message))
+
+
 def memories() -> tuple[ObjectMemo, ObjectMemo]:
     """The messages' readings and the files their calls name, for the proxy's memory budget."""
     return _READ, _FILES
 
 
 def extract(
-    messages: Sequence[Message], removed: Iterable[int], continuing: frozenset[int] = frozenset()
+    messages: Sequence[Message],
+    removed: Iterable[int],
+    continuing: frozenset[int] = frozenset(),
+    scan_chars: int = SCAN_CHARS,
 ) -> list[Entry]:
     """The entries of ``messages[i]`` for each index in ``removed`` (in order). User messages in
-    ``continuing`` (ids: a client's own reminders in its tool loop) are not the user's."""
+    ``continuing`` (ids: a client's own reminders in its tool loop) are not the user's. The
+    user and tool texts are read, the oldest first, up to ``scan_chars`` characters."""
     picked = sorted(set(removed))
     entries: list[Entry] = []
     first_user = next((i for i, m in enumerate(messages) if role(m) == "user"), -1)
@@ -374,6 +388,7 @@ def extract(
     calls: dict[str, tuple[str, str]] = {}  # tool_call_id -> (name, arguments)
     errors: dict[tuple[str, str], str] = {}  # a call -> its newest error entry's text
     fixed: set[str] = set()  # error entries a later run of the same call answered
+    scan = scan_chars
     for i in picked:
         m = messages[i]
         kind = role(m)
@@ -385,7 +400,8 @@ def extract(
                     task = task[: TASK_CHARS - 1] + "…"
                 if task:
                     add(Entry(TASK, task, i))
-            for k, s in _reading(m, False):
+            scan -= _text_size(m)
+            for k, s in _reading(m, False) if scan >= 0 else ():
                 if s not in task:  # the task quotes it already
                     add(Entry(k, s, i))
         elif kind == "assistant":
@@ -401,7 +417,8 @@ def extract(
                     add(Entry(ERROR, errors[call], i))
             elif call in errors:
                 fixed.add(errors[call])
-            for k, s in _reading(m, True):
+            scan -= min(_text_size(m), OUTPUT_SCAN)
+            for k, s in _reading(m, True) if scan >= 0 else ():
                 add(Entry(k, s, i))
     if fixed:
         entries = [

@@ -86,17 +86,27 @@ def test_a_conversation_seen_by_one_replica_is_summarized_by_the_other(make_pair
     cut; the request that outgrows it, the first the other replica sees, is no first sight
     there: it is summarized, as in one process."""
     pair = make_pair()
-    actions = grow(pair, over_budget_conversation(16), (0, 0, 1))
-    assert actions == ["truncate_oldest", "truncate_oldest,sticky", "summarize,truncate_oldest"]
+    actions = grow(pair, over_budget_conversation(16), (0, 0, 1), (10, 40))
+    assert actions == [
+        "truncate_oldest,ledger",
+        "truncate_oldest,ledger,sticky",
+        "summarize,truncate_oldest,ledger",
+    ]
 
 
-def grow(pair: Pair, messages: list[dict[str, Any]], replicas: tuple[int, ...]) -> list[str]:
-    """A request of the conversation to each of ``replicas`` in turn, each grown by a long
-    turn (the second replays the first's cut; the third outgrows it); their actions."""
+def grow(
+    pair: Pair,
+    messages: list[dict[str, Any]],
+    replicas: tuple[int, ...],
+    lengths: tuple[int, ...] = (40, 40),
+) -> list[str]:
+    """A request of the conversation to each of ``replicas`` in turn, each grown by a turn of
+    ``lengths`` phrases (a short one is replayed on the first's cut; a long one outgrows it);
+    their actions."""
     actions = []
-    for replica in replicas:
+    for replica, length in zip(replicas, (*lengths, 0), strict=True):
         actions.append(pair.send(replica, messages)["x-contextwarden-actions"])
-        grown = {"role": "user", "content": "Next: " + "and the details of the plan " * 40}
+        grown = {"role": "user", "content": "Next: " + "and the details of the plan " * length}
         messages = [*messages, {"role": "assistant", "content": "noted"}, grown]
     return actions
 

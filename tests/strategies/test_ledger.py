@@ -125,6 +125,26 @@ def test_the_same_removed_messages_give_the_same_bytes() -> None:
     assert first is not None and first == fitted(extract(copy, [0, 1]), 500, COUNTER)
 
 
+def test_reading_stops_at_the_scan_bound_the_oldest_read_first() -> None:
+    """Past ``scan_chars`` of user and tool text the messages are not read (the task still
+    is): a body of the largest admitted size is not read whole, and the bound is a function
+    of the messages alone (the same cut, the same bytes)."""
+    filler = "the quick brown fox jumps over the lazy dog " * 10
+    messages = [
+        user("Migrate the billing service to the new queue."),
+        user("Hard rule: never log card numbers."),
+        *[user(filler) for _ in range(5)],
+        user("We decided to go with Kafka for the queue."),
+    ]
+    every = range(len(messages))
+    whole = {e.kind for e in extract(messages, every)}
+    assert {TASK, RULE, DECISION} <= whole
+    bounded = extract(messages, every, scan_chars=len(filler) * 3)
+    assert {e.kind for e in bounded} == {TASK, RULE}
+    copy = [dict(m) for m in messages]
+    assert bounded == extract(copy, every, scan_chars=len(filler) * 3)
+
+
 SUBJECTS = ["the datastore", "the queue", "the cache", "the CI runner", "the region"]
 CHOICES = ["PostgreSQL", "MySQL", "Redis", "Kafka", "SQS", "GitHub Actions", "eu-west-1"]
 

@@ -110,16 +110,24 @@ async def cut(
         fitting = partial(engine_fit, messages, req=req, counter=counter, last=last, share=share)
         # Room for the ledger of what the cut removes (quoted without a model: the floor
         # under the summary), unless what must be kept needs it.
-        room = reserve(req, original, before, fit_budget, full, counter)
+        pinned = sum(counter.message(m) for m in messages if id(m) in summary)
+        room: int | None = await off_loop(
+            req.fresh, reserve, req, original, before, fit_budget, full, counter, pinned
+        )
         try:
             result = await fitting(
-                replace(fit_budget, margin=fit_budget.margin + room), kept=summary, tokens=tokens
+                replace(fit_budget, margin=fit_budget.margin + (room or 0)),
+                kept=summary,
+                tokens=tokens,
             )
         except ContextTooLarge:
             if not room:
                 raise
+            room = None  # what must be kept needs it: the ledger gets what the fit leaves
             result = await fitting(fit_budget, kept=summary, tokens=tokens)
-        result = add_ledger(req, original, result, fit_budget, full, counter)
+        result = await off_loop(
+            req.fresh, add_ledger, req, original, result, fit_budget, full, counter, room
+        )
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages
         exc.counted = "exact" if req.spec.pricing.exact else "estimate"

@@ -36,9 +36,11 @@ def reserve(
     budget: Budget,
     full: Budget,
     counter: MemoCounter,
+    pinned: int = 0,
 ) -> int:
     """Tokens to keep free for the ledger of a cut of ``original`` (``before`` tokens) to
-    ``budget``: the ledger of the messages the cut will remove, within the cap."""
+    ``budget``: the ledger of the messages the cut will remove, within the cap and what the
+    messages kept whatever leave (``pinned``: the tokens of a summary the cut keeps)."""
     most = cap(req, full)
     if most <= 0:
         return 0
@@ -47,7 +49,7 @@ def reserve(
     # Never more than what the instructions, the task and its newest step leave: room kept for
     # the ledger must not cut them (a running task's statement is cut only when they cannot
     # fit whole).
-    must = counter.priming + sum(counter.message(original[i]) for i in guard)
+    must = counter.priming + pinned + sum(counter.message(original[i]) for i in guard)
     most = min(most, budget.messages - must)
     if most <= 0:
         return 0
@@ -75,10 +77,16 @@ def add_ledger(
     budget: Budget,
     full: Budget,
     counter: MemoCounter,
+    kept: int | None = None,
 ) -> Fit:
-    """``result`` (a fit of ``original`` to ``budget``, with room kept by ``reserve``) with the
-    ledger of what it removed, within the room it left and the cap."""
+    """``result`` (a fit of ``original`` to ``budget``) with the ledger of what it removed,
+    within the room ``reserve`` kept for it (``kept``; None: the room the fit left) and the cap.
+    Room the fit left beyond what was kept is the conversation's room to grow in: a cut made
+    cache-friendly leaves it so the next requests replay the cut, and a ledger filling it
+    would have them cut afresh."""
     room = budget.messages - result.tokens_after
+    if kept is not None:
+        room = min(room, kept)
     most = min(cap(req, full), room)
     # What the cut removed; the protected messages it rewrote (a running task's statement cut
     # in its middle) are still there, and say so themselves.

@@ -291,7 +291,8 @@ def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
     def proxy() -> tuple[Any, Any, Any]:
         return build_models(settings), Planner(settings, None), RecentItems()
 
-    for model, threaded_first in (("fits", ["each_message"]), ("over", ["each_message", "fit"])):
+    over = ["each_message", "reserve", "fit", "add_ledger"]  # the ledger's reading too
+    for model, threaded_first in (("fits", ["each_message"]), ("over", over)):
         warm = proxy()
         _, threaded = _planned(warm, model, history)
         assert threaded == threaded_first
