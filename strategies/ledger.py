@@ -4,7 +4,8 @@ A summary helps only when the summarizer writes it, in time, and well. The ledge
 under it: from the messages a request no longer forwards verbatim (summarized, dropped, or
 rewritten), it lists, in the users' own words,
 
-- the task: the conversation's opening user message;
+- the task: the conversation's opening user message (its first sentence, then the others no
+  other entry lists, which give way before the facts);
 - rules and constraints the user stated, in any sentence position ("never ...", "hard rule:",
   "it's critical that ...", "we must not ...", "treat that as absolute");
 - decisions, in order, each replaced one marked as replaced by the newer one on its subject;
@@ -60,8 +61,9 @@ OUTPUT_SCAN = 20000  # characters of a tool output read for facts
 SCAN_CHARS = 1_000_000
 
 # Kinds, in the order they are rendered; KEEP is the order they give way in (first goes first).
-TASK, RULE, DECISION, FACT, OPEN, ERROR, READ, CHANGED = (
+TASK, MORE, RULE, DECISION, FACT, OPEN, ERROR, READ, CHANGED = (
     "task",
+    "task_more",  # the task's other sentences, rendered after its first
     "rule",
     "decision",
     "fact",
@@ -81,7 +83,7 @@ TITLES = {
     CHANGED: "Files changed",
 }
 REPLACED = "(replaced by a later decision) "
-GIVES_WAY = ("replaced", READ, CHANGED, ERROR, OPEN, FACT, DECISION, RULE, TASK)
+GIVES_WAY = ("replaced", READ, CHANGED, ERROR, OPEN, MORE, FACT, DECISION, RULE, TASK)
 
 _SPLIT = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s+|\n+")
 _ABBREVIATION = re.compile(
@@ -356,6 +358,27 @@ def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
 _READ = ObjectMemo()
 
 
+def _task(message: Message, at: int, listed: set[str]) -> list[Entry]:
+    """The task: the opening user message's first sentence (``TASK``), then its other
+    sentences that no other entry lists (``MORE``: they give way before the facts), up to
+    ``TASK_CHARS`` in all. A message of no sentence is its text."""
+    text = REMINDER.sub("", " ".join(t.strip() for t in iter_text(message))).strip()
+    parts = sentences(text) or ([text] if text else [])
+    if not parts:
+        return []
+    head = parts[0] if len(parts[0]) <= TASK_CHARS else parts[0][: TASK_CHARS - 1] + "…"
+    out = [Entry(TASK, head, at)]
+    left = TASK_CHARS - len(head)
+    for part in parts[1:]:
+        if part in listed:
+            continue
+        if len(part) + 1 > left:
+            break
+        out.append(Entry(MORE, part, at))
+        left -= len(part) + 1
+    return out
+
+
 def _text_size(message: Message) -> int:
     return sum(len(t) for t in iter_text(message))
 
@@ -393,16 +416,16 @@ def extract(
         m = messages[i]
         kind = role(m)
         if kind == "user" and id(m) not in continuing:
-            task = ""
-            if i == first_user:
-                task = REMINDER.sub("", " ".join(t.strip() for t in iter_text(m))).strip()
-                if len(task) > TASK_CHARS:
-                    task = task[: TASK_CHARS - 1] + "…"
-                if task:
-                    add(Entry(TASK, task, i))
             scan -= _text_size(m)
-            for k, s in _reading(m, False) if scan >= 0 else ():
-                if s not in task:  # the task quotes it already
+            readings = _reading(m, False) if scan >= 0 else []
+            head = ""
+            if i == first_user:
+                task = _task(m, i, {s for _, s in readings})
+                head = task[0].text if task else ""
+                for entry in task:
+                    add(entry)
+            for k, s in readings:
+                if s != head:  # the task quotes it already
                     add(Entry(k, s, i))
         elif kind == "assistant":
             for call_id, fn in zip(tool_call_ids(m), called_functions(m), strict=False):
@@ -511,10 +534,13 @@ def render(entries: Sequence[Entry]) -> str:
     """The ledger's text: sections in a fixed order, entries in conversation order."""
     parts = [LEDGER_HEADER]
     for kind in TITLES:
-        picked = [e for e in entries if e.kind == kind]
+        picked = [e for e in entries if e.kind == kind or (kind == TASK and e.kind == MORE)]
         if not picked:
             continue
-        if kind in (READ, CHANGED, TASK):
+        if kind == TASK:
+            parts.append(f"{TITLES[kind]}: " + " ".join(e.text for e in picked))
+            continue
+        if kind in (READ, CHANGED):
             parts.append(f"{TITLES[kind]}: " + "; ".join(e.text for e in picked))
             continue
         lines = [

@@ -110,13 +110,17 @@ async def cut(
         fitting = partial(engine_fit, messages, req=req, counter=counter, last=last, share=share)
         # Room for the ledger of what the cut removes (quoted without a model: the floor
         # under the summary), unless what must be kept needs it.
-        pinned = sum(counter.message(m) for m in messages if id(m) in summary)
+        # A deep cut's target is for what it keeps verbatim: its ledger goes on top, within
+        # the request's own budget (the ledger is the same bytes while the cut is replayed, so
+        # it costs the growth room no more than the verbatim tail would).
+        whole = fit_budget if budget is full else replace(full, margin=full.margin + pending)
         room: int | None = await off_loop(
-            req.fresh, reserve, req, original, before, fit_budget, full, counter, pinned
+            req.fresh, reserve, req, original, before, fit_budget, full, counter, messages, whole
         )
         try:
+            deeper_by = max(0, fit_budget.messages + (room or 0) - whole.messages)
             result = await fitting(
-                replace(fit_budget, margin=fit_budget.margin + (room or 0)),
+                replace(fit_budget, margin=fit_budget.margin + deeper_by),
                 kept=summary,
                 tokens=tokens,
             )
@@ -126,7 +130,7 @@ async def cut(
             room = None  # what must be kept needs it: the ledger gets what the fit leaves
             result = await fitting(fit_budget, kept=summary, tokens=tokens)
         result = await off_loop(
-            req.fresh, add_ledger, req, original, result, fit_budget, full, counter, room
+            req.fresh, add_ledger, req, original, result, whole, full, counter, room
         )
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages

@@ -36,11 +36,19 @@ def reserve(
     budget: Budget,
     full: Budget,
     counter: MemoCounter,
-    pinned: int = 0,
+    compacted: list[Message] | None = None,
+    whole: Budget | None = None,
 ) -> int:
     """Tokens to keep free for the ledger of a cut of ``original`` (``before`` tokens) to
     ``budget``: the ledger of the messages the cut will remove, within the cap and what the
-    messages kept whatever leave (``pinned``: the tokens of a summary the cut keeps)."""
+    messages kept whatever leave of ``whole`` (the request's budget, when ``budget`` is a deep
+    cut's target). ``compacted``: the messages the engine fits, when a summary replaced some
+    of ``original`` (they are removed; the summary is kept whatever goes)."""
+    whole = whole or budget
+    compacted = original if compacted is None else compacted
+    sent = {id(m) for m in original}
+    kept = {id(m) for m in compacted}
+    pinned = sum(counter.message(m) for m in compacted if id(m) not in sent)
     most = cap(req, full)
     if most <= 0:
         return 0
@@ -50,16 +58,18 @@ def reserve(
     # the ledger must not cut them (a running task's statement is cut only when they cannot
     # fit whole).
     must = counter.priming + pinned + sum(counter.message(original[i]) for i in guard)
-    most = min(most, budget.messages - must)
+    most = min(most, whole.messages - must)
     if most <= 0:
         return 0
     lead = leading_count(original)
     # The oldest first, as the cut removes them, as far as the cut must go for the budget and
     # the ledger itself: a ledger of messages the cut keeps would be room kept for nothing.
-    over = before - budget.messages + most
+    # (A summary's messages are removed whatever the fit does, and the summary is kept.)
+    over = before + pinned - budget.messages + max(0, budget.messages + most - whole.messages)
     candidates, removing = [], 0
     for i in range(lead, len(original)):
-        if removing >= over:
+        summarized = id(original[i]) not in kept
+        if removing >= over and not summarized:
             break
         if i not in guard:
             candidates.append(i)
