@@ -43,7 +43,7 @@ from strategies.messages import (
     role,
     tool_call_ids,
 )
-from strategies.standing import REMINDER, states_rule
+from strategies.standing import REMINDER, message_states_rule, states_rule
 from strategies.tokens import Counter
 
 LEDGER_HEADER = "[Context ledger: quoted by the gateway from earlier messages no longer shown]"
@@ -129,9 +129,8 @@ _OVERRIDE = re.compile(
 _BINDING = re.compile(
     r"\b(?:is|are|was|were|owns?|leads?|handles?|runs?|manages?|maintains?|reports? to|"
     r"responsible for|in charge of|called|named|known as|refers? to|stands? for|means|"
-    r"lives? in|based in|located|set to|equals?|costs?|due|expires?)\b",
-    re.IGNORECASE,
-)
+    r"lives? in|based in|located|set to|equals?|costs?|due|expires?)\b"
+)  # on the lowercased sentence: an IGNORECASE alternation is several times slower
 # "<key>: <value>" or "<key> = <value>", with a short key.
 _KEYED = re.compile(r"^[\w .'/-]{2,40}?\s*:\s*(?P<value>\S.*)$")
 # A specific value: a token with a digit, a capitalised word inside the sentence, an
@@ -165,7 +164,7 @@ _OPEN = re.compile(
 # A line of code or a pasted trace, not a sentence a person wrote.
 _CODE = re.compile(
     r"[(){}\[\]]|==|=>|->|^\s*(?:def|class|return|import|from|raise|assert|if|for|while|"
-    r"select|insert|update|const|let|var|function)\b|\w+Error:|^\s*File \"",
+    r"select|insert|update|const|let|var|function)\b|\wError:|^\s*File \"",
 )
 _REQUEST_QUESTION = re.compile(r"^(?:can|could|would|will) you\b|^please\b", re.IGNORECASE)
 _STOP = frozenset(
@@ -251,28 +250,36 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def read_user(text: str) -> list[tuple[str, str]]:
-    """The ledger's (kind, sentence) pairs in a user's message. Each pattern runs only on the
-    sentences that hold one of its words (plain substring tests: a long conversation's every
-    user message is read once)."""
+def read_user(text: str, standing: bool | None = None) -> list[tuple[str, str]]:
+    """The ledger's (kind, sentence) pairs in a user's message (``standing``: whether it states
+    a standing rule, when known). Each pattern runs only on the sentences that hold one of its
+    words, and only when the whole text does (plain substring tests: a long conversation's
+    every user message is read once)."""
     out = []
-    standing = states_rule(text)
+    if standing is None:
+        standing = states_rule(text)
+    whole = text.lower()
+    rules = standing or _has(whole, RULE_WORDS)
+    decisions = _has(whole, DECISION_WORDS)
+    opens = _has(whole, OPEN_WORDS)
     for s in sentences(text):
         low = s.lower()
         question = bool(_QUESTION.search(s))
         if question and not _REQUEST_QUESTION.search(s):
             continue
-        if not question and (
-            (_has(low, RULE_WORDS) and _RULE.search(s)) or (standing and states_rule(s))
+        if (
+            not question
+            and rules
+            and ((_has(low, RULE_WORDS) and _RULE.search(s)) or (standing and states_rule(s)))
         ):
             out.append((RULE, s))
-        elif not question and _has(low, DECISION_WORDS) and _DECISION.search(s):
+        elif not question and decisions and _has(low, DECISION_WORDS) and _DECISION.search(s):
             out.append((DECISION, s))
-        elif not question and _states_fact(s):
+        elif not question and _states_fact(s, low):
             out.append((FACT, s))
-        elif (_has(low, OPEN_WORDS) or low.split(" ", 1)[0].strip(",;:") in OPENERS) and (
-            _OPEN.search(s)
-        ):
+        elif (
+            (opens and _has(low, OPEN_WORDS)) or low.split(" ", 1)[0].strip(",;:") in OPENERS
+        ) and _OPEN.search(s):
             out.append((OPEN, s))
     return out
 
@@ -313,16 +320,19 @@ _OPENER_WORDS = (
 OPENERS = frozenset(_OPENER_WORDS)
 
 
-def _states_fact(sentence: str) -> bool:
+def _states_fact(sentence: str, low: str = "") -> bool:
     """A name bound to a value or a role: a binding verb and a specific value (a number, a
     name, an identifier, a quoted string) after the sentence's first word, or a short key
     with a specific value."""
-    if _CODE.search(sentence):
+    # The cheap tests first: most sentences hold no specific value at all.
+    if _SPECIFIC.search(sentence[1:]) is None:
         return False
     keyed = _KEYED.match(sentence)
     if keyed is not None:
-        return _SPECIFIC.search(" " + keyed.group("value")) is not None
-    return _BINDING.search(sentence) is not None and _SPECIFIC.search(sentence[1:]) is not None
+        found = _SPECIFIC.search(" " + keyed.group("value")) is not None
+    else:
+        found = _BINDING.search(low or sentence.lower()) is not None
+    return found and _CODE.search(sentence) is None
 
 
 def read_output(text: str) -> list[str]:
@@ -350,7 +360,8 @@ def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
     if output:
         pairs = [(FACT, s) for s in read_output("\n".join(texts))]
     else:
-        pairs = [p for t in texts for p in read_user(t)]
+        standing = message_states_rule(message)  # remembered: the engine reads it too
+        pairs = [p for t in texts for p in read_user(t, standing)]
     _READ.remember(message, orjson.dumps(pairs), sum(len(t) for t in texts))
     return pairs
 

@@ -25,7 +25,7 @@ from typing import Any
 from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
 from proxy.request.planning.deep_cuts import deeper, last_prompt
-from proxy.request.planning.ledger import add_ledger, reserve
+from proxy.request.planning.ledger import Reserved, add_ledger, reserve
 from proxy.request.planning.off_loop import off_loop
 from proxy.request.planning.plan import Plan, plan_of_fit
 from proxy.request.planning.planner_state import PlannerState
@@ -114,11 +114,12 @@ async def cut(
         # the request's own budget (the ledger is the same bytes while the cut is replayed, so
         # it costs the growth room no more than the verbatim tail would).
         whole = fit_budget if budget is full else replace(full, margin=full.margin + pending)
-        room: int | None = await off_loop(
+        reserved: Reserved | None = await off_loop(
             req.fresh, reserve, req, original, before, fit_budget, full, counter, messages, whole
         )
+        room = reserved.tokens if reserved is not None else 0
         try:
-            deeper_by = max(0, fit_budget.messages + (room or 0) - whole.messages)
+            deeper_by = max(0, fit_budget.messages + room - whole.messages)
             result = await fitting(
                 replace(fit_budget, margin=fit_budget.margin + deeper_by),
                 kept=summary,
@@ -127,10 +128,10 @@ async def cut(
         except ContextTooLarge:
             if not room:
                 raise
-            room = None  # what must be kept needs it: the ledger gets what the fit leaves
+            reserved = None  # what must be kept needs it: the ledger gets what the fit leaves
             result = await fitting(fit_budget, kept=summary, tokens=tokens)
         result = await off_loop(
-            req.fresh, add_ledger, req, original, result, whole, full, counter, room
+            req.fresh, add_ledger, req, original, result, whole, full, counter, reserved
         )
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages

@@ -12,6 +12,8 @@ the cut's ledger as it was recorded: the same bytes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.engine import Fit
@@ -38,7 +40,7 @@ def reserve(
     counter: MemoCounter,
     compacted: list[Message] | None = None,
     whole: Budget | None = None,
-) -> int:
+) -> Reserved:
     """Tokens to keep free for the ledger of a cut of ``original`` (``before`` tokens) to
     ``budget``: the ledger of the messages the cut will remove, within the cap and what the
     messages kept whatever leave of ``whole`` (the request's budget, when ``budget`` is a deep
@@ -51,7 +53,7 @@ def reserve(
     pinned = sum(counter.message(m) for m in compacted if id(m) not in sent)
     most = cap(req, full)
     if most <= 0:
-        return 0
+        return NONE
     view = req.view
     guard = _guard(req, original)
     # Never more than what the instructions, the task and its newest step leave: room kept for
@@ -60,7 +62,7 @@ def reserve(
     must = counter.priming + pinned + sum(counter.message(original[i]) for i in guard)
     most = min(most, whole.messages - must)
     if most <= 0:
-        return 0
+        return Reserved(0, guard)
     lead = leading_count(original)
     # The oldest first, as the cut removes them, as far as the cut must go for the budget and
     # the ledger itself: a ledger of messages the cut keeps would be room kept for nothing.
@@ -75,9 +77,11 @@ def reserve(
             candidates.append(i)
             removing += counter.message(original[i])
     if not candidates:
-        return 0
+        return Reserved(0, guard)
     text = fitted(extract(original, candidates, view.continuing), most, counter)
-    return 0 if text is None else counter.message(_message(req, text))
+    if text is None:
+        return Reserved(0, guard)
+    return Reserved(counter.message(_message(req, text)), guard, candidates, text)
 
 
 def add_ledger(
@@ -87,24 +91,28 @@ def add_ledger(
     budget: Budget,
     full: Budget,
     counter: MemoCounter,
-    kept: int | None = None,
+    reserved: Reserved | None = None,
 ) -> Fit:
     """``result`` (a fit of ``original`` to ``budget``) with the ledger of what it removed,
-    within the room ``reserve`` kept for it (``kept``; None: the room the fit left) and the cap.
+    within the room ``reserve`` kept for it (``reserved``; None: the room the fit left) and the
+    cap (the reserve's own ledger when the cut removed just what it counted on).
     Room the fit left beyond what was kept is the conversation's room to grow in: a cut made
     cache-friendly leaves it so the next requests replay the cut, and a ledger filling it
     would have them cut afresh."""
     room = budget.messages - result.tokens_after
-    if kept is not None:
-        room = min(room, kept)
+    if reserved is not None:
+        room = min(room, reserved.tokens)
     most = min(cap(req, full), room)
     # What the cut removed; the protected messages it rewrote (a running task's statement cut
     # in its middle) are still there, and say so themselves.
-    guard = _guard(req, original)
+    guard = reserved.guard if reserved is not None else _guard(req, original)
     removed = [i for i in removed_indices(original, result.messages) if i not in guard]
     if not removed or most <= 0:
         return result
-    text = fitted(extract(original, removed, req.view.continuing), most, counter)
+    if reserved is not None and reserved.text is not None and removed == reserved.indices:
+        text: str | None = reserved.text  # within reserved.tokens, so within the room
+    else:
+        text = fitted(extract(original, removed, req.view.continuing), most, counter)
     if text is None:
         return result
     message = _message(req, text)
@@ -116,6 +124,21 @@ def add_ledger(
     result.tokens_after += cost
     result.actions.append(LEDGER)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """The room ``reserve`` kept (``tokens``), the indices it kept out of the ledger (the
+    instructions, the task and its newest step), and the ledger it counted on: of
+    ``indices``, ``text``."""
+
+    tokens: int
+    guard: set[int] = field(default_factory=set)
+    indices: list[int] = field(default_factory=list)
+    text: str | None = None
+
+
+NONE = Reserved(0)
 
 
 def _guard(req: WireRequest, original: list[Message]) -> set[int]:
