@@ -135,10 +135,31 @@ _BINDING = re.compile(
 _KEYED = re.compile(r"^[\w .'/-]{2,40}?\s*:\s*(?P<value>\S.*)$")
 # A specific value: a token with a digit, a capitalised word inside the sentence, an
 # identifier (snake_case, camelCase, a path, a dotted name) or a quoted string.
-_SPECIFIC = re.compile(
-    r"\d|(?<=[\s(\"'])[A-Z][A-Za-z]+|\b[a-z]+_[a-z_]+\b|\b[a-z]+[A-Z]\w*\b|[\w.-]+/[\w./-]+|"
-    r"\b\w+\.\w{2,4}\b|[\"“'`][^\"”'`]{2,60}[\"”'`]"
-)
+_NUMBER_OR_NAME = re.compile(r"\d|(?<=[\s(\"'])[A-Z][A-Za-z]+")
+_SNAKE = re.compile(r"\b[a-z]+_[a-z_]+\b")
+_CAMEL = re.compile(r"\b[a-z]+[A-Z]\w*\b")
+# (Found wherever the longer forms are: "[\w.-]+/[\w./-]+" and "\b\w+\.\w{2,4}\b" without
+# the backtracking through each word.)
+_PATH = re.compile(r"[\w.-]/[\w./-]")
+_DOTTED = re.compile(r"\w\.\w{2,4}\b")
+_QUOTED = re.compile(r"[\"“'`][^\"”'`]{2,60}[\"”'`]")
+
+
+def _specific(text: str) -> bool:
+    """Whether ``text`` holds a specific value: a token with a digit, a capitalised word
+    inside it, an identifier (snake_case, camelCase, a path, a dotted name) or a quoted
+    string. Each pattern runs only where its characters are (one pattern of them all
+    backtracks through every word of a long sentence)."""
+    return bool(
+        _NUMBER_OR_NAME.search(text)
+        or ("_" in text and _SNAKE.search(text))
+        or (not text.islower() and _CAMEL.search(text))
+        or ("/" in text and _PATH.search(text))
+        or _DOTTED.search(text)
+        or (any(q in text for q in "\"“'`") and _QUOTED.search(text))
+    )
+
+
 # A fact as tool outputs and documents state one: "the <attribute> for/of <Name> is <value>",
 # "<Name>'s <attribute> is <value>", "<key>: <value>" with a named key.
 _OUTPUT_FACT = re.compile(
@@ -325,11 +346,11 @@ def _states_fact(sentence: str, low: str = "") -> bool:
     name, an identifier, a quoted string) after the sentence's first word, or a short key
     with a specific value."""
     # The cheap tests first: most sentences hold no specific value at all.
-    if _SPECIFIC.search(sentence[1:]) is None:
+    if not _specific(sentence[1:]):
         return False
     keyed = _KEYED.match(sentence)
     if keyed is not None:
-        found = _SPECIFIC.search(" " + keyed.group("value")) is not None
+        found = _specific(" " + keyed.group("value"))
     else:
         found = _BINDING.search(low or sentence.lower()) is not None
     return found and _CODE.search(sentence) is None
@@ -423,9 +444,11 @@ def extract(
     errors: dict[tuple[str, str], str] = {}  # a call -> its newest error entry's text
     fixed: set[str] = set()  # error entries a later run of the same call answered
     scan = scan_chars
+    read: set[str] = set()
+    changed: set[str] = set()
     for i in picked:
         m = messages[i]
-        kind = role(m)
+        kind = m.get("role")
         if kind == "user" and id(m) not in continuing:
             scan -= _text_size(m)
             readings = _reading(m, False) if scan >= 0 else []
@@ -439,8 +462,12 @@ def extract(
                 if s != head:  # the task quotes it already
                     add(Entry(k, s, i))
         elif kind == "assistant":
-            for call_id, fn in zip(tool_call_ids(m), called_functions(m), strict=False):
-                calls[call_id] = (str(fn.get("name", "")), str(fn.get("arguments", ""))[:120])
+            if m.get("tool_calls") or m.get("function_call"):
+                for call_id, fn in zip(tool_call_ids(m), called_functions(m), strict=False):
+                    calls[call_id] = (str(fn.get("name", "")), str(fn.get("arguments", ""))[:120])
+            files = _files(m)
+            read.update(files.read)
+            changed.update(files.modified)
         elif kind in ANSWERING:
             call = calls.get(str(m.get("tool_call_id")), ("tool", ""))
             if is_error_result(m):
@@ -461,13 +488,6 @@ def extract(
             else e
             for e in entries
         ]
-    read: set[str] = set()
-    changed: set[str] = set()
-    for i in picked:
-        if role(messages[i]) == "assistant":
-            files = _files(messages[i])
-            read.update(files.read)
-            changed.update(files.modified)
     files = FileLists(tuple(sorted(read - changed)), tuple(sorted(changed)))
     entries += _file_entries(files, picked[-1] if picked else 0)
     return _mark_replaced(entries)
