@@ -26,6 +26,8 @@ and a replaced decision is never shown without its replacement.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -360,7 +362,8 @@ def read_output(text: str) -> list[str]:
     """The fact-shaped sentences of a tool's output (at most ``OUTPUT_FACTS``)."""
     out: list[str] = []
     text = text[:OUTPUT_SCAN]
-    if _OUTPUT_FACT.search(text) is None:  # most outputs: one scan, no sentences
+    # Most outputs: no binding verb at all (plain substring tests), or one scan, no sentences.
+    if not _has(text, _OUTPUT_VERBS) or _OUTPUT_FACT.search(text) is None:
         return out
     for s in sentences(text):
         if _OUTPUT_FACT.search(s) and not _QUESTION.search(s):
@@ -368,6 +371,9 @@ def read_output(text: str) -> list[str]:
             if len(out) == OUTPUT_FACTS:
                 break
     return out
+
+
+_OUTPUT_VERBS = (" is ", " are ", " was ", " were ", " is\n", " are\n", " was\n", " were\n")
 
 
 def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
@@ -428,10 +434,47 @@ def extract(
 ) -> list[Entry]:
     """The entries of ``messages[i]`` for each index in ``removed`` (in order). User messages in
     ``continuing`` (ids: a client's own reminders in its tool loop) are not the user's. The
-    user and tool texts are read, the oldest first, up to ``scan_chars`` characters."""
+    user and tool texts are read, the oldest first, up to ``scan_chars`` characters.
+
+    Remembered for the last few sets of message objects read (a cut on the cache grid
+    removes the same messages request after request, and a fit reserves room for the ledger
+    before it makes it): the entries are a function of the messages alone."""
     picked = sorted(set(removed))
-    entries: list[Entry] = []
     first_user = next((i for i, m in enumerate(messages) if role(m) == "user"), -1)
+    held = [messages[i] for i in picked]
+    if first_user >= 0:
+        held.append(messages[first_user])
+    key = (tuple(map(id, held)), first_user in picked, continuing, scan_chars)
+    with _EXTRACTS_LOCK:
+        hit = _EXTRACTS.get(key)
+        if hit is not None:
+            _EXTRACTS.move_to_end(key)
+            return list(hit[1])
+    entries, left = _extract(messages, picked, first_user, continuing, scan_chars)
+    if left < 0:  # a body past the scan: not held (the held texts stay within the scan's size)
+        return entries
+    with _EXTRACTS_LOCK:
+        # Holding the objects keeps their ids from being reused while the key stands.
+        _EXTRACTS[key] = (held, tuple(entries))
+        while len(_EXTRACTS) > EXTRACTS_KEPT:
+            _EXTRACTS.popitem(last=False)
+    return entries
+
+
+EXTRACTS_KEPT = 8
+_EXTRACTS: OrderedDict[tuple[object, ...], tuple[list[Message], tuple[Entry, ...]]] = OrderedDict()
+_EXTRACTS_LOCK = threading.Lock()
+
+
+def _extract(
+    messages: Sequence[Message],
+    picked: list[int],
+    first_user: int,
+    continuing: frozenset[int],
+    scan_chars: int,
+) -> tuple[list[Entry], int]:
+    """``extract``'s entries, and the scan's characters left (negative: it stopped)."""
+    entries: list[Entry] = []
     seen: set[str] = set()
 
     def add(entry: Entry) -> None:
@@ -490,7 +533,7 @@ def extract(
         ]
     files = FileLists(tuple(sorted(read - changed)), tuple(sorted(changed)))
     entries += _file_entries(files, picked[-1] if picked else 0)
-    return _mark_replaced(entries)
+    return _mark_replaced(entries), scan
 
 
 def _files(message: Message) -> FileLists:
