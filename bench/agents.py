@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
@@ -67,7 +69,15 @@ def main() -> int:
             run = Run(run.client, run.window, max(5, run.steps // 10), run.model, run.lines)
         rows.append(measure(run))
         print(" | ".join(rows[-1]), flush=True)
-    header = ["run", "finished", "refusals", "client errors", "prefix kept", "seconds"]
+    header = [
+        "run",
+        "finished",
+        "refusals",
+        "client errors",
+        "prefix kept",
+        "prompt tokens in the previous prefix",
+        "seconds",
+    ]
     print()
     print("| " + " | ".join(header) + " |")
     print("|" + "|".join("---" for _ in header) + "|")
@@ -110,14 +120,42 @@ def measure(run: Run) -> list[str]:
     # the newest message on every request, which changes no cached token.
     items = [unmarked(b[key]) for b in taken]
     kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(items))
+    share = prefix_token_share(items)
     return [
         run.label + ("" if run.lines == 120 else f", {run.lines}-line steps"),
         "yes" if finished else f"no (exit {done.returncode})",
         str(len(received) - len(taken)),
         "0" if done.returncode == 0 else "1",
         f"{kept}/{max(0, len(taken) - 1)}",
+        f"{share:.0%}",
         f"{seconds:.0f}",
     ]
+
+
+def prefix_token_share(items: list[list[Any]]) -> float:
+    """Of the prompt tokens of every request after the first, the share in its longest run of
+    leading items equal to the previous request's (what a provider's prompt cache serves;
+    each item counted as its JSON in o200k tokens)."""
+    from proxy.demo.own import encoding
+
+    enc = encoding("o200k_base")
+    cache: dict[bytes, int] = {}
+
+    def tokens(item: Any) -> int:
+        raw = orjson.dumps(item)
+        if raw not in cache:
+            cache[raw] = len(enc.encode_ordinary(raw.decode()))
+        return cache[raw]
+
+    shared = total = 0
+    for a, b in itertools.pairwise(items):
+        k = 0
+        while k < min(len(a), len(b)) and a[k] == b[k]:
+            k += 1
+        costs = [tokens(item) for item in b]
+        shared += sum(costs[:k])
+        total += sum(costs)
+    return shared / total if total else 0.0
 
 
 def unmarked(value: Any) -> Any:
