@@ -109,7 +109,17 @@ def add_ledger(
     removed = [i for i in removed_indices(original, result.messages) if i not in guard]
     if not removed or most <= 0:
         return result
-    if reserved is not None and reserved.text is not None and removed == reserved.indices:
+    if not req.spec.pricing.exact:
+        # An estimated count is calibrated on what the conversation sent; the ledger's prose
+        # is a text the calibration has not seen, so it is written to 31/32 of
+        # its room (an upstream refused a ledger written to the last token under load).
+        most -= most // 32
+    if (
+        reserved is not None
+        and reserved.text is not None
+        and removed == reserved.indices
+        and reserved.tokens <= most
+    ):
         text: str | None = reserved.text  # within reserved.tokens, so within the room
     else:
         text = fitted(extract(original, removed, req.view.continuing), most, counter)
