@@ -46,14 +46,14 @@ def reserve(
     messages kept whatever leave of ``whole`` (the request's budget, when ``budget`` is a deep
     cut's target). ``compacted``: the messages the engine fits, when a summary replaced some
     of ``original`` (they are removed; the summary is kept whatever goes)."""
+    most = cap(req, full)
+    if most <= 0:  # the ledger off: none of the work below
+        return NONE
     whole = whole or budget
     compacted = original if compacted is None else compacted
     sent = {id(m) for m in original}
     kept = {id(m) for m in compacted}
     pinned = sum(counter.message(m) for m in compacted if id(m) not in sent)
-    most = cap(req, full)
-    if most <= 0:
-        return NONE
     view = req.view
     guard = _guard(req, original)
     # Never more than what the instructions, the task and its newest step leave: room kept for
