@@ -5,8 +5,10 @@ steps, each reading a step file, and refuses what the real APIs refuse, an over-
 first) and the proxy at its defaults in front of it, with the client's model listed at the
 window, then runs the real CLI pinned in ``tests/clients/package.json`` (``npm ci --prefix
 tests/clients``). It prints, per run: the steps the task finished, the upstream's refusals
-(each one an overflow retry), what reached the client, and the share of consecutive requests
-that kept the previous forwarded prompt as their prefix (the provider's prompt cache).
+(each one an overflow retry), what reached the client, the share of consecutive requests
+that kept the previous forwarded prompt as their prefix, and the share of prompt tokens (the
+tools and instructions included) in a prefix equal to the previous request's: what a
+provider's prompt cache serves.
 """
 
 from __future__ import annotations
@@ -115,10 +117,9 @@ def measure(run: Run) -> list[str]:
     received = [r for r in script.received if r.path == path]
     taken = [r.body for r in received if r.status == 200]
     finished = f"Done after {run.steps} steps" in done.stdout
-    key = "input" if path == "responses" else "messages"
     # A prefix as the provider's cache sees it: Claude Code moves its cache_control marker to
     # the newest message on every request, which changes no cached token.
-    items = [unmarked(b[key]) for b in taken]
+    items = [unmarked(prompt_items(b, path)) for b in taken]
     kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(items))
     share = prefix_token_share(items)
     return [
@@ -130,6 +131,17 @@ def measure(run: Run) -> list[str]:
         f"{share:.0%}",
         f"{seconds:.0f}",
     ]
+
+
+def prompt_items(body: dict[str, Any], path: str) -> list[Any]:
+    """A request's prompt in the order a provider's cache reads it: the tools, the
+    instructions (Messages' ``system``, Responses' ``instructions``), then each message or
+    input item."""
+    if path == "responses":
+        frame = [{"tools": body.get("tools")}, {"instructions": body.get("instructions")}]
+        return [*frame, *body.get("input", [])]
+    frame = [{"tools": body.get("tools")}, {"system": body.get("system")}]
+    return [*frame, *body.get("messages", [])]
 
 
 def prefix_token_share(items: list[list[Any]]) -> float:

@@ -1,4 +1,4 @@
-from bench.agents import prefix_token_share
+from bench.agents import prefix_token_share, prompt_items
 
 
 def test_the_prefix_share_counts_the_leading_items_equal_to_the_previous_requests() -> None:
@@ -11,3 +11,18 @@ def test_the_prefix_share_counts_the_leading_items_equal_to_the_previous_request
     assert 0.5 < only_system < 1.0
     assert prefix_token_share([first, [{"role": "user", "content": "new"}]]) == 0.0
     assert prefix_token_share([first]) == 0.0
+
+
+def test_the_prompt_is_read_as_a_cache_reads_it_tools_and_instructions_first() -> None:
+    body = {"tools": [{"name": "Bash"}], "system": "rules", "messages": [{"role": "user"}]}
+    assert prompt_items(body, "messages") == [
+        {"tools": [{"name": "Bash"}]},
+        {"system": "rules"},
+        {"role": "user"},
+    ]
+    codex = {"instructions": "be brief", "input": [{"type": "message"}], "tools": []}
+    assert prompt_items(codex, "responses") == [
+        {"tools": []},
+        {"instructions": "be brief"},
+        {"type": "message"},
+    ]

@@ -109,11 +109,18 @@ class SummarizerConfig(_Strict):
         description="summarize a conversation on its first request (a one-off pays for nothing)",
     )
     breaker_failures: int = Field(3, gt=0)
+    max_layers: int = Field(
+        4,
+        ge=1,
+        description="summary layers a checkpoint may stack (each later summary after the ones "
+        "before it, which stay as they were: the cached prompt runs through them) before they "
+        "are rewritten as one; 1: every new summary rewrites the last",
+    )
     read_tools: list[str] = Field(default_factory=lambda: list(FileTools().read))
     write_tools: list[str] = Field(default_factory=lambda: list(FileTools().write))
     shell_tools: list[str] = Field(default_factory=lambda: list(FileTools().shell))
     prompts: dict[str, str] = Field(
-        default_factory=dict, description="system, initial, update or turn_prefix overrides"
+        default_factory=dict, description="system, initial, update, layer or turn_prefix overrides"
     )
 
     @field_validator("prompts")

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from strategies.checkpoints.chain import Checkpoint
+from strategies.checkpoints.chain import Checkpoint, Layer
 from strategies.checkpoints.cut import FileLists
 
 
@@ -24,6 +24,9 @@ def dump(c: Checkpoint) -> bytes:
             "modified": list(c.files.modified),
             "created_at": c.created_at,
             "previous_id": c.previous_id,
+            "earlier": [
+                [e.covers, e.summary, list(e.files.read), list(e.files.modified)] for e in c.earlier
+            ],
         }
     )
 
@@ -41,4 +44,8 @@ def load(raw: bytes | str) -> Checkpoint:
         files=FileLists(tuple(d.get("read", ())), tuple(d.get("modified", ()))),
         created_at=float(d.get("created_at", 0.0)),
         previous_id=d.get("previous_id"),
+        earlier=tuple(
+            Layer(int(covers), summary, FileLists(tuple(read), tuple(modified)))
+            for covers, summary, read, modified in d.get("earlier", ())
+        ),
     )

@@ -168,7 +168,7 @@ class Compactor:
         kept = made or choice.best  # no newer summary: the one it has keeps its prefix stable
         if kept is None:
             return None
-        view = apply_summary(messages, kept.covers, kept.text(ctx.policy.summary_role), ctx.pinned)
+        view = apply_summary(messages, kept.covers, kept.texts(ctx.policy.summary_role), ctx.pinned)
         return Compacted(view, "created" if made else "reused", kept.id)
 
     async def precompact(

@@ -75,7 +75,7 @@ def choose(
     best = best_checkpoint(candidates, chain)
     if best is None:
         return Choice(None)
-    view = apply_summary(messages, best.covers, best.text(role), keep)
+    view = apply_summary(messages, best.covers, best.texts(role), keep)
     tokens = count_prompt(counter, view)
     if tokens > budget:
         return Choice(best)

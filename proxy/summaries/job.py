@@ -1,8 +1,10 @@
 """Making one checkpoint: what travels through the making (a Job), and the making itself.
 
 The history before the cut is summarized as a chain of calls that each fit the summarizer's
-own window, each updating the summary so far (a previous checkpoint's summary is updated with
-only the messages since); a split turn's beginning is summarized in parallel. The request's
+own window, each updating the summary so far; a split turn's beginning is summarized in
+parallel. After a previous checkpoint, only the messages since are summarized: as a new layer
+after its layers, which stay as they were, or, once the layers outgrow their share, as an
+update of all of them into one (strategies/checkpoints/chain.py: layering). The request's
 allowance bounds the calls and the time; a summarizer that overflows its own window is retried
 with smaller pieces; the breaker skips a summarizer that keeps failing.
 """
@@ -25,7 +27,7 @@ from proxy.summaries.llm import (
     SummarizerOverflow,
     Target,
 )
-from strategies.checkpoints.chain import Checkpoint, best_checkpoint, next_cut
+from strategies.checkpoints.chain import Checkpoint, best_checkpoint, layering, next_cut
 from strategies.checkpoints.cut import (
     Cut,
     FileLists,
@@ -136,18 +138,27 @@ async def make_checkpoint(
     start, cut = planned
     if not breaker.allow():
         raise BreakerOpen("the summarizer's breaker is open: skipped once")
+    previous = job.previous
+    expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
+    most = ctx.policy.summarizer.max_layers
+    layered = layering(previous, job.summary_budget, job.budget, expected, most)
     try:
-        text = await summarize(job, start, cut, llm, allowance)
+        text = await summarize(job, start, cut, llm, allowance, layered)
     except AllowanceSpent:
         raise  # a spent allowance is not the summarizer failing
     except SummarizerFailed:
         breaker.failure()
         raise
-    carried = job.previous.files if job.previous else FileLists()
-    files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
     lead = leading_count(messages)
+    role = ctx.policy.summary_role
+    if previous is not None and layered:
+        earlier, carried, first = previous.layers(), FileLists(), start
+    else:
+        earlier, carried, first = (), previous.whole()[1] if previous else FileLists(), lead
+    files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
     covers = cut.index - lead
-    summary = SummaryText(text, files, ctx.policy.summary_role)
+    summary = SummaryText(text, files, role, bool(earlier))
+    own = ctx.counter.message(summary.message())
     checkpoint = Checkpoint(
         id=checkpoint_id(ctx.scope, job.chain[covers]),
         conversation=job.chain[1],
@@ -155,20 +166,22 @@ async def make_checkpoint(
         chain_hash=job.chain[covers],
         summary=text,
         tokens_before=count_messages(ctx.counter, messages[lead : cut.index]),
-        tokens_after=ctx.counter.message(summary.message()),
+        tokens_after=own + (previous.tokens_after if earlier and previous else 0),
         files=files,
         created_at=time.time(),
-        previous_id=job.previous.id if job.previous else None,
+        previous_id=previous.id if previous else None,
+        earlier=earlier,
     )
     # A summary that takes more than the messages it stands for makes the request worse: the
-    # cut goes without it (its ledger quotes what they established: ledger.py).
+    # cut goes without it (its ledger quotes what they established: ledger.py). A new layer
+    # stands for the messages since the layers before it.
     replaced = count_messages(
-        ctx.counter, [m for m in messages[lead : cut.index] if id(m) not in ctx.pinned]
+        ctx.counter, [m for m in messages[first : cut.index] if id(m) not in ctx.pinned]
     )
-    if checkpoint.tokens_after >= replaced:
+    if own >= replaced:
         breaker.failure()
         raise SummarizerFailed(
-            f"a summary of {checkpoint.tokens_after} tokens is no smaller than the "
+            f"a summary of {own} tokens is no smaller than the "
             f"{replaced} tokens of messages it would replace"
         )
     if checkpoint.tokens_after > job.budget // 2:
@@ -181,10 +194,16 @@ async def make_checkpoint(
 
 
 async def summarize(
-    job: Job, start: int, cut: Cut, llm: LLMSummarizer, allowance: Allowance
+    job: Job,
+    start: int,
+    cut: Cut,
+    llm: LLMSummarizer,
+    allowance: Allowance,
+    layered: bool = False,
 ) -> str:
     """Summarize ``[start, cut)``, retrying in smaller pieces when the summarizer's own
-    tokenizer counts more than ours and its window overflows."""
+    tokenizer counts more than ours and its window overflows; ``layered``: as a layer after
+    the previous checkpoint's (else as an update of them all)."""
     ctx = job.ctx
     max_tokens = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
     # The prompt around the conversation, with the largest previous summary it can carry.
@@ -196,7 +215,9 @@ async def summarize(
         if capacity < 64:
             break
         try:
-            return await _summarize_in(job, start, cut, capacity, max_tokens, llm, allowance)
+            return await _summarize_in(
+                job, start, cut, capacity, max_tokens, llm, allowance, layered
+            )
         except SummarizerOverflow:
             capacity = capacity * 6 // 10
     raise SummarizerFailed(f"a {ctx.window}-token window leaves too little room to summarize")
@@ -210,6 +231,7 @@ async def _summarize_in(
     max_tokens: int,
     llm: LLMSummarizer,
     allowance: Allowance,
+    layered: bool,
 ) -> str:
     ctx, messages = job.ctx, job.messages
     cfg = ctx.policy.summarizer
@@ -229,9 +251,12 @@ async def _summarize_in(
     pieces = kept
 
     async def history() -> str | None:
-        summary = job.previous.summary if job.previous else None
-        for piece in pieces:
-            request = summary_request(piece, summary, prompts, capacity * 2)
+        # The first piece reads the layers before it: as context for a new layer, or as the
+        # summary it updates; the next pieces update what the first wrote.
+        summary = job.previous.whole()[0] if job.previous else None
+        for i, piece in enumerate(pieces):
+            layer = layered and i == 0
+            request = summary_request(piece, summary, prompts, capacity * 2, layer)
             timeout = await allowance.take(cfg.timeout)
             summary = await llm.complete(request, ctx.target, max_tokens, timeout)
         return summary

@@ -1,5 +1,6 @@
-"""Summary checkpoints: which stored summary covers how much of a conversation, and where the
-next one cuts. Pure cut rules: whether to summarize is the proxy's (proxy/summaries/decision.py).
+"""Summary checkpoints: which stored summary covers how much of a conversation, where the next
+one cuts, and how its layers are laid out. Pure cut rules: whether to summarize is the proxy's
+(proxy/summaries/decision.py).
 
 A proxy sees each conversation resent whole on every call. A checkpoint is keyed by a hash chain
 over the conversation's messages: ``chain[k]`` hashes the leading system messages and the first
@@ -7,6 +8,11 @@ over the conversation's messages: ``chain[k]`` hashes the leading system message
 messages) recomputes the same ``chain[k]`` and finds the checkpoint, while any edit to the
 summarized part changes the hash and the checkpoint is simply not used. Checkpoints of one
 conversation are grouped under ``chain[1]`` so one look-up returns every candidate.
+
+A checkpoint is layered: a later checkpoint adds a summary of the messages since the one before
+it after that one's layers, which stay as they were, so the prompt a provider has cached runs
+through them; the layers are merged into one only when they outgrow their share of the budget
+(``layering``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,14 @@ from dataclasses import dataclass, field
 import orjson
 
 from strategies.bounded_memory import DigestMemo, ObjectMemo
-from strategies.checkpoints.cut import Cut, FileLists, SummaryText, find_cut, keep_recent_tokens
+from strategies.checkpoints.cut import (
+    Cut,
+    FileLists,
+    SummaryText,
+    find_cut,
+    keep_recent_tokens,
+    merge_files,
+)
 from strategies.messages import Message, leading_count
 from strategies.rules import current_turn_start, running_task
 from strategies.tokens import Counter
@@ -63,7 +76,21 @@ def memories() -> tuple[DigestMemo, ObjectMemo]:
 
 
 @dataclass(frozen=True, slots=True)
+class Layer:
+    """One summary of a layered checkpoint: of the messages up to ``covers`` (after the leading
+    run) since the layer before it, and the files they read and modified."""
+
+    covers: int
+    summary: str
+    files: FileLists = field(default_factory=FileLists)
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint:
+    """A conversation's summary up to ``covers``: ``summary`` (and ``files``) are its newest
+    layer's, of the messages after the ``earlier`` layers' (none: of every covered message).
+    ``tokens_after`` counts every layer's message."""
+
     id: str
     conversation: str  # chain[1]: the group key
     covers: int  # messages after the leading run that the summary stands for
@@ -74,9 +101,40 @@ class Checkpoint:
     files: FileLists = field(default_factory=FileLists)
     created_at: float = 0.0
     previous_id: str | None = None
+    earlier: tuple[Layer, ...] = ()
+
+    def layers(self) -> tuple[Layer, ...]:
+        """Every layer, oldest first."""
+        return (*self.earlier, Layer(self.covers, self.summary, self.files))
 
     def text(self, role: str = "user") -> SummaryText:
-        return SummaryText(self.summary, self.files, role)
+        """The newest layer's summary (the whole summary of a checkpoint of one layer)."""
+        return SummaryText(self.summary, self.files, role, bool(self.earlier))
+
+    def texts(self, role: str = "user") -> list[tuple[int, SummaryText]]:
+        """Each layer's summary, oldest first, with how many messages it covers up to."""
+        return [
+            (layer.covers, SummaryText(layer.summary, layer.files, role, i > 0))
+            for i, layer in enumerate(self.layers())
+        ]
+
+    def whole(self) -> tuple[str, FileLists]:
+        """The layers as one summary and one list of files: what a merge updates."""
+        layers = self.layers()
+        text = "\n\n".join(layer.summary for layer in layers)
+        return text, merge_files([layer.files for layer in layers])
+
+
+def layering(
+    previous: Checkpoint | None, budget: int, cut: int, expected: int, max_layers: int
+) -> bool:
+    """Whether the checkpoint after ``previous`` adds a layer (else it rewrites the summary
+    as one): while there are fewer than ``max_layers`` and the layers with a new one of
+    ``expected`` tokens stay within their share: a third of the request's ``budget``, and
+    half of the ``cut``'s (a deep cut's, smaller), as any summary."""
+    if previous is None or max_layers < 2 or len(previous.earlier) + 1 >= max_layers:
+        return False
+    return previous.tokens_after + expected <= min(budget // 3, cut // 2)
 
 
 def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> Checkpoint | None:
@@ -91,15 +149,27 @@ def best_checkpoint(candidates: Sequence[Checkpoint], chain: Sequence[str]) -> C
 def apply_summary(
     messages: Sequence[Message],
     covers: int,
-    summary: SummaryText,
+    summary: SummaryText | Sequence[tuple[int, SummaryText]],
     keep: frozenset[int] = frozenset(),
 ) -> list[Message]:
     """The conversation with its first ``covers`` messages (after the leading run) replaced by
     the summary, placed right after the leading system messages; the covered messages whose id
-    is in ``keep`` (pinned) follow the summary verbatim, in order."""
+    is in ``keep`` (pinned) follow the summary verbatim, in order.
+
+    A layered summary (``Checkpoint.texts``) puts each layer, then the pinned messages it
+    covers, in order: what a new layer adds comes after everything the layers before it
+    forwarded."""
     lead = leading_count(messages)
-    pinned = [m for m in messages[lead : lead + covers] if id(m) in keep] if keep else []
-    return [*messages[:lead], summary.message(), *pinned, *messages[lead + covers :]]
+    layers = [(covers, summary)] if isinstance(summary, SummaryText) else summary
+    out = list(messages[:lead])
+    start = 0
+    for end, text in layers:
+        out.append(text.message())
+        if keep:
+            out += [m for m in messages[lead + start : lead + end] if id(m) in keep]
+        start = end
+    out += messages[lead + covers :]
+    return out
 
 
 def next_cut(

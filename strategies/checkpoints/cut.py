@@ -39,6 +39,7 @@ from strategies.tokens import Counter
 
 __all__ = [
     "INITIAL_PROMPT",
+    "LAYER_HEADER",
     "NO_HISTORY",
     "SPLIT_SEPARATOR",
     "SUMMARY_FRAMING",
@@ -57,6 +58,7 @@ __all__ = [
     "fence",
     "find_cut",
     "keep_recent_tokens",
+    "merge_files",
     "merge_split",
     "recent_pieces",
     "serialize",
@@ -68,6 +70,8 @@ __all__ = [
 ]
 
 SUMMARY_HEADER = "[Conversation summary: earlier messages were compacted]"
+# A later layer of a layered checkpoint (chain.py): the messages after the layer before it.
+LAYER_HEADER = "[Conversation summary, continued: the messages after the summary above]"
 # A summary is made of what users and tools wrote, so by default it comes back as a user
 # message framed as a record, never with the system prompt's authority.
 SUMMARY_FRAMING = (
@@ -268,6 +272,14 @@ def _path(arguments: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def merge_files(lists: Sequence[FileLists]) -> FileLists:
+    """One list of what ``lists`` (oldest first) read and modified: read-only excludes
+    modified; both sorted."""
+    read = {f for files in lists for f in files.read}
+    modified = {f for files in lists for f in files.modified}
+    return FileLists(tuple(sorted(read - modified)), tuple(sorted(modified)))
+
+
 def with_file_lists(summary: str, files: FileLists) -> str:
     out = summary
     if files.read:
@@ -279,14 +291,19 @@ def with_file_lists(summary: str, files: FileLists) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SummaryText:
-    """A finished summary and the file lists it carries."""
+    """A finished summary and the file lists it carries; ``later``: a layer after the first
+    of a layered checkpoint, which continues the one before it (its header says so, and the
+    first layer's framing covers it)."""
 
     text: str
     files: FileLists = field(default_factory=FileLists)
     role: str = "user"  # user, developer or system: the policy's summary_role
+    later: bool = False
 
     def message(self) -> Message:
         body = with_file_lists(self.text, self.files)
+        if self.later:
+            return {"role": self.role, "content": f"{LAYER_HEADER}\n\n{body}"}
         if self.role == "user":
             body = f"{SUMMARY_FRAMING}\n\n{body}"
         return {"role": self.role, "content": f"{SUMMARY_HEADER}\n\n{body}"}

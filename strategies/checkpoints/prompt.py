@@ -67,6 +67,14 @@ UPDATE_PROMPT = (
     "keep every detail of the previous summary that still matters.\n\n" + SECTIONS
 )
 
+LAYER_PROMPT = (
+    "The conversation above continues from the earlier summary in <previous-summary>, which "
+    "stays in place, word for word, before yours. Summarize only the new messages, so that the "
+    "earlier summary followed by yours covers everything: do not repeat what it says; state "
+    "what changed (a decision replaced, a task finished, a constraint added), naming what it "
+    "replaces.\n\n" + SECTIONS
+)
+
 TURN_PREFIX_PROMPT = """The conversation above is the beginning of a turn that is still in \
 progress; its end is kept verbatim. Summarize this beginning so the end makes sense:
 
@@ -86,6 +94,7 @@ class Prompts:
     initial: str = INITIAL_PROMPT
     update: str = UPDATE_PROMPT
     turn_prefix: str = TURN_PREFIX_PROMPT
+    layer: str = LAYER_PROMPT
 
 
 def serialize(messages: Sequence[Message], max_chars: int = 0) -> str:
@@ -138,12 +147,15 @@ def summary_request(
     previous: str | None,
     prompts: Prompts = Prompts(),
     max_chars: int = 0,
+    layer: bool = False,
 ) -> list[Message]:
-    """The chat messages asking an LLM for a summary (or an update of ``previous``)."""
+    """The chat messages asking an LLM for a summary (or an update of ``previous``; with
+    ``layer``, a summary of the new messages alone that follows ``previous``)."""
     body = f"<conversation>\n{serialize(messages, max_chars)}\n</conversation>\n\n"
     if previous:
         quoted = fence(previous)
-        body += f"<previous-summary>\n{quoted}\n</previous-summary>\n\n{prompts.update}"
+        ask = prompts.layer if layer else prompts.update
+        body += f"<previous-summary>\n{quoted}\n</previous-summary>\n\n{ask}"
     else:
         body += prompts.initial
     return [{"role": "system", "content": prompts.system}, {"role": "user", "content": body}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -74,13 +75,14 @@ def test_summary_replaces_old_history_and_recent_turns_stay_verbatim(
     msgs, _ = converse(stack.client, 20)
     sent = stack.received[-1]["messages"]
     assert sent[0] == SYSTEM
-    # The ledger of what the summary stands for first, quoted (the task: the opening message),
-    # then the summary; both framed records, never system authority.
+    # The summary first (it stays as a provider cached it while the conversation grows), then
+    # the ledger of what it stands for, quoted (the task: the opening message); both framed
+    # records, never system authority.
     assert [m["role"] for m in sent[1:3]] == ["user", "user"]
-    assert sent[1]["content"].startswith("[Context ledger: quoted by the gateway")
-    assert f"Task: {msgs[1]['content'][:40]}" in sent[1]["content"]
-    assert sent[2]["content"].startswith("[Conversation summary: earlier messages were compacted]")
-    assert "## Goal" in sent[2]["content"]
+    assert sent[1]["content"].startswith("[Conversation summary: earlier messages were compacted]")
+    assert "## Goal" in sent[1]["content"]
+    assert sent[2]["content"].startswith("[Context ledger: quoted by the gateway")
+    assert f"Task: {msgs[1]['content'][:40]}" in sent[2]["content"]
     tail = sent[3:]
     assert tail == msgs[len(msgs) - 1 - len(tail) : -1]
 
@@ -222,9 +224,9 @@ def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) ->
     assert raw.headers["x-contextwarden-checkpoint"] == "session-memory"
     sent = stack.received[-1]
     assert "contextwarden" not in sent
-    # The ledger of what it stands for, then the session memory as the summary.
-    assert sent["messages"][1]["content"].startswith("[Context ledger")
-    assert "trip to Lisbon" in sent["messages"][2]["content"]
+    # The session memory as the summary, then the ledger of what it stands for.
+    assert "trip to Lisbon" in sent["messages"][1]["content"]
+    assert sent["messages"][2]["content"].startswith("[Context ledger")
     assert stack.upstream_app.state.summaries == []
     stack.client.chat.completions.create(
         model=MODEL,
@@ -314,3 +316,45 @@ def test_precompaction_has_the_checkpoint_ready_when_the_limit_is_crossed(tmp_pa
     crossing = [h for h in headers if "x-contextwarden-checkpoint" in h]
     assert crossing, "the conversation crossed the budget"
     assert all(h["x-contextwarden-checkpoint"].startswith("reused") for h in crossing)
+
+
+def _summaries(messages: list[Any]) -> list[str]:
+    return [
+        m["content"]
+        for m in messages
+        if isinstance(m["content"], str) and m["content"].startswith("[Conversation summary")
+    ]
+
+
+def test_a_later_summary_is_a_layer_after_the_earlier_ones_which_keep_their_bytes(
+    make_stack: StackFactory,
+) -> None:
+    stack = make_stack(summarize=True)
+    converse(stack.client, 40)
+    views = [_summaries(r["messages"]) for r in stack.received]
+    views = [v for v in views if v]
+    assert any(len(v) > 1 for v in views), "a re-cut adds a layer instead of rewriting"
+    # A new layer comes after the layers before it, which are forwarded with the same bytes
+    # (the cached prefix runs through them); they are rewritten as one only past the policy's
+    # four layers or their share of the budget.
+    grown = [(a, b) for a, b in itertools.pairwise(views) if len(b) > len(a)]
+    assert grown and all(b[: len(a)] == a for a, b in grown)
+    assert max(len(v) for v in views) <= 4
+    assert len({v[0] for v in views}) < len({tuple(v) for v in views})
+    for r in stack.received:
+        summaries = _summaries(r["messages"])
+        assert r["messages"][1 : 1 + len(summaries)] == [
+            {"role": "user", "content": s} for s in summaries
+        ]
+        assert all(s.startswith("[Conversation summary, continued") for s in summaries[1:])
+    # The summarizer read the layers before as context and wrote only what came since.
+    asked = [s["messages"][-1]["content"] for s in stack.upstream_app.state.summaries]
+    assert any("Summarize only the new messages" in a for a in asked)
+
+
+def test_one_layer_rewrites_the_summary_each_time(make_stack: StackFactory) -> None:
+    stack = make_stack(summarize=True, policies={"default": {"summarizer": {"max_layers": 1}}})
+    converse(stack.client, 40)
+    assert all(len(_summaries(r["messages"])) <= 1 for r in stack.received)
+    firsts = {_summaries(r["messages"])[0] for r in stack.received if _summaries(r["messages"])}
+    assert len(firsts) > 1, "each checkpoint rewrote the summary"

@@ -25,7 +25,7 @@ from typing import Any
 from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
 from proxy.request.planning.deep_cuts import deeper, last_prompt
-from proxy.request.planning.ledger import Reserved, add_ledger, reserve
+from proxy.request.planning.ledger import Reserved, add_ledger, reserve, summary_front
 from proxy.request.planning.off_loop import off_loop
 from proxy.request.planning.plan import Plan, plan_of_fit
 from proxy.request.planning.planner_state import PlannerState
@@ -130,8 +130,9 @@ async def cut(
                 raise
             reserved = None  # what must be kept needs it: the ledger gets what the fit leaves
             result = await fitting(fit_budget, kept=summary, tokens=tokens)
+        front = summary_front(messages, original) if summary else frozenset()
         result = await off_loop(
-            req.fresh, add_ledger, req, original, result, whole, full, counter, reserved
+            req.fresh, add_ledger, req, original, result, whole, full, counter, reserved, front
         )
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages

@@ -1,6 +1,7 @@
 """The ledger beside a cut: what the messages a fit removed had established (strategies/ledger.py),
-forwarded right after the leading instructions (before the summary when there is one, and
-before the task), on every path that cuts afresh: a fresh or deep cut, a cut whose summary
+forwarded right after the leading instructions, or after the summary when there is one (its
+layers, and the pinned messages among them, stay the prompt a provider has cached), and before
+the task, on every path that cuts afresh: a fresh or deep cut, a cut whose summary
 failed or was refused, the overflow retry. A sticky replay forwards
 the cut's ledger as it was recorded: the same bytes.
 
@@ -92,10 +93,12 @@ def add_ledger(
     full: Budget,
     counter: MemoCounter,
     reserved: Reserved | None = None,
+    front: frozenset[int] = frozenset(),
 ) -> Fit:
     """``result`` (a fit of ``original`` to ``budget``) with the ledger of what it removed,
     within the room ``reserve`` kept for it (``reserved``; None: the room the fit left) and the
-    cap (the reserve's own ledger when the cut removed just what it counted on).
+    cap (the reserve's own ledger when the cut removed just what it counted on); it goes
+    after ``front`` (``summary_front``), else after the leading instructions.
     Room the fit left beyond what was kept is the conversation's room to grow in: a cut made
     cache-friendly leaves it so the next requests replay the cut, and a ledger filling it
     would have them cut afresh."""
@@ -129,7 +132,7 @@ def add_ledger(
     cost = counter.message(message)
     if cost > room:
         return result
-    at = _where(result.messages)
+    at = _where(result.messages, front)
     result.messages = [*result.messages[:at], message, *result.messages[at:]]
     result.tokens_after += cost
     result.actions.append(LEDGER)
@@ -162,8 +165,25 @@ def _message(req: WireRequest, text: str) -> Message:
     return {"role": req.policy.config.summary_role, "content": text}
 
 
-def _where(kept: list[Message]) -> int:
-    """Where the ledger goes among ``kept``: right after the leading instructions, before the
-    summary and the task (a client that reads its newest user text as the task still finds
-    its own)."""
-    return leading_count(kept)
+def summary_front(compacted: list[Message], original: list[Message]) -> frozenset[int]:
+    """The ids of what a summary's view (``compacted``) puts before the messages it keeps of
+    ``original`` verbatim: the instructions, the summary's layers and the pinned messages
+    among them. None when nothing was summarized."""
+    if compacted is original:
+        return frozenset()
+    shift = len(original) - len(compacted)
+    start = len(compacted)
+    while (
+        start > 0 and start - 1 + shift >= 0 and compacted[start - 1] is original[start - 1 + shift]
+    ):
+        start -= 1
+    return frozenset(id(m) for m in compacted[:start])
+
+
+def _where(kept: list[Message], front: frozenset[int]) -> int:
+    """Where the ledger goes among ``kept``: after what is in ``front`` (a summary's, which
+    stays as a provider cached it while the ledger changes with each new cut), else right
+    after the leading instructions; before the task (a client that reads its newest user
+    text as the task still finds its own)."""
+    last = max((i for i, m in enumerate(kept) if id(m) in front), default=-1)
+    return last + 1 if last >= 0 else leading_count(kept)

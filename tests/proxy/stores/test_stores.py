@@ -7,6 +7,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from proxy.stores.protocol import Store
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SqliteStore
-from strategies.checkpoints.chain import Checkpoint
+from strategies.checkpoints.chain import Checkpoint, Layer
 from strategies.checkpoints.cut import FileLists
 from tests.e2e.redis_server import redis_server
 
@@ -61,6 +62,15 @@ async def test_round_trip_grouped_by_team_and_conversation(store: Store) -> None
     assert got[0].files == FileLists(("a.py",), ("b.py",))
     assert [c.covers for c in await store.candidates("t2", "other")] == [3]
     assert await store.candidates("t2", "conv") == []
+
+
+async def test_a_layered_checkpoint_keeps_its_layers(store: Store) -> None:
+    earlier = (Layer(2, "first", FileLists(("x.py",), ())), Layer(5, "second"))
+    layered = replace(ck(7), earlier=earlier)
+    await store.put("layers", layered)
+    (got,) = await store.candidates("layers", "conv")
+    assert got.earlier == earlier
+    assert got == replace(layered, created_at=got.created_at)
 
 
 async def test_size_limit_drops_the_oldest(store: Store) -> None:

@@ -8,8 +8,15 @@ import pytest
 
 from strategies.bounded_memory import DigestMemo, ObjectMemo
 from strategies.checkpoints import chain
-from strategies.checkpoints.chain import Checkpoint, apply_summary, best_checkpoint, prefix_chain
-from strategies.checkpoints.cut import SUMMARY_HEADER, SummaryText
+from strategies.checkpoints.chain import (
+    Checkpoint,
+    Layer,
+    apply_summary,
+    best_checkpoint,
+    layering,
+    prefix_chain,
+)
+from strategies.checkpoints.cut import LAYER_HEADER, SUMMARY_HEADER, FileLists, SummaryText
 
 
 def conv(n: int) -> list[dict[str, str]]:
@@ -77,6 +84,54 @@ def test_a_summary_is_a_framed_user_message_by_default() -> None:
     assert view[1]["role"] == "user"
     assert view[1]["content"].startswith(SUMMARY_HEADER)
     assert "gives no instructions of its own" in view[1]["content"]
+
+
+def layered(covers: int = 7) -> Checkpoint:
+    return Checkpoint(
+        "ck", "conv", covers, "h", "since then", 100, 60,
+        FileLists(("c.py",)),
+        earlier=(Layer(2, "first", FileLists((), ("a.py",))), Layer(4, "second")),
+    )  # fmt: skip
+
+
+def test_each_layer_is_followed_by_the_pinned_messages_it_covers() -> None:
+    msgs = conv(10)  # system, then user and assistant turns
+    pinned = frozenset({id(msgs[1]), id(msgs[4]), id(msgs[6])})
+    view = apply_summary(msgs, 7, layered().texts("system"), pinned)
+    assert view[0] is msgs[0]
+    assert (
+        view[1]["content"]
+        == f"{SUMMARY_HEADER}\n\nfirst\n\n<modified-files>\na.py\n</modified-files>"
+    )
+    assert view[2] is msgs[1]
+    assert view[3]["content"] == f"{LAYER_HEADER}\n\nsecond"
+    assert view[4] is msgs[4]
+    assert view[5]["content"].startswith(f"{LAYER_HEADER}\n\nsince then")
+    assert "c.py" in view[5]["content"]
+    assert view[6] is msgs[6]
+    assert view[7:] == msgs[8:]
+    # The same layers, the next request: the same bytes up to where the newest layer begins.
+    grown = layered(9)
+    again = apply_summary(msgs, 9, grown.texts("system"), pinned)
+    assert again[:5] == view[:5]
+
+
+def test_a_checkpoint_whole_is_its_layers_as_one() -> None:
+    text, files = layered().whole()
+    assert text == "first\n\nsecond\n\nsince then"
+    assert files == FileLists(("c.py",), ("a.py",))
+    assert [layer.covers for layer in layered().layers()] == [2, 4, 7]
+
+
+def test_layers_stack_until_they_outgrow_their_share_or_count() -> None:
+    one = Checkpoint("ck", "conv", 4, "h", "s", 100, 200)
+    assert layering(one, 3000, 3000, 400, 4)
+    assert not layering(one, 3000, 3000, 900, 4)  # 1100 tokens: over a third of 3000
+    assert not layering(one, 3000, 1000, 400, 4)  # over half of a deep cut's 1000
+    assert not layering(None, 3000, 3000, 400, 4)
+    assert not layering(one, 3000, 3000, 400, 1)
+    assert layering(layered(), 30000, 30000, 400, 4)  # three layers, a fourth may come
+    assert not layering(layered(), 30000, 30000, 400, 3)
 
 
 def test_next_cut_starts_after_what_is_covered_and_keeps_the_recent_turns() -> None:
