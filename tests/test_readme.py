@@ -76,6 +76,8 @@ def test_every_python_example_runs_against_the_quick_start(
     demo upstream by the variables the quick start reads."""
     from agents import set_tracing_disabled
     from agents.models import _openai_shared
+    from agents.tracing import trace
+    from agents.tracing.traces import NoOpTrace
 
     from proxy.app import create_app
     from proxy.demo.servers import BackgroundServer
@@ -93,7 +95,7 @@ def test_every_python_example_runs_against_the_quick_start(
         monkeypatch.delenv("ANTHROPIC_BASE_URL")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-readme")
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-readme")
-        set_tracing_disabled(True)  # openai-agents would send its traces to OpenAI itself
+        set_tracing_disabled(False)  # the SDK's default: the README's snippet turns it off
         default_client = _openai_shared.get_default_openai_client()
         try:
             with BackgroundServer(app) as proxy:
@@ -105,7 +107,9 @@ def test_every_python_example_runs_against_the_quick_start(
                     }
                     exec(block.replace("http://127.0.0.1:8080", proxy.url), names)
                     assert "client" in names or "set_default_openai_client" in names
+            assert isinstance(trace("run"), NoOpTrace), "openai-agents would trace to OpenAI"
         finally:
+            set_tracing_disabled(True)
             _openai_shared.set_default_openai_client(default_client)  # type: ignore[arg-type]
         assert_no_plan_fallbacks(app)
 

@@ -202,12 +202,16 @@ def test_codex(quick_start: QuickStart) -> None:
 async def test_openai_agents(quick_start: QuickStart, monkeypatch: pytest.MonkeyPatch) -> None:
     from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.models import _openai_shared
+    from agents.tracing import trace
+    from agents.tracing.traces import NoOpTrace
 
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
-    set_tracing_disabled(True)  # its traces go to OpenAI itself, not through the proxy
     before = _openai_shared.get_default_openai_client()
+    set_tracing_disabled(False)  # the SDK's default: the snippet as written turns it off
     try:
         exec(snippet("openai-agents").replace(PROXY, quick_start.url), {})
+        # Else the SDK posts the run's prompts and tool outputs to OpenAI, around the proxy.
+        assert isinstance(trace("run"), NoOpTrace)
         work = quick_start.work
 
         @function_tool
@@ -218,6 +222,7 @@ async def test_openai_agents(quick_start: QuickStart, monkeypatch: pytest.Monkey
         coder = Agent(name="coder", instructions="Read what you are asked.", tools=[read_file])
         result = await Runner.run(coder, TASK, max_turns=STEPS + 3)
     finally:
+        set_tracing_disabled(True)  # no test sends traces to OpenAI
         made = _openai_shared.get_default_openai_client()
         _openai_shared.set_default_openai_client(before)  # type: ignore[arg-type]
         if made is not None and made is not before:
