@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
@@ -24,6 +24,7 @@ from proxy.edge.passthrough import handle_models, handle_passthrough
 from proxy.edge.preview import handle_preview
 from proxy.edge.readiness import Readiness
 from proxy.edge.sharing import Sharing, learned_windows, scope_key
+from proxy.edge.websockets import quiet_denials, refuse
 from proxy.errors import (
     BadRequest,
     NoRoute,
@@ -50,6 +51,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
     """Build the proxy. ``transport`` lets tests inject one (tests/respx_transport.py); by
     default the upstream transport is pooled for the app's life."""
     prepare_environment()
+    quiet_denials()
 
     readiness = Readiness()
 
@@ -100,6 +102,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         ),
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
+        WebSocketRoute("/v1/responses", refuse),
+        WebSocketRoute("/responses", refuse),
     ]
     handlers = {ProxyError: _proxy_error, HTTPException: _no_route, Exception: _unexpected}
     app = Starlette(

@@ -192,6 +192,9 @@ def test_codex(quick_start: QuickStart) -> None:
     run = quick_start.run([*argv, TASK], {})
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
+    # Its WebSocket handshake got a 426 and the session went by HTTPS at once (a refused
+    # handshake had it retry five times, about 6 s, on every run).
+    assert "Reconnecting" not in run.stdout + run.stderr, run
     received = quick_start.openai.received
     assert len(received) == STEPS + 1 and not quick_start.openai.refused
     assert all(r.path == "responses" for r in received)
