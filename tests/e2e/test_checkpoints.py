@@ -234,7 +234,7 @@ def test_session_memory_is_used_without_an_llm_call(make_stack: StackFactory) ->
         max_tokens=64,  # type: ignore[arg-type]
         extra_headers={"x-contextwarden-session-memory": "Header memory."},
     )
-    assert "Header memory." in stack.received[-1]["messages"][2]["content"]
+    assert "Header memory." in stack.received[-1]["messages"][1]["content"]
 
 
 def test_overflow_recovery_summarizes_from_the_original_transcript(
