@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -45,6 +46,13 @@ class Upstream(Strict):
         "forwards it; proxy answers it with the proxy's own summary; auto forwards the first "
         "and answers from then on when the upstream's answer is no compaction",
     )
+    context_management: Literal["auto", "forward", "strip", "serve"] = Field(
+        "auto",
+        description="a Messages body's context_management (Anthropic's context editing, which "
+        "Claude Code sends on every request): forward it; strip it; or serve it (the proxy "
+        "applies the edits and leaves the field out). auto: forward to Anthropic's own API "
+        "(api.anthropic.com), serve elsewhere (strict servers refuse the field)",
+    )
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
     headers: dict[str, str] = Field(default_factory=dict)
@@ -60,6 +68,14 @@ class Upstream(Strict):
         ``Authorization``, any ``*key*``, ``*token*``, ``*secret*`` or ``*auth*`` header): a key
         the proxy holds as much as one in ``api_key_env``."""
         return [h for h in self.headers if _CREDENTIAL.search(h)]
+
+    @property
+    def context_edits(self) -> Literal["forward", "strip", "serve"]:
+        """What happens to a Messages body's ``context_management`` (``auto`` resolved)."""
+        if self.context_management != "auto":
+            return self.context_management
+        host = urlsplit(self.base_url or "").hostname or ""
+        return "forward" if host == "api.anthropic.com" else "serve"
 
     @property
     def served_apis(self) -> tuple[Api, ...]:

@@ -13,4 +13,5 @@ client gets back.
     passthrough.py  every other ``/v1/*`` path, forwarded untouched
     ownership.py    stored Responses belong to the team that made them
     preview.py      what the proxy would forward, without forwarding
+    websockets.py   a WebSocket handshake on a model route, refused so Codex uses HTTPS at once
 """

@@ -24,13 +24,14 @@ from starlette.datastructures import Headers
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal, caller_credential
 from proxy.errors import BadRequest, Forbidden
+from proxy.formats.anthropic_edits import FIELD, json_tokens, serve, strip
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.formats.compaction import expand
 from proxy.formats.reused_items import RecentItems
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
-from proxy.windows.models import Models
+from proxy.windows.models import Models, ModelSpec
 from proxy.wire import WireRequest
 from strategies.messages import SOURCE, Message
 
@@ -68,6 +69,14 @@ def build_request(
             param="model",
             code="unsupported_api",
         )
+    edits = None
+    if (
+        fmt.api == "messages"
+        and FIELD in payload
+        and spec.route.upstream.context_edits != "forward"
+    ):
+        payload, edits = context_edits(payload, spec)
+        body = orjson.dumps(payload)
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
     learner = who.learns_as
@@ -95,6 +104,7 @@ def build_request(
         message_weight=models.calibration.message_weight(learner, spec.name),
         sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
+        context_edits=edits,
     )
     if reuse is not None:
         reuse.commit(len(body))
@@ -104,6 +114,17 @@ def build_request(
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned
     return req
+
+
+def context_edits(
+    payload: dict[str, Any], spec: ModelSpec
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A Messages body without its ``context_management``, stripped or served as its upstream
+    takes it (proxy/formats/anthropic_edits.py), and what the edits did (none when stripped)."""
+    if spec.route.upstream.context_edits == "strip":
+        return strip(payload), []
+    counter = spec.pricing.counter
+    return serve(payload, json_tokens(lambda text: counter.message({"content": text})))
 
 
 def allowed_controls(controls: Controls, who: Principal, settings: Settings, name: str) -> str:

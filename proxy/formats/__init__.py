@@ -7,7 +7,9 @@
                          compaction.py: its compaction requests and items (Codex's), answered
                          and expanded by the proxy
     anthropic.py         Anthropic Messages (``/v1/messages``); anthropic_checks.py: its
-                         request checks; anthropic_cache.py: its cache breakpoints on a trim
+                         request checks; anthropic_cache.py: its cache breakpoints on a trim;
+                         anthropic_edits.py: its context editing, served or stripped for an
+                         upstream without it
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
     reused_items.py      each conversation's last request's items: the next request's equal

@@ -161,11 +161,14 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             provider: str = "openai",
             figures: bool = True,
             metadata: Metadata | None = None,
+            strict: bool = False,
+            upstream: dict[str, Any] | None = None,
             **settings: Any,
         ) -> Agent:
             """``lines``: of each step file (about 20 tokens a line); ``figures``: False for
             an upstream whose overflow errors state no figures; ``metadata``: a local server's
-            metadata endpoints, served by the upstream."""
+            metadata endpoints, served by the upstream; ``strict``: an upstream that refuses
+            fields it does not know (context_management); ``upstream``: more of its config."""
             script = Script(
                 steps=steps,
                 window=window,
@@ -173,10 +176,12 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
                 every=every,
                 figures=figures,
                 metadata=metadata,
+                strict=strict,
             )
-            upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
+            server = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]
-            scripted = {"base_url": f"{upstream.url}/v1", "apis": apis, "provider": provider}
+            scripted = {"base_url": f"{server.url}/v1", "apis": apis, "provider": provider}
+            scripted |= upstream or {}
             config: dict[str, Any] = {
                 "upstreams": {"scripted": scripted},
                 "default_upstream": "scripted",
@@ -194,7 +199,7 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             home.mkdir()
             write_steps(work, steps, lines)
             apps.append(recorder.app)
-            return Agent(script, recorder, proxy.url, upstream.url, work, home)
+            return Agent(script, recorder, proxy.url, server.url, work, home)
 
         apps: list[Any] = []
         yield build

@@ -82,6 +82,9 @@ class Script:
     truncates: bool = False
     # A local server's metadata endpoints (tests/clients/metadata.py), served beside the API.
     metadata: Metadata | None = None
+    # True: a server that validates Messages bodies strictly (a local server behind a
+    # pydantic model with extra="forbid"): it refuses context_management, as such servers do.
+    strict: bool = False
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
     lag: int = 0
@@ -133,6 +136,8 @@ def create_scripted(script: Script) -> Starlette:
         else:
             script.received.append(seen)
         broken = invalid_request(payload)
+        if broken is None and script.strict and "context_management" in payload:
+            broken = "context_management: Extra inputs are not permitted"
         tokens = anthropic.prompt(payload)
         if broken is None and tokens + payload["max_tokens"] > script.window:
             broken = (

@@ -273,3 +273,31 @@ def test_a_100_step_task_at_24k_completes(make_agent: AgentFactory) -> None:
     assert "Done after 100 steps" in run.stdout, run
     assert len(agent.script.refused) <= 1
     check_answered(agent)
+
+
+def test_against_a_strict_upstream_its_context_management_is_served(
+    make_agent: AgentFactory,
+) -> None:
+    """Claude Code sends ``context_management`` on every request; a server that validates
+    bodies strictly refuses it. Served by the proxy (the default for any upstream but
+    Anthropic's own API), the task finishes and the upstream never sees the field; forwarded,
+    the same upstream refuses the first request and the CLI fails."""
+    agent = make_agent(WINDOW, steps=8, models=[MODEL], strict=True)
+    run = agent.run(claude(agent, TASK), env(agent))
+    assert run.returncode == 0, run
+    assert "Done after 8 steps" in run.stdout, run
+    sent = agent.sent("/v1/messages")
+    assert sent and all("context_management" in body for body in sent)
+    assert not agent.script.refused
+    assert not any("context_management" in body for body in agent.forwarded("messages"))
+
+
+def test_forwarded_to_a_strict_upstream_its_context_management_is_refused(
+    make_agent: AgentFactory,
+) -> None:
+    agent = make_agent(
+        WINDOW, steps=2, models=[MODEL], strict=True, upstream={"context_management": "forward"}
+    )
+    run = agent.run(claude(agent, TASK), env(agent), timeout=120)
+    assert "Done after" not in run.stdout, run
+    assert agent.script.refused

@@ -1,0 +1,248 @@
+"""Anthropic's context editing (the Messages body's ``context_management.edits``), for an
+upstream that does not implement it: served (the edits applied to the messages, as Anthropic's
+API applies them before the model reads) or stripped (the field removed); forwarded as it is
+to Anthropic's own API. Strict servers refuse the field ("context_management: Extra inputs are
+not permitted"), and Claude Code sends it on every request.
+
+    serve   the payload with each edit applied in order, without the field, and what each
+            edit did (``applied_edits``, as Anthropic reports them)
+    strip   the payload without the field
+
+The edits, as documented:
+    clear_thinking_20251015  ``keep``: ``"all"``, or ``{"type": "thinking_turns", "value": N}``
+                             (default 1): the thinking blocks of the assistant turns before the
+                             newest N are removed (a turn: the assistant's messages between two
+                             user prompts, tool rounds included)
+    clear_tool_uses_20250919 past ``trigger`` (``input_tokens``, default 100,000, or
+                             ``tool_uses``), the oldest tool results are replaced by a
+                             placeholder, all but the newest ``keep`` tool uses (default 3) and
+                             the ``exclude_tools``; ``clear_tool_inputs`` (true, or tool names)
+                             clears their calls' input too; nothing is cleared when less than
+                             ``clear_at_least`` input tokens would be
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+
+FIELD = "context_management"
+THINKING = "clear_thinking_20251015"
+TOOL_USES = "clear_tool_uses_20250919"
+PLACEHOLDER = "[This tool result was cleared to save context.]"
+DEFAULT_TRIGGER = {"type": "input_tokens", "value": 100_000}
+DEFAULT_KEEP_TOOL_USES = 3
+DEFAULT_THINKING_TURNS = 1
+
+Count = Callable[[Any], int]  # tokens of a JSON value (a message, a block)
+
+
+def strip(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k != FIELD}
+
+
+def serve(payload: dict[str, Any], count: Count) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``payload`` with its edits applied, without the field, and what each did; BadRequest,
+    in the API's terms, for an edit it does not take."""
+    edits = _edits(payload.get(FIELD))
+    messages: list[Any] = list(payload.get("messages") or [])
+    applied: list[dict[str, Any]] = []
+    for i, edit in enumerate(edits):
+        where = f"{FIELD}.edits.{i}"
+        if edit["type"] == THINKING:
+            messages, report = _clear_thinking(messages, edit, where, count)
+        else:
+            messages, report = _clear_tool_uses(payload, messages, edit, where, count)
+        if report is not None:
+            applied.append(report)
+    out = strip(payload)
+    out["messages"] = messages
+    return out, applied
+
+
+def _edits(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, dict) or set(value) - {"edits"}:
+        raise BadRequest(f"{FIELD}: must be an object with edits", param=FIELD)
+    edits = value.get("edits", [])
+    if not isinstance(edits, list):
+        raise BadRequest(f"{FIELD}.edits: must be an array", param=f"{FIELD}.edits")
+    for i, edit in enumerate(edits):
+        where = f"{FIELD}.edits.{i}"
+        if not isinstance(edit, dict) or edit.get("type") not in (THINKING, TOOL_USES):
+            raise BadRequest(
+                f"{where}.type: must be one of {THINKING!r}, {TOOL_USES!r}", param=where
+            )
+    return edits
+
+
+def _clear_thinking(
+    messages: list[Any], edit: dict[str, Any], where: str, count: Count
+) -> tuple[list[Any], dict[str, Any] | None]:
+    _known(edit, {"type", "keep"}, where)
+    keep = edit.get("keep", {"type": "thinking_turns", "value": DEFAULT_THINKING_TURNS})
+    if keep == "all":
+        return messages, None
+    turns = _amount(keep, "thinking_turns", f"{where}.keep")
+    starts = [i for i, m in enumerate(messages) if _prompt(m)]
+    # Turn t holds the messages after the t-th user prompt; the newest ``turns`` keep theirs.
+    last_cleared = len(starts) - turns
+    out, cleared_turns, cleared = list(messages), set(), 0
+    for i, m in enumerate(messages):
+        if not (isinstance(m, dict) and m.get("role") == "assistant"):
+            continue
+        turn = bisect_right(starts, i)
+        if turn > last_cleared:
+            continue
+        content = m.get("content")
+        if not isinstance(content, list):
+            continue
+        kept = [b for b in content if not _thinking(b)]
+        if len(kept) == len(content) or not kept:
+            continue
+        cleared += sum(count(b) for b in content if _thinking(b))
+        out[i] = {**m, "content": kept}
+        cleared_turns.add(turn)
+    if not cleared_turns:
+        return messages, None
+    report = {
+        "type": THINKING,
+        "cleared_thinking_turns": len(cleared_turns),
+        "cleared_input_tokens": cleared,
+    }
+    return out, report
+
+
+def _clear_tool_uses(
+    payload: dict[str, Any], messages: list[Any], edit: dict[str, Any], where: str, count: Count
+) -> tuple[list[Any], dict[str, Any] | None]:
+    fields = {"type", "trigger", "keep", "clear_at_least", "exclude_tools", "clear_tool_inputs"}
+    _known(edit, fields, where)
+    trigger = edit.get("trigger", DEFAULT_TRIGGER)
+    if not isinstance(trigger, dict) or trigger.get("type") not in ("input_tokens", "tool_uses"):
+        raise BadRequest(
+            f"{where}.trigger.type: must be 'input_tokens' or 'tool_uses'", param=where
+        )
+    threshold = _amount(trigger, trigger["type"], f"{where}.trigger")
+    keep = _amount(
+        edit.get("keep", {"type": "tool_uses", "value": DEFAULT_KEEP_TOOL_USES}),
+        "tool_uses",
+        f"{where}.keep",
+    )
+    least = edit.get("clear_at_least")
+    at_least = 0 if least is None else _amount(least, "input_tokens", f"{where}.clear_at_least")
+    excluded = _names(edit.get("exclude_tools", []), f"{where}.exclude_tools")
+    inputs = edit.get("clear_tool_inputs", False)
+    if not isinstance(inputs, bool):
+        inputs = _names(inputs, f"{where}.clear_tool_inputs")
+    uses = [
+        (i, k, b)
+        for i, m in enumerate(messages)
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("content"), list)
+        for k, b in enumerate(m["content"])
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+    if trigger["type"] == "tool_uses":
+        reached = len(uses) > threshold
+    else:
+        frame = [payload.get("system"), payload.get("tools")]
+        reached = count(frame) + sum(count(m) for m in messages) > threshold
+    if not reached or len(uses) <= keep:
+        return messages, None
+    results = _results(messages)
+    out = list(messages)
+    changed: dict[int, list[Any]] = {}
+    cleared_uses, cleared = 0, 0
+    for i, k, use in uses[: len(uses) - keep]:
+        name = use.get("name")
+        if name in excluded:
+            continue
+        found = results.get(use.get("id"))
+        if found is None:
+            continue
+        j, r = found
+        block = (changed.get(j) or out[j]["content"])[r]
+        if block.get("content") == PLACEHOLDER:
+            continue  # cleared by an earlier request's edit, as the client resent it
+        blocks = changed.setdefault(j, list(out[j]["content"]))
+        cleared += count(block.get("content", "")) - count(PLACEHOLDER)
+        blocks[r] = {**block, "content": PLACEHOLDER}
+        if inputs is True or (not isinstance(inputs, bool) and name in inputs):
+            calls = changed.setdefault(i, list(out[i]["content"]))
+            cleared += count(use.get("input", {})) - count({})
+            calls[k] = {**use, "input": {}}
+        cleared_uses += 1
+    if not cleared_uses or cleared < at_least:
+        return messages, None
+    for j, blocks in changed.items():
+        out[j] = {**out[j], "content": blocks}
+    report = {"type": TOOL_USES, "cleared_tool_uses": cleared_uses, "cleared_input_tokens": cleared}
+    return out, report
+
+
+def _results(messages: list[Any]) -> dict[Any, tuple[int, int]]:
+    """Each ``tool_result``'s message and block index, by the ``tool_use_id`` it answers."""
+    found: dict[Any, tuple[int, int]] = {}
+    for j, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), list):
+            for r, b in enumerate(m["content"]):
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    found[b.get("tool_use_id")] = (j, r)
+    return found
+
+
+def _prompt(m: Any) -> bool:
+    """A user message that is a prompt (text, images...), not only tool results."""
+    if not isinstance(m, dict) or m.get("role") != "user":
+        return False
+    content = m.get("content")
+    if not isinstance(content, list):
+        return True
+    return any(not (isinstance(b, dict) and b.get("type") == "tool_result") for b in content)
+
+
+def _thinking(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
+
+
+def _known(edit: dict[str, Any], fields: set[str], where: str) -> None:
+    extra = sorted(set(edit) - fields)
+    if extra:
+        raise BadRequest(f"{where}.{extra[0]}: Extra inputs are not permitted", param=where)
+
+
+def _amount(value: Any, kind: str, where: str) -> int:
+    if (
+        not isinstance(value, dict)
+        or value.get("type") != kind
+        or not isinstance(value.get("value"), int)
+        or isinstance(value.get("value"), bool)
+        or value["value"] < 0
+    ):
+        raise BadRequest(
+            f'{where}: must be {{"type": "{kind}", "value": <a non-negative integer>}}',
+            param=where,
+        )
+    amount: int = value["value"]
+    return amount
+
+
+def _names(value: Any, where: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise BadRequest(f"{where}: must be an array of tool names", param=where)
+    return frozenset(value)
+
+
+def json_tokens(count_text: Callable[[str], int]) -> Count:
+    """A ``Count`` from a text counter: a value's compact JSON."""
+
+    def count(value: Any) -> int:
+        return count_text(value if isinstance(value, str) else orjson.dumps(value).decode())
+
+    return count

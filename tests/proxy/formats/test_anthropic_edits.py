@@ -1,0 +1,156 @@
+"""Anthropic's context editing served by the proxy (proxy/formats/anthropic_edits.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from proxy.errors import BadRequest
+from proxy.formats.anthropic_edits import PLACEHOLDER, serve, strip
+
+
+def count(value: Any) -> int:
+    """A token a word of the value's JSON."""
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    return len(text.split())
+
+
+def loop(rounds: int, output: str = "line " * 50) -> list[dict[str, Any]]:
+    """A task, then ``rounds`` tool rounds, each with thinking."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the files."}]
+    for i in range(rounds):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": f"step {i}", "signature": f"s{i}"},
+                    {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"n": i}},
+                ],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}],
+            }
+        )
+    return messages
+
+
+def body(messages: list[dict[str, Any]], *edits: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": messages,
+        "context_management": {"edits": list(edits)},
+    }
+
+
+def results(messages: list[dict[str, Any]]) -> list[Any]:
+    return [
+        b["content"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+
+
+def test_clear_tool_uses_keeps_the_newest_and_reports_what_it_cleared() -> None:
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "input_tokens", "value": 100},
+        "keep": {"type": "tool_uses", "value": 2},
+    }
+    original = body(loop(5), edit)
+    out, applied = serve(original, count)
+    assert "context_management" not in out
+    assert results(out["messages"]) == [PLACEHOLDER] * 3 + ["line " * 50] * 2
+    assert applied == [
+        {
+            "type": "clear_tool_uses_20250919",
+            "cleared_tool_uses": 3,
+            "cleared_input_tokens": 3 * (50 - len(PLACEHOLDER.split())),
+        }
+    ]
+    # The client's messages are untouched (it keeps its full history), and the calls too.
+    assert results(original["messages"]) == ["line " * 50] * 5
+    assert [m["content"][1]["input"] for m in out["messages"][1::2]] == [{"n": i} for i in range(5)]
+
+
+def test_clear_tool_uses_waits_for_its_trigger_and_spares_excluded_tools() -> None:
+    quiet = {"type": "clear_tool_uses_20250919"}  # default trigger: 100,000 input tokens
+    out, applied = serve(body(loop(5), quiet), count)
+    assert applied == [] and results(out["messages"]) == ["line " * 50] * 5
+    by_uses = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 3},
+        "keep": {"type": "tool_uses", "value": 1},
+        "exclude_tools": ["Read"],
+        "clear_tool_inputs": True,
+    }
+    out, applied = serve(body(loop(5), by_uses), count)
+    assert applied == [] and results(out["messages"]) == ["line " * 50] * 5
+
+
+def test_clear_tool_inputs_and_clear_at_least() -> None:
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 2},
+        "keep": {"type": "tool_uses", "value": 1},
+        "clear_tool_inputs": ["Read"],
+    }
+    out, applied = serve(body(loop(3), edit), count)
+    assert [m["content"][1]["input"] for m in out["messages"][1::2]] == [{}, {}, {"n": 2}]
+    assert applied[0]["cleared_tool_uses"] == 2
+    much = {**edit, "clear_at_least": {"type": "input_tokens", "value": 10_000}}
+    out, applied = serve(body(loop(3), much), count)
+    assert applied == [] and results(out["messages"]) == ["line " * 50] * 3
+
+
+def test_clear_thinking_keeps_the_newest_turns() -> None:
+    first = loop(2)
+    second = [{"role": "user", "content": "Now the next one."}, *loop(2)[1:]]
+    messages = [*first, {"role": "assistant", "content": "Done."}, *second]
+    edit = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    out, applied = serve(body(messages, edit), count)
+
+    def thinking(ms: list[dict[str, Any]]) -> list[int]:
+        return [
+            i
+            for i, m in enumerate(ms)
+            if isinstance(m["content"], list) and any(b["type"] == "thinking" for b in m["content"])
+        ]
+
+    assert thinking(messages) == [1, 3, 7, 9]
+    assert thinking(out["messages"]) == [7, 9]  # the running turn keeps its thinking
+    assert applied == [
+        {"type": "clear_thinking_20251015", "cleared_thinking_turns": 1, "cleared_input_tokens": 4}
+    ]
+    # Claude Code's own edit: keep everything.
+    out, applied = serve(body(messages, {"type": "clear_thinking_20251015", "keep": "all"}), count)
+    assert out["messages"] == messages and applied == []
+
+
+def test_strip_leaves_the_rest_as_it_is() -> None:
+    original = body(loop(1), {"type": "clear_thinking_20251015", "keep": "all"})
+    assert strip(original) == {k: v for k, v in original.items() if k != "context_management"}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "all",
+        {"edits": [{"type": "compact_19990101"}]},
+        {"edits": [{"type": "clear_thinking_20251015", "keep": 3}]},
+        {"edits": [{"type": "clear_tool_uses_20250919", "trigger": {"type": "turns", "value": 1}}]},
+        {"edits": [{"type": "clear_tool_uses_20250919", "surprise": 1}]},
+        {"edits": [{"type": "clear_tool_uses_20250919", "exclude_tools": "Read"}]},
+    ],
+)
+def test_an_edit_it_does_not_take_is_a_400_naming_it(value: Any) -> None:
+    with pytest.raises(BadRequest) as raised:
+        serve({"model": "m", "messages": loop(1), "context_management": value}, count)
+    assert "context_management" in str(raised.value.message)
