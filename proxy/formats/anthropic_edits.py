@@ -178,11 +178,15 @@ def _clear_tool_uses(
             cleared += count(use.get("input", {})) - count({})
             calls[k] = {**use, "input": {}}
         cleared_uses += 1
-    if not cleared_uses or cleared < at_least:
+    if not cleared_uses or (at_least and cleared < at_least):
         return messages, None
     for j, blocks in changed.items():
         out[j] = {**out[j], "content": blocks}
-    report = {"type": TOOL_USES, "cleared_tool_uses": cleared_uses, "cleared_input_tokens": cleared}
+    report = {
+        "type": TOOL_USES,
+        "cleared_tool_uses": cleared_uses,
+        "cleared_input_tokens": max(0, cleared),
+    }
     return out, report
 
 

@@ -266,3 +266,57 @@ def test_a_moved_breakpoint_keeps_the_prefix(make_stack: StackFactory) -> None:
             }
         )
     assert states == ["new", "kept", "kept", "kept"]
+
+
+def test_context_management_is_served_for_an_upstream_without_it(make_stack: StackFactory) -> None:
+    """The demo upstream is not Anthropic's API: the proxy applies the edits (the real SDK's
+    ``extra_body``, as Claude Code sends the field) and forwards no ``context_management``; an
+    edit it does not know is a 400 in Anthropic's shape, and nothing is forwarded."""
+    stack = claude_stack(make_stack)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Read the files."}]
+    for k in range(5):
+        use = {"type": "tool_use", "id": f"toolu_{k}", "name": "Read", "input": {"path": f"{k}"}}
+        messages += [
+            {"role": "assistant", "content": [use]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": f"file {k}"}
+                ],
+            },
+        ]
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 2},
+        "keep": {"type": "tool_uses", "value": 1},
+    }
+    raw = sdk(stack).messages.with_raw_response.create(
+        model=CLAUDE,
+        max_tokens=MAX_TOKENS,
+        messages=messages,  # type: ignore[arg-type]
+        extra_body={"context_management": {"edits": [edit]}},
+    )
+    assert raw.http_response.status_code == 200
+    forwarded = stack.received[-1]
+    assert "context_management" not in forwarded
+    outputs = [
+        b["content"]
+        for m in forwarded["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
+    assert outputs[:4] == ["[This tool result was cleared to save context.]"] * 4
+    assert outputs[4] == "file 4"
+    count = len(stack.received)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sdk(stack).messages.create(
+            model=CLAUDE,
+            max_tokens=MAX_TOKENS,
+            messages=messages,  # type: ignore[arg-type]
+            extra_body={"context_management": {"edits": [{"type": "clear_everything"}]}},
+        )
+    body = caught.value.body
+    assert isinstance(body, dict) and body["type"] == "error"
+    assert "context_management.edits.0.type" in body["error"]["message"]
+    assert len(stack.received) == count
