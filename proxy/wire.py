@@ -65,8 +65,8 @@ class WireRequest:
     # (proxy/formats/reused_items.py): their counts are known; the rest is what may need tokenizing.
     reused: int = 0
     # A Messages body's context_management, taken out for its upstream
-    # (proxy/formats/anthropic_edits.py): what its edits did, served ([] when stripped); None
-    # when the body had none or it was forwarded.
+    # (proxy/formats/anthropic_edits.py): what its edits did, when served (reported in the
+    # answer); None when the body had none, or it was forwarded or stripped.
     context_edits: list[dict[str, Any]] | None = None
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,6 +25,7 @@ from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.errors import ProxyError
+from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
 from proxy.headers import (
     UPSTREAM_TRUNCATED,
@@ -125,6 +127,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     # A fallback answered: the model that did (``model`` is the one the client asked for).
     answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
     more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
+    if req.context_edits is not None and reply.status == 200:
+        report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,
@@ -257,6 +261,32 @@ async def observe_usage(
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
     return [(UPSTREAM_TRUNCATED, short)] if short else []
+
+
+def report_edits(reply: Reply, applied: list[dict[str, Any]], stream: bool) -> None:
+    """A 200 Messages answer to a request whose context editing the proxy served, with what
+    the edits did where Anthropic's API says it (proxy/formats/anthropic_edits.py). An answer
+    the upstream encoded (gzip...) is left as it came."""
+    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
+        return
+    if reply.body is not None:
+        reply.body = reported_body(reply.body, applied)
+        return
+    if reply.stream is None:
+        return
+    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
+    if stream:
+        reply.stream = reported_stream(reply.stream, applied)
+    else:
+        reply.stream = _whole(reply.stream, applied)
+
+
+async def _whole(
+    stream: AsyncIterator[bytes], applied: list[dict[str, Any]]
+) -> AsyncIterator[bytes]:
+    """A Message sent as one JSON body, read whole and relayed with the report."""
+    body = b"".join([chunk async for chunk in stream])
+    yield reported_body(body, applied)
 
 
 def recalling(

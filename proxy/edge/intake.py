@@ -118,11 +118,11 @@ def build_request(
 
 def context_edits(
     payload: dict[str, Any], spec: ModelSpec
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
     """A Messages body without its ``context_management``, stripped or served as its upstream
-    takes it (proxy/formats/anthropic_edits.py), and what the edits did (none when stripped)."""
+    takes it (proxy/formats/anthropic_edits.py), and what the edits did (None: stripped)."""
     if spec.route.upstream.context_edits == "strip":
-        return strip(payload), []
+        return strip(payload), None
     counter = spec.pricing.counter
     return serve(payload, json_tokens(lambda text: counter.message({"content": text})))
 

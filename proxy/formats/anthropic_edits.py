@@ -7,6 +7,9 @@ not permitted"), and Claude Code sends it on every request.
     serve   the payload with each edit applied in order, without the field, and what each
             edit did (``applied_edits``, as Anthropic reports them)
     strip   the payload without the field
+    reported_body, reported_stream
+            the answer with what the served edits did, where Anthropic's API puts it: the
+            Message's ``context_management``, or the stream's ``message_delta`` event's
 
 The edits, as documented:
     clear_thinking_20251015  ``keep``: ``"all"``, or ``{"type": "thinking_turns", "value": N}``
@@ -24,7 +27,7 @@ The edits, as documented:
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -250,3 +253,74 @@ def json_tokens(count_text: Callable[[str], int]) -> Count:
         return count_text(value if isinstance(value, str) else orjson.dumps(value).decode())
 
     return count
+
+
+def report(applied: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the response says of the served edits, where Anthropic's API says it."""
+    return {"applied_edits": applied}
+
+
+def reported_body(body: bytes, applied: list[dict[str, Any]]) -> bytes:
+    """A Message (JSON, not encoded) with ``context_management`` set; anything else as it
+    is."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if not isinstance(data, dict) or data.get("type") != "message":
+        return body
+    return orjson.dumps({**data, FIELD: report(applied)})
+
+
+async def reported_stream(
+    stream: AsyncIterator[bytes], applied: list[dict[str, Any]]
+) -> AsyncIterator[bytes]:
+    """A Messages event stream with ``context_management`` in its ``message_delta`` event, as
+    Anthropic's API streams it; every other byte as it came. Chunks are relayed as they come
+    up to the ``message_delta`` event, which is held until it is whole."""
+    pending = b""
+    done = False
+    async for chunk in stream:
+        if done:
+            yield chunk
+            continue
+        data = pending + chunk
+        at = data.find(DELTA)
+        if at < 0:
+            # Relay all but a tail that begins the event's name (an event's end, usually:
+            # nothing is held).
+            keep = next((k for k in range(len(DELTA) - 1, 0, -1) if data.endswith(DELTA[:k])), 0)
+            pending, out = (data[-keep:], data[:-keep]) if keep else (b"", data)
+            if out:
+                yield out
+            continue
+        end = data.find(b"\n\n", at)
+        if end < 0:
+            if at:
+                yield data[:at]
+            pending = data[at:]
+            continue
+        yield data[:at] + _with_report(data[at:end], applied) + data[end:]
+        pending, done = b"", True
+    if pending:
+        yield pending
+
+
+DELTA = b"event: message_delta"
+
+
+def _with_report(event: bytes, applied: list[dict[str, Any]]) -> bytes:
+    """One ``message_delta`` event (its lines, without the blank line that ends it) with
+    ``context_management`` in its data."""
+    lines = event.split(b"\n")
+    for i, line in enumerate(lines):
+        if line.startswith(b"data:"):
+            try:
+                data = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                return event
+            if not isinstance(data, dict):
+                return event
+            lines[i] = b"data: " + orjson.dumps({**data, FIELD: report(applied)})
+            return b"\n".join(lines)
+    return event

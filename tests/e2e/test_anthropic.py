@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+import httpx
 import orjson
 import pytest
 
@@ -308,6 +309,30 @@ def test_context_management_is_served_for_an_upstream_without_it(make_stack: Sta
     ]
     assert outputs[:4] == ["[This tool result was cleared to save context.]"] * 4
     assert outputs[4] == "file 4"
+    # Reported where Anthropic's API reports it: the Message's context_management...
+    applied = raw.http_response.json()["context_management"]["applied_edits"]
+    assert [(a["type"], a["cleared_tool_uses"]) for a in applied] == [
+        ("clear_tool_uses_20250919", 4)
+    ]
+    assert raw.parse().content  # the rest of the answer as the SDK reads it
+    # ... and, streamed, the message_delta event's.
+    body = {
+        "model": CLAUDE,
+        "max_tokens": MAX_TOKENS,
+        "messages": messages,
+        "stream": True,
+        "context_management": {"edits": [edit]},
+    }
+    headers = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}
+    streamed = httpx.post(f"{stack.proxy_url}/v1/messages", json=body, headers=headers, timeout=30)
+    events = [
+        orjson.loads(line[len("data: ") :])
+        for line in streamed.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    deltas = [e for e in events if e["type"] == "message_delta"]
+    assert [d["context_management"] for d in deltas] == [{"applied_edits": applied}]
+    assert all("context_management" not in e for e in events if e["type"] != "message_delta")
     count = len(stack.received)
     with pytest.raises(anthropic.BadRequestError) as caught:
         sdk(stack).messages.create(

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from proxy.errors import BadRequest
-from proxy.formats.anthropic_edits import PLACEHOLDER, serve, strip
+from proxy.formats.anthropic_edits import (
+    PLACEHOLDER,
+    reported_body,
+    reported_stream,
+    serve,
+    strip,
+)
 
 
 def count(value: Any) -> int:
@@ -154,3 +165,52 @@ def test_an_edit_it_does_not_take_is_a_400_naming_it(value: Any) -> None:
     with pytest.raises(BadRequest) as raised:
         serve({"model": "m", "messages": loop(1), "context_management": value}, count)
     assert "context_management" in str(raised.value.message)
+
+
+STREAM = (
+    b'event: message_start\ndata: {"type":"message_start","message":{"id":"m"}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0}\n\n'
+    b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+)
+APPLIED = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 1, "cleared_input_tokens": 9}]
+
+
+def relayed(chunks: list[bytes]) -> list[bytes]:
+    async def source() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    async def collect() -> list[bytes]:
+        return [c async for c in reported_stream(source(), APPLIED)]
+
+    return asyncio.run(collect())
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(STREAM) - 1), max_size=6))
+def test_the_report_lands_in_message_delta_however_the_stream_is_cut(cuts: list[int]) -> None:
+    points = [0, *sorted(set(cuts)), len(STREAM)]
+    chunks = [STREAM[a:b] for a, b in itertools.pairwise(points)]
+    out = b"".join(relayed(chunks))
+    delta = b'{"type":"message_delta","delta":{"stop_reason":"end_turn"}}'
+    reported = orjson.dumps(
+        {**orjson.loads(delta), "context_management": {"applied_edits": APPLIED}}
+    )
+    assert out == STREAM.replace(delta, reported)
+
+
+def test_a_stream_relays_each_event_as_it_comes_up_to_message_delta() -> None:
+    events = [e + b"\n\n" for e in STREAM.split(b"\n\n") if e]
+    out = relayed(events)
+    assert out[:2] == events[:2]  # nothing held back before the delta
+    assert b"context_management" in out[2] and out[3] == events[3]
+
+
+def test_a_message_body_gets_the_report_and_anything_else_is_left() -> None:
+    message = orjson.dumps({"type": "message", "content": []})
+    assert orjson.loads(reported_body(message, APPLIED))["context_management"] == {
+        "applied_edits": APPLIED
+    }
+    assert reported_body(b"not json", APPLIED) == b"not json"
+    error = orjson.dumps({"type": "error", "error": {}})
+    assert reported_body(error, APPLIED) == error
