@@ -28,13 +28,20 @@ from tests.clients.scripted import KEY, Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 
 BIN = Path(__file__).parent / "node_modules" / ".bin"
+# The CLIs' current releases, pinned too (current/package.json), beside those of package.json.
+CURRENT = Path(__file__).parent / "current" / "node_modules" / ".bin"
+RELEASES = ("pinned", "current")
 TASK = "read the step files in order"
 
 
-def client(name: str) -> Path:
-    path = BIN / name
+def client(name: str, release: str = "pinned") -> Path:
+    """The CLI ``name`` of ``release``: the pinned one the tests were written with, or the
+    current one."""
+    folder = BIN if release == "pinned" else CURRENT
+    path = folder / name
     if not path.exists():
-        message = f"{name} is not installed: npm ci --prefix tests/clients"
+        where = "tests/clients" if release == "pinned" else "tests/clients/current"
+        message = f"{name} ({release}) is not installed: npm ci --prefix {where}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

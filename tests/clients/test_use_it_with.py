@@ -34,7 +34,7 @@ from proxy.cli import banner
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from tests.clients.conftest import TASK, Recorder, Run, client, write_steps
+from tests.clients.conftest import RELEASES, TASK, Recorder, Run, client, write_steps
 from tests.clients.scripted import Script, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 from tests.e2e.topology import free_port
@@ -154,13 +154,14 @@ def credentials(script: Script) -> set[tuple[str, str]]:
     }
 
 
-def test_claude_code(quick_start: QuickStart) -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_claude_code(quick_start: QuickStart, release: str) -> None:
     env, argv = command(snippet("Claude Code").replace(PROXY, quick_start.url))
     assert argv == ["claude"]
     (quick_start.home / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
     task = ["-p", TASK, "--allowedTools", "Bash(cat:*)"]
     run = quick_start.run(
-        [str(client("claude")), *task], {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, **env}
+        [str(client("claude", release)), *task], {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, **env}
     )
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
@@ -173,11 +174,12 @@ def test_claude_code(quick_start: QuickStart) -> None:
 
 
 @pytest.mark.slow
-def test_codex(quick_start: QuickStart) -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_codex(quick_start: QuickStart, release: str) -> None:
     codex_home = quick_start.home / ".codex"
     codex_home.mkdir()
     (codex_home / "config.toml").write_text(snippet("Codex CLI").replace(PROXY, quick_start.url))
-    codex = str(client("codex"))
+    codex = str(client("codex", release))
     saved = subprocess.run(  # the user's key, saved as Codex's own sign-in
         [codex, "login", "--with-api-key"],
         input=f"{OPENAI_KEY}\n",
