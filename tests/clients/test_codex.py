@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import TASK, Agent, AgentFactory, client, never_shown, same
+from tests.clients.conftest import (
+    RELEASES,
+    TASK,
+    Agent,
+    AgentFactory,
+    client,
+    never_shown,
+    same,
+)
 from tests.clients.scripted import RECALL
 
 pytestmark = pytest.mark.slow  # each test runs the real CLI for several seconds
@@ -25,11 +33,12 @@ DEFAULT_MODEL = "gpt-6.1-sol"  # what this version asks for with no -m
 # The prefix (tools item and developer messages) is about 11,700 tokens for the default
 # model and 3,000 with -m gpt-5.1-codex, by the upstream's count: each window leaves 16k for
 # the task, and a step reads about 3,000.
+CURRENT_DEFAULT = "gpt-6.2-sol"  # the current release's default model
 WINDOWS = {DEFAULT_MODEL: 11_700 + 16_000, "gpt-5.1-codex": 3_000 + 16_000}
 STEPS = 30
 
 
-def codex(agent: Agent, model: str) -> tuple[list[str], dict[str, str]]:
+def codex(agent: Agent, model: str, release: str = "pinned") -> tuple[list[str], dict[str, str]]:
     home = agent.home / ".codex"
     home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
@@ -41,7 +50,7 @@ def codex(agent: Agent, model: str) -> tuple[list[str], dict[str, str]]:
         'wire_api = "responses"\n'
     )
     argv = [
-        str(client("codex")),
+        str(client("codex", release)),
         "exec",
         "--skip-git-repo-check",
         "--dangerously-bypass-approvals-and-sandbox",  # the task directory is the test's own
@@ -70,10 +79,13 @@ def task_and_newest(body: dict[str, Any]) -> list[Any]:
     return [items[task], items[last:]]
 
 
+@pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("model", list(WINDOWS))
-def test_a_long_task_keeps_its_tools_and_prefix(make_agent: AgentFactory, model: str) -> None:
-    agent = make_agent(WINDOWS[model], steps=STEPS, models=[model])
-    argv, env = codex(agent, model)
+def test_a_long_task_keeps_its_tools_and_prefix(
+    make_agent: AgentFactory, model: str, release: str
+) -> None:
+    agent = make_agent(WINDOWS[model], steps=STEPS, models=[model, CURRENT_DEFAULT])
+    argv, env = codex(agent, model, release)
     run = agent.run(argv, env)
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
