@@ -12,7 +12,8 @@ not permitted"), and Claude Code sends it on every request.
             Message's ``context_management``, or the stream's ``message_delta`` event's
 
 The edits, as documented:
-    clear_thinking_20251015  ``keep``: ``"all"``, or ``{"type": "thinking_turns", "value": N}``
+    clear_thinking_20251015  ``keep``: ``"all"`` (or ``{"type": "all"}``), or
+                             ``{"type": "thinking_turns", "value": N}``
                              (default 1): the thinking blocks of the assistant turns before the
                              newest N are removed (a turn: the assistant's messages between two
                              user prompts, tool rounds included)
@@ -88,7 +89,7 @@ def _clear_thinking(
 ) -> tuple[list[Any], dict[str, Any] | None]:
     _known(edit, {"type", "keep"}, where)
     keep = edit.get("keep", {"type": "thinking_turns", "value": DEFAULT_THINKING_TURNS})
-    if keep == "all":
+    if keep == "all" or keep == {"type": "all"}:
         return messages, None
     turns = _amount(keep, "thinking_turns", f"{where}.keep")
     starts = [i for i, m in enumerate(messages) if _prompt(m)]

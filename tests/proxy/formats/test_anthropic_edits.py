@@ -141,8 +141,10 @@ def test_clear_thinking_keeps_the_newest_turns() -> None:
         {"type": "clear_thinking_20251015", "cleared_thinking_turns": 1, "cleared_input_tokens": 4}
     ]
     # Claude Code's own edit: keep everything.
-    out, applied = serve(body(messages, {"type": "clear_thinking_20251015", "keep": "all"}), count)
-    assert out["messages"] == messages and applied == []
+    for every in ("all", {"type": "all"}):
+        edit = {"type": "clear_thinking_20251015", "keep": every}
+        out, applied = serve(body(messages, edit), count)
+        assert out["messages"] == messages and applied == []
 
 
 def test_strip_leaves_the_rest_as_it_is() -> None:
