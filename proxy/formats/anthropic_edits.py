@@ -51,17 +51,22 @@ def strip(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve(payload: dict[str, Any], count: Count) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``payload`` with its edits applied, without the field, and what each did; BadRequest,
-    in the API's terms, for an edit it does not take."""
-    edits = _edits(payload.get(FIELD))
+    """``payload`` with the edits it can apply applied, without the field, and what each did.
+
+    An edit it does not know or cannot read (a newer type, a malformed one) is left out, not
+    refused: the upstream, which has no context editing, would have ignored the field or
+    refused it whole, so a 400 from the proxy is never better than no proxy."""
     messages: list[Any] = list(payload.get("messages") or [])
     applied: list[dict[str, Any]] = []
-    for i, edit in enumerate(edits):
+    for i, edit in enumerate(_edits(payload.get(FIELD))):
         where = f"{FIELD}.edits.{i}"
-        if edit["type"] == THINKING:
-            messages, report = _clear_thinking(messages, edit, where, count)
-        else:
-            messages, report = _clear_tool_uses(payload, messages, edit, where, count)
+        try:
+            if edit["type"] == THINKING:
+                messages, report = _clear_thinking(messages, edit, where, count)
+            else:
+                messages, report = _clear_tool_uses(payload, messages, edit, where, count)
+        except BadRequest:
+            continue  # not an edit it can read: left out
         if report is not None:
             applied.append(report)
     out = strip(payload)
@@ -70,18 +75,11 @@ def serve(payload: dict[str, Any], count: Count) -> tuple[dict[str, Any], list[d
 
 
 def _edits(value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, dict) or set(value) - {"edits"}:
-        raise BadRequest(f"{FIELD}: must be an object with edits", param=FIELD)
-    edits = value.get("edits", [])
+    """The edits of a known type, in order."""
+    edits = value.get("edits") if isinstance(value, dict) else None
     if not isinstance(edits, list):
-        raise BadRequest(f"{FIELD}.edits: must be an array", param=f"{FIELD}.edits")
-    for i, edit in enumerate(edits):
-        where = f"{FIELD}.edits.{i}"
-        if not isinstance(edit, dict) or edit.get("type") not in (THINKING, TOOL_USES):
-            raise BadRequest(
-                f"{where}.type: must be one of {THINKING!r}, {TOOL_USES!r}", param=where
-            )
-    return edits
+        return []
+    return [e for e in edits if isinstance(e, dict) and e.get("type") in (THINKING, TOOL_USES)]
 
 
 def _clear_thinking(

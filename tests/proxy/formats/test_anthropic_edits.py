@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.errors import BadRequest
 from proxy.formats.anthropic_edits import (
     PLACEHOLDER,
     reported_body,
@@ -163,10 +162,22 @@ def test_strip_leaves_the_rest_as_it_is() -> None:
         {"edits": [{"type": "clear_tool_uses_20250919", "exclude_tools": "Read"}]},
     ],
 )
-def test_an_edit_it_does_not_take_is_a_400_naming_it(value: Any) -> None:
-    with pytest.raises(BadRequest) as raised:
-        serve({"model": "m", "messages": loop(1), "context_management": value}, count)
-    assert "context_management" in str(raised.value.message)
+def test_an_edit_it_cannot_read_is_left_out_not_refused(value: Any) -> None:
+    original = {"model": "m", "messages": loop(1), "context_management": value}
+    out, applied = serve(original, count)
+    assert out == strip(original) and applied == []
+
+
+def test_the_edits_it_can_read_still_apply_beside_one_it_cannot() -> None:
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 1},
+        "keep": {"type": "tool_uses", "value": 1},
+    }
+    newer = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1}}
+    out, applied = serve(body(loop(3), newer, edit), count)
+    assert [a["cleared_tool_uses"] for a in applied] == [2]
+    assert results(out["messages"]) == [PLACEHOLDER] * 2 + ["line " * 50]
 
 
 STREAM = (
