@@ -51,6 +51,7 @@ from strategies.rules import (
     running_task,
 )
 from strategies.standing import DEFAULT_SHARE, standing_ids
+from strategies.step_cut import STEP_CUT, cut_step
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
 
@@ -162,10 +163,16 @@ def fit(
     keeps_prefix: Callable[[Sequence[Message]], bool] | None = None,
     continuing: frozenset[int] = frozenset(),
     tokens: int | None = None,
+    cut_newest: bool = True,
 ) -> Fit:
     """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
 
     ``tokens``: ``count_prompt(counter, messages)``, when the caller has it already.
+
+    ``cut_newest``: when the protected messages (below) cannot fit whole, the newest step's
+    largest outputs are cut to a head, a tail and their error lines before the fit gives up
+    (strategies/step_cut.py). A caller with a fallback of its own (a larger budget to try
+    next) turns it off, so that the step is cut only as the last resort.
 
     ``atomic_current``: the current turn is a running agent task, as the wire formats whose
     APIs bind reasoning or thinking to its exact items send it. Its task message and newest
@@ -201,7 +208,18 @@ def fit(
         tokens = count_prompt(counter, messages)
     if policy.standing_share > 0 and tokens > budget:
         pinned |= standing_ids(messages, counter, budget, policy.standing_share, continuing)
-    args = (messages, tokens, budget, counter, policy, summarizer, run, pinned, cut_share)
+    args = (
+        messages,
+        tokens,
+        budget,
+        counter,
+        policy,
+        summarizer,
+        run,
+        pinned,
+        cut_share,
+        cut_newest,
+    )
     result = _fit(*args, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
     keep = keeps_prefix is None or policy.recall
@@ -254,6 +272,7 @@ def _fit(
     run: Running,
     pinned: frozenset[int],
     cut_share: float | None,
+    cut_newest: bool,
     passes: Sequence[Pass],
 ) -> Fit:
     current, actions, steps = messages, [], []
@@ -275,6 +294,19 @@ def _fit(
     )
     if tokens <= budget:
         return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
+    if cut_newest:
+        current, tokens = _cut_step(
+            current,
+            tokens,
+            budget,
+            counter,
+            steps,
+            actions,
+            kept,
+            pinned,
+            policy.recall,
+            run.atomic,
+        )
     if run.atomic:
         current, tokens = _cut_task(current, tokens, budget, counter, steps, actions, kept, pinned)
     keep = _kept(kept, run)
@@ -353,6 +385,52 @@ def _steps_rule(policy: Policy) -> Rule:
     if policy.cache_cut_share > 0:
         options["grid_share"] = policy.cache_cut_share
     return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
+
+
+def _cut_step(
+    messages: list[Message],
+    tokens: int,
+    budget: int,
+    counter: Counter,
+    steps: list[Step],
+    actions: list[str],
+    kept: Protected,
+    pinned: frozenset[int],
+    handles: bool,
+    atomic: bool,
+) -> tuple[list[Message], int]:
+    """The newest step's outputs stay verbatim unless the protected messages (the leading
+    instructions, the task, the newest step) and the pinned ones cannot fit together: then
+    its largest outputs are cut, each to its head, tail and error lines, with a marker that
+    says how to get the rest (strategies/step_cut.py), to what they leave. The last resort
+    before a refusal (with the task's middle cut after it), never a way to make room for
+    older steps."""
+    if kept.newest >= kept.size:
+        return messages, tokens
+    must = counter.priming + _kept_tokens(messages, kept, pinned, counter)
+    if must <= budget:
+        return messages, tokens
+    indices = [i for i in kept.step if id(messages[i]) not in pinned]
+    task = kept.task
+    # A running task's statement, when it is cut next (``_cut_task``), shares the cut.
+    shares = atomic and 0 <= task < kept.newest - 1 and id(messages[task]) not in pinned
+    others = [counter.message(messages[task])] if shares else []
+    cut = cut_step(messages, indices, must - budget, counter, handles, others)
+    if cut is None:
+        return messages, tokens
+    after = count_prompt(counter, cut.messages)
+    steps.append(Step(STEP_CUT, True, tokens - after))
+    actions.append(f"{STEP_CUT} {cut.cut}")
+    return cut.messages, after
+
+
+def _kept_tokens(
+    messages: Sequence[Message], kept: Protected, pinned: frozenset[int], counter: Counter
+) -> int:
+    """What the protected and the pinned messages take, each counted once."""
+    protected_ids = set(kept.indices())
+    more = [i for i, m in enumerate(messages) if id(m) in pinned and i not in protected_ids]
+    return sum(counter.message(messages[i]) for i in (*protected_ids, *more))
 
 
 def _cut_task(

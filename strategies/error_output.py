@@ -151,6 +151,12 @@ def _marked(text: str) -> bool:
     return any(_log_line_marked(line) for line in text.split("\n"))
 
 
+def is_error_line(line: str) -> bool:
+    """Whether one line of an output reads as an error line (a marker or a failed exit, not
+    in a comment or a line of code): what a cut inside an output keeps (strategies/step_cut.py)."""
+    return _log_line_marked(line)
+
+
 def _log_line_marked(line: str) -> bool:
     numbered = _LINE_NUMBER.match(line)
     body = line[numbered.end() :] if numbered else line

@@ -252,6 +252,12 @@ class MemoCounter:
         self._memo[id(message)] = (message, value)  # holding the object keeps its id unique
         return value
 
+    @property
+    def inner(self) -> Counter:
+        """The counter it remembers for: for prices of throwaway messages (a cut's tries),
+        which remembering would only hold in memory."""
+        return self._inner
+
     def seed(self, message: Message, tokens: int) -> None:
         """``message`` costs ``tokens``, as this counter's inner one priced an equal message."""
         self._memo[id(message)] = (message, tokens)

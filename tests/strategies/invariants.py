@@ -50,3 +50,34 @@ def _same_or_rewrite(m: dict[str, Any], o: dict[str, Any]) -> bool:
         return True
     rest = {k: v for k, v in m.items() if k != "content"}
     return list(m) == list(o) and rest == {k: v for k, v in o.items() if k != "content"}
+
+
+CUT_MARK = "[Output cut to fit the context window"
+
+
+def assert_newest_step_kept(
+    sent: list[dict[str, Any]], kept: list[dict[str, Any]], newest: int, cut: bool
+) -> None:
+    """``kept`` ends with the newest step of ``sent`` (from index ``newest``): the same objects,
+    or, when the fit cut the step (``cut``), an output of the same call whose text says it was
+    cut; its calls and every other message always the same objects."""
+    tail = len(sent) - newest
+    assert len(kept) >= tail
+    for mine, theirs in zip(kept[len(kept) - tail :], sent[newest:], strict=True):
+        if mine is theirs:
+            continue
+        assert cut, "the newest step was rewritten although it fitted whole"
+        assert theirs["role"] == "tool" and mine["tool_call_id"] == theirs["tool_call_id"]
+        assert str(mine["content"]).startswith(CUT_MARK)
+
+
+def least_floor(counter: Any, messages: list[dict[str, Any]], indices: list[int]) -> int:
+    """What the protected ``indices`` take at the least, their outputs cut as far as a cut
+    goes (strategies/step_cut.py: MIN_KEEP), with the reply priming."""
+    from strategies.step_cut import MIN_KEEP
+
+    total = counter.priming
+    for i in indices:
+        size = counter.message(messages[i])
+        total += min(size, MIN_KEEP) if messages[i]["role"] == "tool" else size
+    return total

@@ -17,6 +17,7 @@ from strategies.protected import protected
 from strategies.rules import DEFAULT_RULES, DOCUMENTS_RULE, SYSTEM_RULE, pairs_whole
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
+from tests.strategies.invariants import assert_newest_step_kept, least_floor
 
 COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
 SYSTEM = {"role": "system", "content": "You are a helpful assistant. " * 20}
@@ -76,7 +77,8 @@ def test_the_engine_never_drops_the_newest_step_of_a_chat_turn(
     turns: int, calls: int, share: float
 ) -> None:
     """Whatever the budget and the cache grid, a fit of a chat tool loop keeps the system
-    prompt, the task and the newest step, the same objects, or says it cannot."""
+    prompt, the task and the newest step, the same objects; when they cannot fit whole, the
+    step's outputs are cut (never its calls), and it refuses only when even that cannot fit."""
     messages = chat_loop(turns, calls)
     guard = protected(messages, DEFAULT_RULES)
     floor = count_prompt(COUNTER, [messages[i] for i in guard.indices()])
@@ -84,29 +86,35 @@ def test_the_engine_never_drops_the_newest_step_of_a_chat_turn(
     try:
         result_ = fit(messages, budget, COUNTER)
     except DoesNotFit:
-        assert budget < floor + 8
+        assert budget < least_floor(COUNTER, messages, guard.indices()) + 8
         return
     kept = result_.messages
     assert count_prompt(COUNTER, kept) <= budget
     assert pairs_whole(kept)
     assert kept[0] is SYSTEM
-    tail = len(messages) - guard.newest
-    assert all(a is b for a, b in zip(kept[-tail:], messages[guard.newest :], strict=True))
+    assert_newest_step_kept(messages, kept, guard.newest, cut=budget < floor)
     assert any(m is messages[guard.task] for m in kept)
 
 
 def test_the_cache_grid_never_takes_the_newest_step() -> None:
     """The issue's case: a cut to a deeper target that only the current turn's tool loop can
-    meet is refused by the engine, so the planner cuts to the plain budget instead."""
+    meet is refused by the engine when the caller has a larger budget to try next
+    (``cut_newest=False``), so the planner cuts to the plain budget instead; as the last
+    resort, the step's outputs are cut and its calls kept."""
     messages = chat_loop(3)
     guard = protected(messages, DEFAULT_RULES)
     floor = count_prompt(COUNTER, [messages[i] for i in guard.indices()])
+    policy = Policy(cache_cut_share=0.3)
     try:
-        kept = fit(messages, floor - 50, COUNTER, Policy(cache_cut_share=0.3)).messages
+        kept = fit(messages, floor - 50, COUNTER, policy, cut_newest=False).messages
     except DoesNotFit as exc:
         assert exc.block_id == "newest"
     else:
         raise AssertionError(f"the newest step was cut: {[m['role'] for m in kept]}")
+    last = fit(messages, floor - 50, COUNTER, policy)
+    assert count_prompt(COUNTER, last.messages) <= floor - 50
+    assert "step-outputs-cut 1" in last.actions
+    assert_newest_step_kept(messages, last.messages, guard.newest, cut=True)
 
 
 REMINDER = {"role": "system", "content": "The task tools haven't been used recently. " * 5}

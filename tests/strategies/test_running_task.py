@@ -20,6 +20,7 @@ from strategies.microcompact import CLEARED
 from strategies.rules import drop_broken_pairs, running_task
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
+from tests.strategies.invariants import CUT_MARK, assert_newest_step_kept, least_floor
 
 COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
 TASK = {"role": "user", "content": "Read every file of the project and report what it does."}
@@ -40,15 +41,16 @@ def loop(steps: int, result_words: int = 150) -> list[dict[str, Any]]:
     return out
 
 
-def check(messages: list[dict[str, Any]], kept: list[dict[str, Any]], budget: int) -> None:
+def check(
+    messages: list[dict[str, Any]], kept: list[dict[str, Any]], budget: int, cut: bool = False
+) -> None:
+    """``cut``: the task and its newest step could not fit whole (its output may be cut)."""
     assert count_prompt(COUNTER, kept) <= budget
     assert drop_broken_pairs(kept) == kept  # every call with its result
     ids = {id(m) for m in messages}
     task, newest = running_task(messages, 1)
     assert any(m is messages[task] for m in kept)
-    assert kept[-(len(messages) - newest) :] == messages[newest:]
-    for m, original in zip(kept[-(len(messages) - newest) :], messages[newest:], strict=True):
-        assert m is original
+    assert_newest_step_kept(messages, kept, newest, cut)
     for m in kept:
         if m["role"] != "tool":
             assert id(m) in ids  # assistant, user and system messages go as they came
@@ -83,11 +85,19 @@ def test_old_results_are_cleared_before_steps_are_dropped() -> None:
     assert len(cleared) == 12 - 5  # the default keeps the five newest results
 
 
-def test_the_task_and_newest_step_alone_must_fit() -> None:
+def test_the_instructions_the_task_and_the_newest_call_alone_must_fit() -> None:
+    """A newest step too large to fit whole has its output cut; the fit is refused only when
+    the instructions, the task and the call itself leave no room for even a cut output."""
     messages = loop(3, result_words=2000)
     newest = count_prompt(COUNTER, messages[-2:])
+    result = fit(messages, newest, COUNTER, atomic_current=True)
+    assert "step-outputs-cut 1" in result.actions
+    assert count_prompt(COUNTER, result.messages) <= newest
+    assert result.messages[-2] is messages[-2]
+    assert result.messages[-1]["content"].startswith(CUT_MARK)
+    frame = count_prompt(COUNTER, [*messages[:2], messages[-2]])
     with pytest.raises(DoesNotFit) as exc:
-        fit(messages, newest, COUNTER, atomic_current=True)
+        fit(messages, frame + 20, COUNTER, atomic_current=True)
     assert exc.value.block_id == "running-turn"
 
 
@@ -117,9 +127,13 @@ def test_running_task_invariants(steps: int, words: int, share: float) -> None:
     try:
         result = fit(messages, budget, COUNTER, atomic_current=True)
     except DoesNotFit:
-        assert budget < floor + 8  # only when the task and newest step alone do not fit
+        # only when the task and the newest step, its output cut, do not fit
+        assert (
+            budget
+            < least_floor(COUNTER, messages, [0, 1, len(messages) - 2, len(messages) - 1]) + 8
+        )
         return
-    check(messages, result.messages, budget)
+    check(messages, result.messages, budget, cut=budget < floor)
 
 
 def test_a_large_task_stays_whole_while_dropping_steps_makes_room() -> None:

@@ -126,10 +126,18 @@ async def cut(
                 tokens=tokens,
             )
         except ContextTooLarge:
-            if not room:
-                raise
+            if not room and budget is not full:
+                raise  # a deep cut: the cut to the budget itself comes next
             reserved = None  # what must be kept needs it: the ledger gets what the fit leaves
-            result = await fitting(fit_budget, kept=summary, tokens=tokens)
+            try:
+                result = await fitting(fit_budget, kept=summary, tokens=tokens)
+            except ContextTooLarge:
+                if budget is not full:
+                    raise
+                # The last resort before a refusal: the newest step's largest outputs are
+                # cut (strategies/step_cut.py), never before the ledger's room, a deep
+                # target or a sticky replay has given way.
+                result = await fitting(fit_budget, kept=summary, tokens=tokens, cut_newest=True)
         front = summary_front(messages, original) if summary else frozenset()
         result = await off_loop(
             req.fresh, add_ledger, req, original, result, whole, full, counter, reserved, front
@@ -155,9 +163,11 @@ async def engine_fit(
     share: float | None = None,
     kept: frozenset[int] = frozenset(),
     tokens: int | None = None,
+    cut_newest: bool = False,
 ) -> Fit:
     """The engine's fit, in a worker thread when the body has much that is new
-    (``off_loop``); ``tokens``: the messages' count, when made already by ``counter``."""
+    (``off_loop``); ``tokens``: the messages' count, when made already by ``counter``;
+    ``cut_newest``: the newest step's outputs may be cut when it cannot fit whole."""
     prices = req.spec.prices
     if share is None and prices:
         share = cut_share(prices, growth(messages, counter), budget.messages)
@@ -175,6 +185,7 @@ async def engine_fit(
             cut_share=share,
             keeps_prefix=None if last is None else partial(extends, last),
             tokens=tokens,
+            cut_newest=cut_newest,
         )
     except DoesNotFit as exc:
         taken = budget.messages - exc.limit

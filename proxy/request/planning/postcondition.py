@@ -6,8 +6,10 @@ request is written.
 - ``protected``: the leading instructions the policy keeps whole, the task and the newest step
   (strategies/protected.py) are the very messages the client sent. A message nobody rewrote is
   the same object, and the format writes it back from its own bytes. The one exception is a
-  running task's statement whose middle the engine cut (``task_middle_cut``): it does that only
-  when the protected messages could not fit whole, as the last step before a refusal.
+  running task's statement whose middle the engine cut (``task_middle_cut``), and the newest
+  step's outputs it cut (``step-outputs-cut``: the same call ids, in the same places, the calls
+  untouched): it does those only when the protected messages could not fit whole, as the last
+  steps before a refusal.
 - ``pairs``: no call without every one of its results, no result without its call.
 - ``budget``: the prompt within the budget it was fitted to.
 - ``cap``: the prompt (messages and tool definitions) within the team's
@@ -26,9 +28,10 @@ from collections.abc import Sequence
 
 from proxy.wire import WireRequest
 from strategies.budget import Budget
-from strategies.messages import Message
+from strategies.messages import ANSWERING, Message
 from strategies.protected import Protected, protected
 from strategies.rules import drop_broken_pairs, pairs_whole
+from strategies.step_cut import STEP_CUT
 
 MIDDLE_CUT = "task_middle_cut"
 
@@ -48,7 +51,8 @@ def violation(
         return None
     view = req.view
     guard = protected(sent, req.policy.engine.rules, view.atomic_current, view.continuing)
-    whole = keeps(sent, kept, guard, MIDDLE_CUT in actions)
+    step_cut = any(a.startswith(STEP_CUT) for a in actions)
+    whole = keeps(sent, kept, guard, MIDDLE_CUT in actions, step_cut)
     if not whole and not unpaired_only(sent, kept, guard):
         return "protected"
     if not pairs_whole(kept):
@@ -58,6 +62,14 @@ def violation(
     if req.cap is not None and (tokens or 0) + budget.tools > req.cap:
         return "cap"
     return None
+
+
+def _output_cut(mine: Message, theirs: Message) -> bool:
+    """Whether ``mine`` is ``theirs``, a tool output, with only its content changed."""
+    if theirs.get("role") not in ANSWERING:
+        return False
+    changed = {k for k in mine.keys() | theirs.keys() if mine.get(k) is not theirs.get(k)}
+    return changed <= {"content"} and mine.get("tool_call_id") == theirs.get("tool_call_id")
 
 
 def unpaired_only(sent: Sequence[Message], kept: Sequence[Message], guard: Protected) -> bool:
@@ -72,15 +84,20 @@ def unpaired_only(sent: Sequence[Message], kept: Sequence[Message], guard: Prote
 
 
 def keeps(
-    sent: Sequence[Message], kept: Sequence[Message], guard: Protected, middle_cut: bool
+    sent: Sequence[Message],
+    kept: Sequence[Message],
+    guard: Protected,
+    middle_cut: bool,
+    step_cut: bool = False,
 ) -> bool:
     """Whether ``kept`` ends with the newest step as sent and holds the task and the leading
-    instructions, the same objects."""
+    instructions, the same objects (``step_cut``: or, for the step's outputs, an output of the
+    same call with its text cut)."""
     tail = guard.size - guard.newest
     if tail > len(kept):
         return False
     for mine, theirs in zip(kept[len(kept) - tail :], sent[guard.newest :], strict=True):
-        if mine is not theirs:
+        if mine is not theirs and not (step_cut and _output_cut(mine, theirs)):
             return False
     others = [sent[i] for i in guard.leading]
     if guard.task >= 0 and guard.task < guard.newest and not middle_cut:

@@ -1,0 +1,172 @@
+"""Cutting inside the newest step (strategies/step_cut.py): the last resort before a refusal.
+
+The hidden corpus's shape (a newest step that called three tools at once, 847 + 640 + 485
+tokens of output, at a 2,048-token window) and a property over newest steps of 1-5 calls with
+outputs up to 20 times the room: no refusal while the instructions, the task and the calls fit;
+every call keeps its result; every error line is kept; the prompt within its budget."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies.engine import Policy, fit
+from strategies.errors import DoesNotFit
+from strategies.rules import pairs_whole
+from strategies.step_cut import MIN_KEEP, cut_output, cut_step, water_level
+from strategies.tokens import ChatCounter, count_prompt
+from tests.conftest import O200K
+from tests.strategies.invariants import CUT_MARK, assert_newest_step_kept
+
+COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
+WORDS = ("alpha", "beta", "gamma", "delta", "build", "module", "function", "value", "parse")
+SYSTEM = {"role": "system", "content": "You are a coding agent. Fix what fails."}
+TASK = {"role": "user", "content": "Fix the failing build in this repository."}
+
+
+def words(n: int, seed: int) -> str:
+    rnd = random.Random(seed)
+    return " ".join(rnd.choice(WORDS) for _ in range(n))
+
+
+def log(lines: int, seed: int, errors: tuple[int, ...] = ()) -> str:
+    """A command's output of ``lines`` lines, with error lines at the given line numbers."""
+    rnd = random.Random(seed)
+    out = []
+    for k in range(lines):
+        if k in errors:
+            out.append(f"FAILED tests/test_mod{k}.py::test_case_{k} - AssertionError: {k} != 0")
+        else:
+            out.append(f"{k:5d} | " + " ".join(rnd.choice(WORDS) for _ in range(8)))
+    return "\n".join(out)
+
+
+def step(outputs: list[str], start: int = 0) -> list[dict[str, Any]]:
+    calls = [
+        {"id": f"c{k}", "type": "function",
+         "function": {"name": "shell", "arguments": f'{{"cmd": "run {k}"}}'}}
+        for k in range(start, start + len(outputs))
+    ]  # fmt: skip
+    out: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": calls}]
+    for k, text in enumerate(outputs, start=start):
+        out.append({"role": "tool", "tool_call_id": f"c{k}", "content": text})
+    return out
+
+
+def test_the_water_level_cuts_the_largest_first() -> None:
+    assert water_level([1000, 400, 100], 300) == 700  # only the largest is cut
+    assert water_level([1000, 400, 100], 700) == 350  # both larger ones, to the same level
+    assert water_level([100], 500) == 0  # not enough to cut
+
+
+def test_an_output_keeps_its_head_its_tail_and_every_error_line() -> None:
+    text = log(5000, 1, errors=(7, 1200, 2500, 4100))
+    cut = cut_output(text, 800, COUNTER)
+    assert cut is not None
+    assert COUNTER.message({"role": "tool", "content": cut}) <= 800 + 4
+    lines = cut.split("\n")
+    assert lines[0].startswith(CUT_MARK) and "every error line kept" in lines[0]
+    assert "run the tool again narrower" in lines[0]
+    assert lines[1] == text.split("\n")[0]  # the head
+    assert lines[-1] == text.split("\n")[-1]  # the tail
+    for k in (7, 1200, 2500, 4100):
+        assert f"test_case_{k} " in cut
+    assert "the error lines among them follow" in cut
+
+
+def test_one_long_line_is_cut_by_characters() -> None:
+    text = "x" * 40_000  # a minified bundle, one line
+    cut = cut_output(text, 300, COUNTER)
+    assert cut is not None and "characters of line 1 cut" in cut
+    assert COUNTER.message({"role": "tool", "content": cut}) <= 300 + 4
+
+
+def test_the_hidden_corpus_shape_is_fitted_not_refused() -> None:
+    """Three calls at once in the newest step, 847 + 640 + 485 tokens of output, after older
+    steps, at a 2,048-token window (a 512-token reply reserve)."""
+    history = [*step([words(300, 1)], 0), *step([words(300, 2)], 1)]
+    newest = step([words(847, 3), words(640, 4), words(485, 5)], 10)
+    messages = [SYSTEM, TASK, *history, *newest]
+    budget = 2048 - 512
+    try:
+        fit(messages, budget, COUNTER, cut_newest=False)
+    except DoesNotFit:
+        pass  # what the release before this one answered: a refusal
+    else:
+        raise AssertionError("the protected messages fitted whole: not the corpus's shape")
+    result = fit(messages, budget, COUNTER)
+    kept = result.messages
+    assert count_prompt(COUNTER, kept) <= budget
+    assert pairs_whole(kept)
+    assert kept[0] is SYSTEM and kept[1] is TASK
+    assert_newest_step_kept(messages, kept, len(messages) - 4, cut=True)
+    assert any(a.startswith("step-outputs-cut") for a in result.actions)
+
+
+def test_a_cut_output_names_its_recall_handle_under_recall() -> None:
+    messages = [SYSTEM, TASK, *step([log(3000, 2)])]
+    result = fit(messages, 600, COUNTER, Policy(recall=True))
+    first = result.messages[-1]["content"].split("\n", 1)[0]
+    assert first.startswith(CUT_MARK) and "recall: r" in first
+
+
+def test_an_output_with_no_text_is_never_cut() -> None:
+    shot = {"role": "tool", "tool_call_id": "c0", "content": None}
+    assert cut_step([shot], [0], 500, COUNTER) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(10, 200), min_size=1, max_size=5),
+    per=st.integers(300, 600),
+    seed=st.integers(0, 1000),
+    history=st.integers(0, 3),
+)
+def test_no_refusal_while_the_frame_fits(
+    sizes: list[int], per: int, seed: int, history: int
+) -> None:
+    """Newest steps of 1-5 calls, each output up to 20 times the room (``sizes`` in tenths of
+    it), two error lines in each, after ``history`` older steps; the room ``per`` output
+    holds its markers and its error lines (a room too small for them keeps as many as fit:
+    ``test_a_room_too_small_for_every_error_line_says_how_many_it_kept``)."""
+    rnd = random.Random(seed)
+    room = per * len(sizes)
+    outputs = []
+    for k, tenths in enumerate(sizes):
+        lines = max(4, room * tenths // 10 // 14)  # about 14 tokens a line
+        errors = tuple(sorted(rnd.sample(range(lines), min(2, lines))))
+        outputs.append(log(lines, seed + k, errors))
+    older = [m for j in range(history) for m in step([words(200, seed + j)], 100 + j)]
+    messages = [SYSTEM, TASK, *older, *step(outputs)]
+    frame = count_prompt(COUNTER, [SYSTEM, TASK, messages[-len(outputs) - 1]])
+    budget = frame + room
+    need = len(outputs) * MIN_KEEP  # the least a cut keeps of each
+    result = fit(messages, budget, COUNTER)  # never DoesNotFit: room >= 5 * MIN_KEEP + ...
+    kept = result.messages
+    assert room >= need
+    assert count_prompt(COUNTER, kept) <= budget
+    assert pairs_whole(kept)
+    assert_newest_step_kept(messages, kept, len(messages) - len(outputs) - 1, cut=True)
+    for original, mine in zip(outputs, kept[-len(outputs) :], strict=True):
+        shown = mine["content"]
+        if shown == original:
+            continue
+        assert shown.split("\n", 1)[0].startswith(CUT_MARK)
+        for line in original.split("\n"):
+            if line.startswith("FAILED"):
+                assert line in shown
+
+
+def test_a_room_too_small_for_every_error_line_says_how_many_it_kept() -> None:
+    errors = tuple(range(10, 1000, 50))
+    text = log(1000, 3, errors)
+    cut = cut_output(text, 200, COUNTER)
+    assert cut is not None
+    first = cut.split("\n", 1)[0]
+    shown = sum(1 for line in cut.split("\n") if line.startswith("FAILED"))
+    assert 0 < shown < len(errors)
+    assert f"{shown} of its {len(errors)} error lines kept" in first
+    assert "test_case_10 " in cut and "test_case_960 " in cut  # the first and the last
