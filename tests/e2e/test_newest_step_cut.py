@@ -1,0 +1,140 @@
+"""A newest step too large for the window, through the proxy, in each format, driven by the
+real SDKs: the hidden corpus's shape (three calls at once, 847 + 640 + 485 tokens of output, at
+a 2,048-token window) and a test run of 5,000 lines at a 4,096 window. The release before this
+one refused both with a 400; now the step's outputs are cut (strategies/step_cut.py) and the
+upstream, counting with its own tokenizer, accepts the request."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from proxy.demo.anthropic import AnthropicCounter
+from proxy.demo.responses import ResponsesCounter
+from tests.e2e.conftest import MODEL, Stack, StackFactory
+from tests.strategies.invariants import CUT_MARK
+
+CLAUDE = "claude-demo"
+WORDS = ("alpha", "beta", "gamma", "delta", "build", "module", "function", "value", "parse")
+ERROR = "FAILED tests/test_auth.py::test_login - AssertionError: expected 200, got 500"
+SYSTEM = "You are a coding agent. Fix what fails."
+TASK = "Fix the failing build in this repository."
+
+
+def output(tokens: int, seed: int, error: bool = True) -> str:
+    """About ``tokens`` tokens of a command's output (a line is about 12), with an error line
+    in its middle."""
+    rnd = random.Random(seed)
+    lines = [
+        f"{k:4d} | " + " ".join(rnd.choice(WORDS) for _ in range(8)) for k in range(tokens // 12)
+    ]
+    if error:
+        lines[len(lines) // 2] = ERROR
+    return "\n".join(lines)
+
+
+SHAPES = {
+    "three calls at 2,048": (2048, [output(847, 1), output(640, 2, False), output(485, 3)]),
+    "5,000 lines at 4,096": (4096, [output(5000 * 12, 4)]),
+}
+
+
+def chat_messages(outputs: list[str]) -> list[dict[str, Any]]:
+    old = {"id": "old", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    calls = [
+        {
+            "id": f"c{k}",
+            "type": "function",
+            "function": {"name": "sh", "arguments": f'{{"k": {k}}}'},
+        }
+        for k in range(len(outputs))
+    ]
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": None, "tool_calls": [old]},
+        {"role": "tool", "tool_call_id": "old", "content": output(300, 9)},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *({"role": "tool", "tool_call_id": f"c{k}", "content": o} for k, o in enumerate(outputs)),
+    ]
+
+
+def check(text: str, window: int, counted: int) -> None:
+    """The outputs' ``text`` as forwarded, ``counted`` by the upstream's own tokenizer."""
+    assert counted <= window
+    assert CUT_MARK in text
+    assert ERROR in text  # every error line kept
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_chat_completions(make_stack: StackFactory, shape: str) -> None:
+    window, outputs = SHAPES[shape]
+    stack = make_stack(window=window)
+    tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]
+    raw = stack.client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=chat_messages(outputs), tools=tools, max_tokens=256
+    )
+    assert raw.http_response.status_code == 200
+    assert "step-outputs-cut" in raw.headers["x-contextwarden-actions"]
+    sent = stack.received[-1]
+    tail = sent["messages"][-len(outputs) - 1 :]
+    assert [c["id"] for c in tail[0]["tool_calls"]] == [f"c{k}" for k in range(len(outputs))]
+    text = "\n".join(m["content"] for m in tail[1:])
+    check(text, window - 256, stack.upstream_count(sent))
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_responses(make_stack: StackFactory, shape: str) -> None:
+    window, outputs = SHAPES[shape]
+    stack = make_stack(window=window)
+    items: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for k in range(len(outputs)):
+        items.append({"type": "function_call", "call_id": f"c{k}", "name": "sh", "arguments": "{}"})
+    items += [
+        {"type": "function_call_output", "call_id": f"c{k}", "output": text}
+        for k, text in enumerate(outputs)
+    ]
+    tools = [{"type": "function", "name": "sh", "parameters": {"type": "object"}}]
+    raw = stack.client.responses.with_raw_response.create(
+        model=MODEL, input=items, instructions=SYSTEM, tools=tools, max_output_tokens=256
+    )  # type: ignore[call-overload]
+    assert raw.http_response.status_code == 200
+    sent = stack.received[-1]
+    shown = [i for i in sent["input"] if i.get("type") == "function_call_output"]
+    assert [i["call_id"] for i in shown] == [f"c{k}" for k in range(len(outputs))]
+    text = "\n".join(i["output"] for i in shown)
+    check(text, window - 256, ResponsesCounter("o200k_base").prompt(sent))
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_anthropic_messages(make_stack: StackFactory, shape: str) -> None:
+    window, outputs = SHAPES[shape]
+    models = {CLAUDE: {"context_window": window, "tokenizer": "estimate"}}
+    stack: Stack = make_stack(window=window, models=models, apis=["messages"])
+    uses = [
+        {"type": "tool_use", "id": f"toolu_{k}", "name": "Bash", "input": {"k": k}}
+        for k in range(len(outputs))
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": text}
+        for k, text in enumerate(outputs)
+    ]
+    messages = [
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": uses},
+        {"role": "user", "content": results},
+    ]
+    tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
+    raw = stack.anthropic.messages.with_raw_response.create(
+        model=CLAUDE, max_tokens=256, system=SYSTEM, messages=messages, tools=tools
+    )  # type: ignore[arg-type]
+    assert raw.http_response.status_code == 200
+    sent = stack.received[-1]
+    blocks = sent["messages"][-1]["content"]
+    assert [b["tool_use_id"] for b in blocks] == [f"toolu_{k}" for k in range(len(outputs))]
+    text = "\n".join(
+        b["content"] if isinstance(b["content"], str) else b["content"][0]["text"] for b in blocks
+    )
+    check(text, window - 256, AnthropicCounter().prompt(sent))
