@@ -35,6 +35,7 @@ from strategies.tokens import Counter, MemoCounter
 STEP_CUT = "step-outputs-cut"  # the action, followed by how many outputs were cut
 MIN_KEEP = 100  # tokens an output is never cut below: its markers and a few lines of it
 RERUN = "for the rest, run the tool again narrower (a line range, a filter)"
+ESCAPED_LINES = 16  # an output with fewer real lines and at least this many escaped ones
 ROUNDS = 6  # tries to bring a cut under its cap (a recount after each: merges at the cut)
 
 
@@ -58,24 +59,27 @@ def cut_step(
     when the outputs cannot go lower (each keeps at least ``MIN_KEEP``); the caller checks.
     ``others``: the sizes of messages the caller cuts next (a running task's statement), which
     share the cut: no output is cut below the level they are cut to."""
-    sizes = {
-        i: counter.message(messages[i])
-        for i in indices
-        if messages[i].get("role") in ANSWERING and _text_of(messages[i]) is not None
-    }
-    sizes = {i: n for i, n in sizes.items() if n > MIN_KEEP}
+    sizes: dict[int, int] = {}
+    least: dict[int, int] = {}  # each output's own floor: its frame and MIN_KEEP of text
+    for i in indices:
+        m = messages[i]
+        if m.get("role") not in ANSWERING or _text_of(m) is None:
+            continue
+        size, floor = counter.message(m), counter.message(with_text(m, "")) + MIN_KEEP
+        if size > floor:
+            sizes[i], least[i] = size, floor
     if not sizes or need <= 0:
         return None
-    cap = max(water_level([*sizes.values(), *others], need), MIN_KEEP)
-    if all(size <= cap for size in sizes.values()):
+    cap = water_level([*sizes.values(), *others], need)
+    if all(size <= max(cap, least[i]) for i, size in sizes.items()):
         return None
     best: StepCut | None = None
     for _ in range(ROUNDS):
         out, saved, cut = list(messages), 0, 0
         for i, size in sizes.items():
-            if size <= cap:
+            if size <= max(cap, least[i]):
                 continue
-            shorter = _cut_message(messages[i], cap, counter, handles)
+            shorter = _cut_message(messages[i], max(cap, least[i]), counter, handles)
             if shorter is None:
                 continue
             out[i] = shorter
@@ -83,10 +87,10 @@ def cut_step(
             cut += 1
         if cut and (best is None or saved > best.saved):
             best = StepCut(out, saved, cut)
-        if saved >= need or cap <= MIN_KEEP:
+        if saved >= need or all(cap <= floor for floor in least.values()):
             break
         over = max(1, cut or len(sizes))
-        cap = max(MIN_KEEP, cap - -(-(need - saved) // over))
+        cap = max(0, cap - -(-(need - saved) // over))
     return best
 
 
@@ -162,14 +166,15 @@ def cut_output(
     total = price(text)
     if total <= cap and not images:
         return None
-    lines = text.split("\n")
+    sep = _separator(text)
+    lines = text.split(sep)
     starts = [0]
     for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
+        starts.append(starts[-1] + len(line) + len(sep))
     errors = [k for k, line in enumerate(lines) if line and is_error_line(line)]
     room = cap
     for _ in range(ROUNDS):
-        result = _assemble(text, total, room, price, how_back, images, lines, starts, errors)
+        result = _assemble(text, total, room, price, how_back, images, lines, starts, errors, sep)
         if result is None:
             return None
         size = price(result)
@@ -189,6 +194,7 @@ def _assemble(
     lines: list[str],
     starts: list[int],
     errors: list[int],
+    sep: str,
 ) -> str | None:
     """One try at a cut of ``text`` in ``room`` tokens (the caller recounts it)."""
     widest = _header(total, total, how_back, images, len(errors), len(errors))
@@ -204,8 +210,8 @@ def _assemble(
         chosen = _spread(errors, lines, body // 2, price)
         cost = sum(price(lines[k]) + 1 for k in chosen)
     left = body - cost
-    head_end = _prefix_within(text, left // 2, price)
-    tail_start = _suffix_within(text, left - price(text[:head_end]), price, head_end)
+    head_end = _prefix_within(text, left // 2, price, sep)
+    tail_start = _suffix_within(text, left - price(text[:head_end]), price, head_end, sep)
     if tail_start <= head_end:
         return text
     first = bisect_right(starts, head_end) - 1  # the line the cut starts in
@@ -231,6 +237,15 @@ def _assemble(
     return "\n".join([*(p for p in parts if p), text[tail_start:]])
 
 
+def _separator(text: str) -> str:
+    """What separates the output's lines: a newline, or, for an output that is one JSON
+    document holding a command's output in a string (Codex's exec results), its escaped
+    newlines."""
+    if text.count("\n") < ESCAPED_LINES and text.count("\\n") >= ESCAPED_LINES:
+        return "\\n"
+    return "\n"
+
+
 def _header(cut: int, total: int, how_back: str, images: int, shown: int, errors: int) -> str:
     if not errors:
         kept = "head and tail kept"
@@ -245,25 +260,27 @@ def _header(cut: int, total: int, how_back: str, images: int, shown: int, errors
     )
 
 
-def _prefix_within(text: str, tokens: int, price: Callable[[str], int]) -> int:
+def _prefix_within(text: str, tokens: int, price: Callable[[str], int], sep: str = "\n") -> int:
     """The end of the longest prefix of ``text``, ending at a line's end where one is near,
     that costs at most ``tokens``."""
     if tokens <= 0:
         return 0
     end = _longest(len(text), tokens, lambda n: price(text[:n]))
-    newline = text.rfind("\n", 0, end)
+    newline = text.rfind(sep, 0, end)
     return newline if newline > end // 2 else end
 
 
-def _suffix_within(text: str, tokens: int, price: Callable[[str], int], floor: int) -> int:
+def _suffix_within(
+    text: str, tokens: int, price: Callable[[str], int], floor: int, sep: str = "\n"
+) -> int:
     """The start of the longest suffix of ``text`` after ``floor``, starting at a line's
     start where one is near, that costs at most ``tokens``."""
     if tokens <= 0:
         return len(text)
     size = _longest(len(text) - floor, tokens, lambda n: price(text[len(text) - n :]))
     start = len(text) - size
-    newline = text.find("\n", start, len(text) - size // 2)
-    return newline + 1 if newline != -1 else start
+    newline = text.find(sep, start, len(text) - size // 2)
+    return newline + len(sep) if newline != -1 else start
 
 
 def _longest(limit: int, tokens: int, measure: Callable[[int], int]) -> int:

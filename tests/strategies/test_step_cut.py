@@ -8,8 +8,10 @@ every call keeps its result; every error line is kept; the prompt within its bud
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -170,3 +172,16 @@ def test_a_room_too_small_for_every_error_line_says_how_many_it_kept() -> None:
     assert 0 < shown < len(errors)
     assert f"{shown} of its {len(errors)} error lines kept" in first
     assert "test_case_10 " in cut and "test_case_960 " in cut  # the first and the last
+
+
+def test_a_json_wrapped_output_is_cut_by_its_escaped_lines() -> None:
+    """Codex's exec results: one JSON document whose ``output`` string holds the command's
+    lines as escaped newlines; the error line among them is kept whole."""
+    text = log(3000, 5, errors=(1500,))
+    wrapped = orjson.dumps({"exit_code": 1, "output": text}).decode()
+    assert "\n" not in wrapped
+    cut = cut_output(wrapped, 600, COUNTER)
+    assert cut is not None and "every error line kept" in cut.split("\n", 1)[0]
+    assert "FAILED tests/test_mod1500.py::test_case_1500 - AssertionError: 1500 != 0" in cut
+    # counted in the command's lines, not as characters of one long line
+    assert re.search(r"\[\.\.\. lines \d+-[\d,]+ cut \([\d,]+ lines\)", cut)

@@ -8,7 +8,11 @@
                  forwarded``) and the upstream decides, a large asked reply limit lowered to
                  what the window itself leaves (``within``)
 
-A request is refused only when even what must be kept cannot fit by the most favourable count.
+    step cut     the newest step's largest outputs cut to a head, a tail and their error
+                 lines (strategies/step_cut.py), at the budget itself: the last resort
+
+A request is refused only when even what must be kept, the newest step's outputs cut, cannot
+fit by the most favourable count.
 """
 
 from __future__ import annotations
@@ -67,6 +71,10 @@ async def fitted_or_uncertain(
             return await _roomy(planner, req, budget, tokens, memo, dry_run)
         except ContextTooLarge:
             pass
+        try:  # the last resort: the newest step's largest outputs cut (strategies/step_cut.py)
+            return await _roomy(planner, req, budget, tokens, memo, dry_run, cut_newest=True)
+        except ContextTooLarge:
+            pass
         if loose is not None and giving:
             plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
             if plan is not None:
@@ -112,26 +120,34 @@ async def _roomy(
     tokens: int,
     memo: MemoCounter,
     dry_run: bool,
+    cut_newest: bool = False,
 ) -> Plan:
     """The fitted plan; when what must be kept does not fit beside a reply reserve the
     client did not ask for, the reserve (then the safety margin) shrinks by what is
     missing, as often as that helps: the upstream takes a prompt that leaves less room for
-    the reply, so the proxy does too."""
+    the reply, so the proxy does too. ``cut_newest``: the newest step's outputs are cut
+    first, the reserve shrinking only for what the cut cannot give (the instructions alone
+    may take more than the reserve leaves)."""
     while True:
         try:
-            return await fitted(planner, req, budget, tokens, memo, dry_run)
+            return await fitted(planner, req, budget, tokens, memo, dry_run, cut_newest)
         except ContextTooLarge as exc:
-            roomier = _roomier(req, budget, exc)
+            roomier = _roomier(req, budget, exc, split=cut_newest)
             if roomier is None:
                 raise
             budget = roomier
 
 
-def _roomier(req: WireRequest, budget: Budget, exc: ContextTooLarge) -> Budget | None:
+def _roomier(
+    req: WireRequest, budget: Budget, exc: ContextTooLarge, split: bool = False
+) -> Budget | None:
     """``budget`` with its reserve (then its margin) shrunk by what ``exc`` says is missing
     for what must be kept; None when nothing is left to shrink, or the reply limit the
     client asked for is its own (``lower_max_tokens: false``). An asked limit is lowered
-    (``settled`` writes it) to 1 at the least; a reserve the client did not ask for, to 0."""
+    (``settled`` writes it) to 1 at the least; a reserve the client did not ask for, to 0.
+    ``split``: what must be kept was counted with the newest step's outputs cut to their
+    least, so the reserve left is shared with them, half each, rather than all kept for the
+    reply (which would leave the outputs their markers alone)."""
     asked = req.fmt.requested_output(req.payload)
     if exc.kept is None or (asked is not None and not req.policy.config.lower_max_tokens):
         return None
@@ -139,8 +155,9 @@ def _roomier(req: WireRequest, budget: Budget, exc: ContextTooLarge) -> Budget |
     missing = exc.kept - budget.messages
     if missing <= 0 or budget.reserve + budget.margin <= least:
         return None
-    reserve = max(least, budget.reserve - missing)
-    margin = max(0, budget.margin - (missing - (budget.reserve - reserve)))
+    left = budget.reserve - missing
+    reserve = max(least, left // 2 if split and left > 0 else left)
+    margin = max(0, budget.margin - max(0, missing - (budget.reserve - reserve)))
     return replace(budget, reserve=reserve, margin=margin)
 
 

@@ -50,8 +50,12 @@ async def fitted(
     tokens: int | None = None,
     memo: MemoCounter | None = None,
     dry_run: bool = False,
+    cut_newest: bool = False,
 ) -> Plan:
-    """Compact (checkpoint, then the engine's fit) from the original messages."""
+    """Compact (checkpoint, then the engine's fit) from the original messages.
+    ``cut_newest``: when the newest step cannot fit whole, its largest outputs are cut
+    (strategies/step_cut.py) rather than the request refused: the last resort, which the
+    caller asks for once its own allowances are spent."""
     counter = memo or MemoCounter(req.counter())
     original = req.view.messages
     before = tokens if tokens is not None else count_prompt(counter, original)
@@ -69,7 +73,9 @@ async def fitted(
             return await cut(planner, req, deep, budget, before, counter, last, sticky, dry_run)
         except ContextTooLarge:
             pass
-    return await cut(planner, req, budget, budget, before, counter, last, sticky, dry_run)
+    return await cut(
+        planner, req, budget, budget, before, counter, last, sticky, dry_run, cut_newest
+    )
 
 
 async def cut(
@@ -82,9 +88,11 @@ async def cut(
     last: Fingerprint | None,
     sticky: str | None,
     dry_run: bool,
+    cut_newest: bool = False,
 ) -> Plan:
     """Summary checkpoint, then the engine's fit, to ``budget`` (``full`` is the request's
-    own budget: what is reported, and what the output limit is settled against)."""
+    own budget: what is reported, and what the output limit is settled against;
+    ``cut_newest``: see ``fitted``)."""
     original = req.view.messages
     messages, checkpoint, actions, pending = original, None, [], 0
     step = on_request(before, budget.messages, req.policy.config, req.session_memory)
@@ -132,11 +140,11 @@ async def cut(
             try:
                 result = await fitting(fit_budget, kept=summary, tokens=tokens)
             except ContextTooLarge:
-                if budget is not full:
+                if budget is not full or not cut_newest:
                     raise
                 # The last resort before a refusal: the newest step's largest outputs are
                 # cut (strategies/step_cut.py), never before the ledger's room, a deep
-                # target or a sticky replay has given way.
+                # target, a sticky replay or the caller's allowances have given way.
                 result = await fitting(fit_budget, kept=summary, tokens=tokens, cut_newest=True)
         front = summary_front(messages, original) if summary else frozenset()
         result = await off_loop(

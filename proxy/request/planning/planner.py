@@ -58,8 +58,9 @@ class Planner(PlannerState):
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages, to
         ``budget``: the overflow retry's entry point, always from the original transcript,
-        never from an already degraded view. The plan keeps the post-condition."""
-        plan = await fitted(self, req, budget, tokens, memo, dry_run)
+        never from an already degraded view; a newest step the upstream's window cannot hold
+        whole has its outputs cut. The plan keeps the post-condition."""
+        plan = await fitted(self, req, budget, tokens, memo, dry_run, cut_newest=True)
         return await self._guarded(req, plan, dry_run)
 
     def budget(self, req: WireRequest, window: int) -> Budget:
