@@ -101,3 +101,37 @@ def test_an_overflow_with_figures_lowers_the_reply_limit_by_them(tmp_path: Path)
     assert retry["max_tokens"] < 16_000
     assert "max-tokens-lowered 16000->" in got.headers["x-contextwarden-actions"]
     assert got.headers["x-contextwarden-retries"] == "1"
+
+
+@pytest.mark.parametrize("words", [1900, 2050])
+def test_before_calibration_the_reply_limit_keeps_the_floor_the_window_has_room_for(
+    tmp_path: Path, words: int
+) -> None:
+    """A Claude-Code-sized ask (32,000) on a model the proxy only estimates, at a 24k window,
+    before any answer calibrated the count: the estimate (21.6k and 23.4k) left 2,352 and 552
+    tokens for the reply, where the upstream had 7,400 and 6,200 of room by its own count.
+    The limit goes at the policy's floor (4,096), which the upstream takes."""
+    upstream_app = create_upstream(window=24_000)
+    steps = " ".join(f"module_{i % 97} compiled in {i} ms;" for i in range(words))
+    body = {
+        "model": "claude-x",
+        "max_tokens": 32_000,
+        "system": "You are a build agent.",
+        "messages": [{"role": "user", "content": "Build the project and report. " + steps}],
+    }
+    with BackgroundServer(upstream_app) as upstream:
+        config = {
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
+            "default_upstream": "demo",
+            "data_dir": str(tmp_path / "data"),
+            "models": {"claude-x": {"context_window": 24_000}},
+        }
+        app = create_app(load_settings(None, **config))
+        with BackgroundServer(app) as proxy:
+            got = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=HEADERS, timeout=60)
+        assert_no_plan_fallbacks(app)
+    assert got.status_code == 200, got.text
+    assert got.headers["x-contextwarden-retries"] == "0"
+    (sent,) = upstream_app.state.received
+    assert sent["max_tokens"] == 4096
+    assert "uncertain-forwarded" in got.headers["x-contextwarden-actions"]

@@ -108,7 +108,7 @@ async def _uncertain(
         plan = await _roomy(planner, req, loose, tokens, memo, dry_run)
     except ContextTooLarge:
         return None
-    plan = within(req, budget, plan)
+    plan = within(req, budget, plan, loose)
     plan.actions.append("uncertain-forwarded")
     return plan
 
@@ -161,18 +161,30 @@ def _roomier(
     return replace(budget, reserve=reserve, margin=margin)
 
 
-def within(req: WireRequest, budget: Budget, plan: Plan) -> Plan:
+def within(req: WireRequest, budget: Budget, plan: Plan, loose: Budget | None = None) -> Plan:
     """``plan`` (fitted to the estimate's loose window) with a large reply limit the client
     asked for lowered to what ``budget``'s own window leaves beside the prompt, by the proxy's
     count: a limit set by the loose window would be refused whenever the count was right (a
     Claude Code session: every request, then a retry). A small limit, or one the count leaves
-    no room for, stays as the plan has it: the upstream's figures correct it if need be."""
+    no room for, stays as the plan has it: the upstream's figures correct it if need be.
+
+    Before the upstream's answers have calibrated the count (its first requests), the limit
+    is not lowered under the policy's floor while the ``loose`` window leaves room for it: the
+    estimate may run up to its known error over, and a reply cut to a thousand tokens where
+    the upstream had six thousand of room is worse than one refusal, whose figures the retry
+    then fits exactly (proxy/overflow/retry.py: ``lowered``)."""
     asked = req.fmt.requested_output(req.payload)
-    if asked is None or plan.tokens_after is None or output_floor(req, asked) is None:
+    floor = output_floor(req, asked)
+    if asked is None or plan.tokens_after is None or floor is None:
         return plan
     room = math.floor(
         (budget.window - budget.tools - budget.margin - plan.tokens_after) * req.units
     )
+    if loose is not None and not req.calibrated and room < floor:
+        most = math.floor(
+            (loose.window - budget.tools - budget.margin - plan.tokens_after) * req.units
+        )
+        room = max(room, min(floor, most))
     payload = orjson.loads(plan.body)
     current = req.fmt.requested_output(payload)
     if room < 1 or current is None or current <= room:
