@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from proxy.windows.bounds import MAX_REFUSALS
 from tests.clients.conftest import (
     RELEASES,
     TASK,
@@ -121,6 +122,27 @@ def test_its_default_model_runs_100_steps_at_16k(make_agent: AgentFactory) -> No
     for theirs, ours in zip(sent, forwarded, strict=True):
         assert same(prefix(ours)) == same(prefix(theirs))
         assert same(task_and_newest(ours)) == same(task_and_newest(theirs))
+
+
+def test_its_default_model_runs_100_steps_at_16k_unlisted(make_agent: AgentFactory) -> None:
+    """The README's way: the model listed nowhere, its 16k window unknown to the proxy until
+    the upstream refuses (OpenAI's wording, no figures). The refusal teaches the window once;
+    the retry fits the task (its instructions take 13,800 of the 16,000 tokens, so the reply
+    reserve is shared with the newest step), and every later request fits from the start.
+    The proxy let the refusal stand before: 0 steps, where the upstream alone gives 1. A
+    window learned without figures is narrowed by probes (proxy/windows/bounds.py), each a
+    refusal the retry absorbs: at most ``MAX_REFUSALS`` in all (2 in this run when measured)."""
+    agent = make_agent(16_000, steps=100, models={})
+    argv, env = codex(agent, DEFAULT_MODEL)
+    run = agent.run(argv, env, timeout=600)
+    assert run.returncode == 0, run
+    assert "Done after 100 steps" in run.stdout, run
+    assert len(agent.sent("/v1/responses")) == 101
+    assert 1 <= len(agent.script.refused) <= MAX_REFUSALS
+    answered = [r.body for r in agent.script.received if r.status == 200]
+    assert len(answered) == 101
+    for theirs, ours in zip(agent.sent("/v1/responses"), answered, strict=True):
+        assert same(prefix(ours)) == same(prefix(theirs))
 
 
 def test_a_task_with_room_for_a_few_steps_keeps_its_prefix(make_agent: AgentFactory) -> None:

@@ -44,14 +44,14 @@ async def fitted_or_uncertain(
     the window by the most favourable count, beside the output limit the client asked
     for. A reply reserve the client did not ask for, or a limit it asked for that the
     policy may lower, shrinks to what the window leaves by the proxy's own count
-    (``_roomy``). For a model the proxy only estimates, the estimate's known error (it
+    (``roomy``). For a model the proxy only estimates, the estimate's known error (it
     counts up to ``estimate_ratio`` times what the model does) is given to it first: the
     request goes, fitted to the window that error allows, and the upstream decides (its
     overflow error states its own figures, and the retry fits to those: never worse than
     no proxy, which would have forwarded it whole); a large reply limit it asked for is
     lowered to what the window itself leaves by the proxy's count (``within``). The one
     exception: a large limit the policy lowers, once the upstream has calibrated the count,
-    gives way first (``_roomy`` at the window itself) and the allowance comes only when
+    gives way first (``roomy`` at the window itself) and the allowance comes only when
     that cannot hold what must be kept: a prompt fitted to the loose window leaves the
     reply nothing whenever the count is right (a Claude Code session: a refusal and a
     retry per request, each retry's reply limited to a few hundred tokens). A team's
@@ -68,11 +68,11 @@ async def fitted_or_uncertain(
             if plan is not None:
                 return plan
         try:
-            return await _roomy(planner, req, budget, tokens, memo, dry_run)
+            return await roomy(planner, req, budget, tokens, memo, dry_run)
         except ContextTooLarge:
             pass
         try:  # the last resort: the newest step's largest outputs cut (strategies/step_cut.py)
-            return await _roomy(planner, req, budget, tokens, memo, dry_run, cut_newest=True)
+            return await roomy(planner, req, budget, tokens, memo, dry_run, cut_newest=True)
         except ContextTooLarge:
             pass
         if loose is not None and giving:
@@ -105,7 +105,7 @@ async def _uncertain(
     """The plan fitted to the ``loose`` window, its large asked limit set by ``budget``'s
     own (``within``); None when even the loose window cannot hold what must be kept."""
     try:
-        plan = await _roomy(planner, req, loose, tokens, memo, dry_run)
+        plan = await roomy(planner, req, loose, tokens, memo, dry_run)
     except ContextTooLarge:
         return None
     plan = within(req, budget, plan, loose)
@@ -113,12 +113,12 @@ async def _uncertain(
     return plan
 
 
-async def _roomy(
+async def roomy(
     planner: PlannerState,
     req: WireRequest,
     budget: Budget,
-    tokens: int,
-    memo: MemoCounter,
+    tokens: int | None,
+    memo: MemoCounter | None,
     dry_run: bool,
     cut_newest: bool = False,
 ) -> Plan:

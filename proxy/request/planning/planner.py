@@ -18,8 +18,9 @@ import logging
 
 from proxy.errors import ContextTooLarge
 from proxy.request.budget import budget_for
+from proxy.request.planning.allowances import roomy
 from proxy.request.planning.first_sight import first_sight
-from proxy.request.planning.fit_to_budget import cut, fitted
+from proxy.request.planning.fit_to_budget import cut
 from proxy.request.planning.plan import Plan
 from proxy.request.planning.planner_state import PlannerState
 from proxy.request.planning.postcondition import violation
@@ -58,9 +59,12 @@ class Planner(PlannerState):
     ) -> Plan:
         """Compact (checkpoint, then the engine's fit) from the original messages, to
         ``budget``: the overflow retry's entry point, always from the original transcript,
-        never from an already degraded view; a newest step the upstream's window cannot hold
-        whole has its outputs cut. The plan keeps the post-condition."""
-        plan = await fitted(self, req, budget, tokens, memo, dry_run, cut_newest=True)
+        never from an already degraded view. What must be kept gets what the window holds,
+        as on the first plan's last resort (allowances.py: ``roomy``): a newest step the
+        window cannot hold whole has its outputs cut, and a reply reserve is shared with
+        them when the instructions leave less (Codex's default model at a 16k window
+        unlisted, whose window the refusals teach). The plan keeps the post-condition."""
+        plan = await roomy(self, req, budget, tokens, memo, dry_run, cut_newest=True)
         return await self._guarded(req, plan, dry_run)
 
     def budget(self, req: WireRequest, window: int) -> Budget:
