@@ -1,5 +1,6 @@
 """contextwarden: a context-window proxy for LLM clients (chat completions, Responses,
-Anthropic Messages). Commands: serve, check-config, demo, preview; each has --help."""
+Anthropic Messages). Commands: serve, check-config, demo, preview, client-setup; each has
+--help."""
 
 from __future__ import annotations
 
@@ -72,6 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     prev.add_argument("--config", help="YAML config (default: the embedded default config)")
     prev.add_argument("--json", action="store_true", help="print the report object as JSON")
+    setup = sub.add_parser(
+        "client-setup",
+        help="print the lines a client reads to know the window the proxy fits its model to",
+    )
+    setup.add_argument("client", choices=["claude", "codex", "agents"])
+    setup.add_argument("--model", help="the model the client will use (default: the config's one)")
+    setup.add_argument("--window", type=_positive, help="its window (default: config, table)")
+    setup.add_argument("--config", help="YAML config (default: the embedded default config)")
+    setup.add_argument("--url", help="the proxy's address (default: the config's host and port)")
     return parser
 
 
@@ -86,12 +96,28 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args.path)
         if args.command == "preview":
             return _preview(args)
+        if args.command == "client-setup":
+            return _client_setup(args)
         from proxy.demo.run import run_demo
 
         return run_demo(args.turns, args.window, args.format)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+def _client_setup(args: argparse.Namespace) -> int:
+    from proxy.client_setup import SetupError, lines, setup_for
+
+    settings = load_settings(args.config)
+    url = args.url or client_url(settings.host, settings.port)
+    try:
+        setup = setup_for(settings, url.rstrip("/"), args.model, args.window)
+    except SetupError as exc:
+        print(f"client-setup: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines(args.client, setup)))
+    return 0
 
 
 def _positive(text: str) -> int:

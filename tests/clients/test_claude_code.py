@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.client_setup import lines, setup_for
+from proxy.config.settings import load_settings
 from tests.clients.conftest import (
     RELEASES,
     TASK,
@@ -318,3 +320,28 @@ def test_forwarded_to_a_strict_upstream_its_context_management_is_refused(
     run = agent.run(claude(agent, TASK), env(agent), timeout=120)
     assert "Done after" not in run.stdout, run
     assert agent.script.refused
+
+
+def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> None:
+    """Claude Code told the window by ``contextwarden client-setup claude`` (its exports, as
+    printed) against a 32k upstream: 40 steps finish with no "Prompt is too long", no
+    thrashing stop and no refusal. The test says how often Claude Code compacted itself and
+    how often the proxy trimmed."""
+    window, steps = 32_000, 40
+    agent = make_agent(window, steps=steps, models=[MODEL])
+    settings = load_settings(None, models={MODEL: {"context_window": window}})
+    printed = lines("claude", setup_for(settings, agent.proxy_url, MODEL, None))
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in printed if line.startswith("export ")
+    )
+    assert exports["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(window)
+    run = agent.run(claude(agent, TASK), {**env(agent), **exports}, timeout=600)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    assert "Prompt is too long" not in output and "thrashing" not in output
+    assert not agent.script.refused
+    sent = agent.sent("/v1/messages")
+    compactions = sum(b"Respond with TEXT ONLY" in same(b["messages"][-1]) for b in sent)
+    print(f"\n{len(sent)} requests: Claude Code compacted {compactions} "
+          f"times, the proxy trimmed {trimmed(agent.script.received)}")  # fmt: skip

@@ -12,10 +12,14 @@ prompt), so an answered run is a run whose every forwarded request was valid.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
 from typing import Any
 
 import pytest
 
+from proxy.client_setup import lines, setup_for
+from proxy.config.settings import load_settings
 from proxy.windows.bounds import MAX_REFUSALS
 from tests.clients.conftest import (
     RELEASES,
@@ -235,3 +239,51 @@ def test_its_own_compactions_are_answered_by_the_proxy(make_agent: AgentFactory)
     summary = "[Conversation summary: earlier messages were compacted]"
     assert summary in same(forwarded[-1]["input"]).decode()
     assert len(agent.script.summaries) >= len(asked)  # each made by the summarizer
+
+
+def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> None:
+    """Codex told the window by ``contextwarden client-setup codex`` (its lines written to
+    config.toml as printed, the key saved as its sign-in) against a 32k upstream: the task
+    finishes with no refusal. The test says how often Codex compacted and how often the proxy
+    trimmed: Codex measures its context by the usage the upstream reports, which the proxy's
+    trims keep under the window, so it compacts seldom or never (0 in 40 steps when
+    measured) and the proxy fits the requests."""
+    model, window, steps = "gpt-5.1-codex", 32_000, 40
+    agent = make_agent(window, steps=steps, models=[model])
+    settings = load_settings(None, models={model: {"context_window": window}})
+    printed = lines("codex", setup_for(settings, agent.proxy_url, model, None))
+    assert f"model_context_window = {window}" in printed
+    home = agent.home / ".codex"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text("\n".join(printed) + "\n")
+    codex_bin = str(client("codex"))
+    subprocess.run(  # the key, saved as Codex's own sign-in (the README's way)
+        [codex_bin, "login", "--with-api-key"],
+        input="sk-test\n",
+        env={"PATH": os.environ["PATH"], "HOME": str(agent.home), "CODEX_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    argv = [
+        codex_bin,
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ]
+    run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)}, timeout=600)
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    assert "Reconnecting" not in run.stdout + run.stderr
+    assert not agent.script.refused
+    sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
+    compactions = sum("compaction_trigger" in kinds(body) for body in sent)
+    trimmed = sum(
+        len(ours["input"]) < len(theirs["input"])
+        for theirs, ours in zip(sent, forwarded, strict=True)
+    )
+    print(
+        f"\n{len(sent)} requests: Codex compacted {compactions} times, the proxy trimmed {trimmed}"
+    )
+    assert compactions + trimmed > 0  # the window was reached, by one or the other
