@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         "client-setup",
         help="print the lines a client reads to know the window the proxy fits its model to",
     )
-    setup.add_argument("client", choices=["claude", "codex", "agents"])
+    setup.add_argument("client", choices=["claude", "codex", "agents"], help="the client")
     setup.add_argument("--model", help="the model the client will use (default: the config's one)")
     setup.add_argument("--window", type=_positive, help="its window (default: config, table)")
     setup.add_argument("--config", help="YAML config (default: the embedded default config)")

@@ -29,6 +29,8 @@ def banner_lines() -> list[str]:
         f"    {CONFIGURE}",
         f"    {SERVER}",
         f"    {ERRORS}",
+        "  tell a client the window its model is fitted to: contextwarden client-setup "
+        "claude|codex|agents --model M",
     ]
 
 
