@@ -20,6 +20,8 @@ a window learned at run time (``/admin/learned-windows``) is not known to this c
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass
 
 from proxy.config.settings import Settings
@@ -47,7 +49,13 @@ class Setup:
 
 
 def setup_for(settings: Settings, url: str, model: str | None, window: int | None) -> Setup:
-    """The model, its window and where it comes from; ``SetupError`` when either is unknown."""
+    """The model, its window and where it comes from; ``SetupError`` when either is unknown,
+    or when the address or the name would not read back as given."""
+    if not url.startswith(("http://", "https://")):
+        raise SetupError(f"--url {url!r}: the proxy's address, such as http://127.0.0.1:8080")
+    url = url.rstrip("/").removesuffix("/v1")  # each client's line adds what it needs
+    if model is not None and (not model.strip() or any(c in model for c in "\r\n\0")):
+        raise SetupError(f"--model {model!r} is not a model name")
     if model is None:
         named = [name for name in settings.models if "*" not in name]
         if len(named) != 1:
@@ -67,30 +75,30 @@ def setup_for(settings: Settings, url: str, model: str | None, window: int | Non
 
 def lines(client: str, setup: Setup) -> list[str]:
     """What ``client`` reads, as it reads it: shell lines, TOML or Python."""
-    said = f"{setup.model}: window {setup.window:,} ({setup.source})"
+    said = f"{setup.model!r}: window {setup.window:,} ({setup.source})"
     if client == "claude":
         return [
             f"# Claude Code through the proxy, {said}: before `claude`, in its shell",
-            f"export ANTHROPIC_BASE_URL={setup.url}",
-            f"export ANTHROPIC_MODEL={setup.model}",
+            f"export ANTHROPIC_BASE_URL={shlex.quote(setup.url)}",
+            f"export ANTHROPIC_MODEL={shlex.quote(setup.model)}",
             f"export CLAUDE_CODE_AUTO_COMPACT_WINDOW={setup.window}",
         ]
     if client == "codex":
         limit = int(setup.window * CODEX_COMPACT_SHARE)
-        return [
+        return [  # TOML basic strings take JSON's escapes
             f"# Codex through the proxy, {said}: at the top of ~/.codex/config.toml",
-            f'openai_base_url = "{setup.url}/v1"',
-            f'model = "{setup.model}"',
+            f"openai_base_url = {json.dumps(setup.url + '/v1')}",
+            f"model = {json.dumps(setup.model)}",
             f"model_context_window = {setup.window}",
             f"model_auto_compact_token_limit = {limit}",
         ]
     if client == "agents":
         return [
             f"# openai-agents through the proxy, {said}: it has no window setting, the proxy "
-            "fits each request; pass model=" + repr(setup.model) + " to each Agent",
+            "fits each request; give each Agent its model",
             "import agents, openai",
             "",
-            f'agents.set_default_openai_client(openai.AsyncOpenAI(base_url="{setup.url}/v1"))',
+            f"agents.set_default_openai_client(openai.AsyncOpenAI(base_url={setup.url + '/v1'!r}))",
             "agents.set_tracing_disabled(True)  # else the SDK posts its traces to OpenAI itself",
         ]
     raise SetupError(f"unknown client {client!r}: one of {', '.join(CLIENTS)}")

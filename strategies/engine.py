@@ -413,7 +413,7 @@ def _cut_step(
     indices = [i for i in kept.step if id(messages[i]) not in pinned]
     task = kept.task
     # A running task's statement, when it is cut next (``_cut_task``), shares the cut.
-    shares = atomic and 0 <= task < kept.newest - 1 and id(messages[task]) not in pinned
+    shares = atomic and 0 <= task < kept.newest and id(messages[task]) not in pinned
     others = [counter.message(messages[task])] if shares else []
     cut = cut_step(messages, indices, must - budget, counter, handles, others)
     if cut is None:
@@ -448,7 +448,7 @@ def _cut_task(
     then its middle is cut, with a marker, to what they leave. The last resort before a
     refusal, never a way to make room for older steps."""
     task = kept.task
-    if task < 0 or kept.newest <= task + 1 or id(messages[task]) in pinned:
+    if task < 0 or kept.newest >= kept.size or id(messages[task]) in pinned:
         return messages, tokens  # no step taken yet: a prompt that does not fit is refused
     must = counter.priming + sum(counter.message(messages[i]) for i in kept.indices())
     if must <= budget:

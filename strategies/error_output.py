@@ -152,9 +152,22 @@ def _marked(text: str) -> bool:
 
 
 def is_error_line(line: str) -> bool:
-    """Whether one line of an output reads as an error line (a marker or a failed exit, not
-    in a comment or a line of code): what a cut inside an output keeps (strategies/step_cut.py)."""
-    return _log_line_marked(line)
+    """Whether one line of an output reads as an error or failure line: a marker or a failed
+    exit, not in a comment or a line of code; or a test runner's or build tool's own failure
+    line (pytest -v's ``test_x FAILED [ 50%]``, unittest's ``FAIL``, TAP's ``not ok``, Jest's
+    ``FAIL src/x.test.js``, make's ``*** ... Error 2``, ``npm ERR!``). What a cut inside an
+    output keeps (strategies/step_cut.py); the output's own reading is unchanged."""
+    return _FAILURE_LINE.search(line) is not None or _log_line_marked(line)
+
+
+# Failure lines in the runners' own words: upper-case status words, TAP and the build tools.
+_FAILURE_LINE = re.compile(
+    r"(?:^|[\s:\]])(?:FAILED|FAILURE|FAIL|ERROR)(?=$|[\s:\[(])"
+    r"|^\s*not ok\b"
+    r"|^npm ERR!"
+    r"|\*\*\* .*\bError\b"
+    r"|^\s*(?:\u2715|\u2717|\u00d7) "
+)
 
 
 def _log_line_marked(line: str) -> bool:

@@ -87,7 +87,9 @@ def cut_step(
             cut += 1
         if cut and (best is None or saved > best.saved):
             best = StepCut(out, saved, cut)
-        if saved >= need or all(cap <= floor for floor in least.values()):
+        # what the others give at this level (the caller cuts them to it next)
+        shared = sum(max(0, size - cap) for size in others)
+        if saved + shared >= need or all(cap <= floor for floor in least.values()):
             break
         over = max(1, cut or len(sizes))
         cap = max(0, cap - -(-(need - saved) // over))
@@ -215,6 +217,8 @@ def _assemble(
     if tail_start <= head_end:
         return text
     first = bisect_right(starts, head_end) - 1  # the line the cut starts in
+    if first + 1 < len(lines) and head_end == starts[first] + len(lines[first]):
+        first += 1  # the head ends at that line's end: the cut starts at the next
     last = bisect_right(starts, tail_start - 1) - 1  # the line it ends in
     # the error lines the cut touches: not wholly in the head, nor wholly in the tail
     inside = [k for k in errors if starts[k] + len(lines[k]) > head_end and starts[k] < tail_start]

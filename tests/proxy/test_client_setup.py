@@ -41,7 +41,7 @@ def test_agents_gets_the_snippet_with_tracing_off() -> None:
     setup = setup_for(load_settings(None), URL, "local-model", 16_000)
     code = "\n".join(lines("agents", setup))
     compile(code, "<snippet>", "exec")
-    assert f'base_url="{URL}/v1"' in code and "set_tracing_disabled(True)" in code
+    assert f"base_url='{URL}/v1'" in code and "set_tracing_disabled(True)" in code
 
 
 def test_what_must_be_said_first() -> None:
@@ -58,3 +58,32 @@ def test_the_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "model_context_window = 8000" in out and f'"{URL}/v1"' in out
     assert main(["client-setup", "claude"]) == 2
     assert "name the model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["a b", "x$(echo PWNED >&2)", 'q"uo\\te', "caf\u00e9/m:1"])
+def test_a_model_name_reads_back_as_given(name: str) -> None:
+    """Quoted for the shell, escaped for TOML: what each client reads is the name itself."""
+    import shlex
+    import subprocess
+
+    setup = setup_for(load_settings(None), URL, name, 8000)
+    exports = [line for line in lines("claude", setup) if line.startswith("export ANTHROPIC_MODEL")]
+    shell = subprocess.run(
+        ["sh", "-c", f'{exports[0]}; printf %s "$ANTHROPIC_MODEL"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shell.stdout == name and not shell.stderr
+    assert tomllib.loads("\n".join(lines("codex", setup)))["model"] == name
+    assert shlex.split(exports[0].removeprefix("export "))[0] == f"ANTHROPIC_MODEL={name}"
+
+
+def test_an_address_that_would_not_read_back() -> None:
+    settings = load_settings(None)
+    with pytest.raises(SetupError, match="--url"):
+        setup_for(settings, "localhost:9000", "m", 8000)
+    setup = setup_for(settings, "http://h:9000/v1/", "m", 8000)
+    assert tomllib.loads("\n".join(lines("codex", setup)))["openai_base_url"] == "http://h:9000/v1"
+    with pytest.raises(SetupError, match="not a model name"):
+        setup_for(settings, URL, "a\nb", 8000)

@@ -185,3 +185,43 @@ def test_a_json_wrapped_output_is_cut_by_its_escaped_lines() -> None:
     assert "FAILED tests/test_mod1500.py::test_case_1500 - AssertionError: 1500 != 0" in cut
     # counted in the command's lines, not as characters of one long line
     assert re.search(r"\[\.\.\. lines \d+-[\d,]+ cut \([\d,]+ lines\)", cut)
+
+
+def test_a_test_runners_own_failure_lines_are_kept() -> None:
+    """pytest -v, unittest, TAP: the failure lines in the runners' own words."""
+    lines = [f"tests/test_m.py::test_{k} PASSED [{k // 50:3d}%]" for k in range(5000)]
+    lines[2500] = "tests/test_m.py::test_2500 FAILED [ 50%]"
+    lines[3100] = "not ok 3100 - parses the header"
+    cut = cut_output("\n".join(lines), 400, COUNTER)
+    assert cut is not None and "every error line kept" in cut.split("\n", 1)[0]
+    assert lines[2500] in cut and lines[3100] in cut
+
+
+def test_the_line_range_names_the_lines_cut() -> None:
+    text = "\n".join(f"line {k + 1}" for k in range(1000))
+    cut = cut_output(text, 120, COUNTER)
+    assert cut is not None
+    found = re.search(r"\[\.\.\. lines ([\d,]+)-([\d,]+) cut \(([\d,]+) lines\)", cut)
+    assert found is not None
+    first, last, count = (int(g.replace(",", "")) for g in found.groups())
+    kept = {int(x.split()[1]) for x in cut.split("\n") if x.startswith("line ")}
+    assert first == max(k for k in kept if k < first) + 1  # the first line not kept
+    assert last == min(k for k in kept if k > last) - 1  # the last line not kept
+    assert count == last - first + 1
+
+
+def test_a_large_task_and_one_large_step_share_the_cut() -> None:
+    """A running task's statement of 4,000 words and one step whose output is as large: both
+    are cut, neither to nothing (the output keeps its error line)."""
+    task = {"role": "user", "content": "Start here. " + "context " * 4000 + "End: do it now."}
+    newest = step([log(400, 7, errors=(200,))])
+    messages = [SYSTEM, task, *newest]
+    budget = 1500
+    result = fit(messages, budget, COUNTER, atomic_current=True)
+    kept = result.messages
+    assert count_prompt(COUNTER, kept) <= budget
+    assert "task_middle_cut" in result.actions
+    assert any(a.startswith("step-outputs-cut") for a in result.actions)
+    output = kept[-1]["content"]
+    assert "test_case_200" in output
+    assert COUNTER.message(kept[-1]) > 300  # at the task's level, not cut to its least

@@ -39,6 +39,7 @@ from strategies.cost import cut_share
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index
+from strategies.step_cut import STEP_CUT
 from strategies.sticky import record
 from strategies.tokens import MemoCounter, count_prompt
 
@@ -156,7 +157,16 @@ async def cut(
         raise
     result.tokens_after += pending
     actions += [a for a in result.actions if a not in actions]
-    if sticky is not None and planner.cuts is not None and actions and not req.continuation:
+    # A cut inside the newest step is made afresh for each request (the next one's newest
+    # step is another), never replayed.
+    replayable = not any(a.startswith(STEP_CUT) for a in actions)
+    if (
+        sticky is not None
+        and planner.cuts is not None
+        and actions
+        and replayable
+        and not req.continuation
+    ):
         recipe = record(original, result.messages, actions, full.messages, message_digest)
         planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint))
     return plan_of_fit(req, full, before, result, actions, checkpoint, planner.recalls, dry_run)

@@ -102,8 +102,10 @@ class Planner(PlannerState):
             before = count_prompt(counter, req.view.messages)
         sticky = None if dry_run else sticky_key(self.cuts, req)
         budget = plan.budget
-        try:
-            return await cut(self, req, budget, budget, before, counter, None, sticky, dry_run)
+        try:  # the last resort included: a newest step too large is cut, not sent whole
+            return await cut(
+                self, req, budget, budget, before, counter, None, sticky, dry_run, cut_newest=True
+            )
         except ContextTooLarge:
             return None
 

@@ -68,7 +68,11 @@ def _output_cut(mine: Message, theirs: Message) -> bool:
     """Whether ``mine`` is ``theirs``, a tool output, with only its content changed."""
     if theirs.get("role") not in ANSWERING:
         return False
-    changed = {k for k in mine.keys() | theirs.keys() if mine.get(k) is not theirs.get(k)}
+    changed = {
+        k
+        for k in mine.keys() | theirs.keys()
+        if mine.get(k) is not theirs.get(k) and mine.get(k) != theirs.get(k)
+    }
     return changed <= {"content"} and mine.get("tool_call_id") == theirs.get("tool_call_id")
 
 
