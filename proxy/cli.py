@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _client_setup(args: argparse.Namespace) -> int:
-    from proxy.client_setup import SetupError, lines, setup_for
+    from proxy.windows.client_setup import SetupError, lines, setup_for
 
     settings = load_settings(args.config)
     url = args.url or client_url(settings.host, settings.port)

@@ -13,4 +13,6 @@ modeltable.py   litellm's bundled model table, read without importing litellm
 calibration.py  how the proxy's count runs against the upstream's own, per kind of token
 tokenizers.py   the counters: tiktoken's exact encodings, or a calibrated estimate
 advice.py       what a first run is told of a model whose window nothing states: the ways out
+client_setup.py the lines each client (Claude Code, Codex, openai-agents) reads to know a
+                model's window: contextwarden client-setup
 """

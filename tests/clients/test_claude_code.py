@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.client_setup import lines, setup_for
 from proxy.config.settings import load_settings
+from proxy.windows.client_setup import lines, setup_for
 from tests.clients.conftest import (
     RELEASES,
     TASK,

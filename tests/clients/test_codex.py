@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from proxy.client_setup import lines, setup_for
 from proxy.config.settings import load_settings
 from proxy.windows.bounds import MAX_REFUSALS
+from proxy.windows.client_setup import lines, setup_for
 from tests.clients.conftest import (
     RELEASES,
     TASK,

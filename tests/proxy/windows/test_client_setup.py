@@ -8,8 +8,8 @@ import tomllib
 import pytest
 
 from proxy.cli import main
-from proxy.client_setup import SetupError, lines, setup_for
 from proxy.config.settings import load_settings
+from proxy.windows.client_setup import SetupError, lines, setup_for
 
 URL = "http://127.0.0.1:9090"
 
