@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from starlette.applications import Starlette
 
 from proxy.app import create_app
 from proxy.config.settings import load_settings
@@ -27,6 +28,25 @@ HEADERS = {"authorization": "Bearer sk-test", "x-api-key": "sk-test"}
 
 def post(client: httpx.Client, base: str, fmt: str, body: dict[str, Any]) -> int:
     return client.post(f"{base}/v1/{PATHS[fmt]}", json=body, headers=HEADERS).status_code
+
+
+def through_proxy(
+    upstream_app: Starlette, tmp_path: Path, window: int, body: dict[str, Any]
+) -> httpx.Response:
+    """``body`` sent to ``/v1/messages`` through a proxy that configures ``claude-x`` at
+    ``window``, in front of ``upstream_app``; the proxy made no plan fallback."""
+    with BackgroundServer(upstream_app) as upstream:
+        config = {
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
+            "default_upstream": "demo",
+            "data_dir": str(tmp_path / "data"),
+            "models": {"claude-x": {"context_window": window}},
+        }
+        app = create_app(load_settings(None, **config))
+        with BackgroundServer(app) as proxy:
+            got = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=HEADERS, timeout=60)
+        assert_no_plan_fallbacks(app)
+    return got
 
 
 @pytest.mark.slow
@@ -80,17 +100,7 @@ def test_an_overflow_with_figures_lowers_the_reply_limit_by_them(tmp_path: Path)
         "tools": tools,
         "messages": [{"role": "user", "content": "Build it. " + "step " * 6000}],
     }
-    with BackgroundServer(upstream_app) as upstream:
-        config = {
-            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
-            "default_upstream": "demo",
-            "data_dir": str(tmp_path / "data"),
-            "models": {"claude-x": {"context_window": 40_000}},
-        }
-        app = create_app(load_settings(None, **config))
-        with BackgroundServer(app) as proxy:
-            got = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=HEADERS, timeout=60)
-        assert_no_plan_fallbacks(app)
+    got = through_proxy(upstream_app, tmp_path, 40_000, body)
     assert got.status_code == 200, got.text
     first, retry = upstream_app.state.received[-2:]
     error = orjson.loads(orjson.dumps(first))  # what the upstream refused: a + b > c
@@ -119,17 +129,7 @@ def test_before_calibration_the_reply_limit_keeps_the_floor_the_window_has_room_
         "system": "You are a build agent.",
         "messages": [{"role": "user", "content": "Build the project and report. " + steps}],
     }
-    with BackgroundServer(upstream_app) as upstream:
-        config = {
-            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1", "apis": APIS}},
-            "default_upstream": "demo",
-            "data_dir": str(tmp_path / "data"),
-            "models": {"claude-x": {"context_window": 24_000}},
-        }
-        app = create_app(load_settings(None, **config))
-        with BackgroundServer(app) as proxy:
-            got = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=HEADERS, timeout=60)
-        assert_no_plan_fallbacks(app)
+    got = through_proxy(upstream_app, tmp_path, 24_000, body)
     assert got.status_code == 200, got.text
     assert got.headers["x-contextwarden-retries"] == "0"
     (sent,) = upstream_app.state.received
