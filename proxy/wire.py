@@ -44,6 +44,7 @@ class WireRequest:
     credential: Credential | None = None
     addressed: str = ""
     learns_as: str = ""  # whose learned windows and calibration (Principal.learns_as)
+    alone: str = ""  # a caller without a credential: this request's own name (Principal.alone)
     session_memory: str | None = None
     reserve_default: int | None = None  # the team's reply reserve, else trimming's
     cap: int | None = None  # the team's max_context_tokens: no prompt goes over it

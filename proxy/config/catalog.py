@@ -67,7 +67,7 @@ class Upstream(Strict):
         """The configured headers that carry a credential (Azure's ``api-key``, an
         ``Authorization``, any ``*key*``, ``*token*``, ``*secret*`` or ``*auth*`` header): a key
         the proxy holds as much as one in ``api_key_env``."""
-        return [h for h in self.headers if _CREDENTIAL.search(h)]
+        return [h for h in self.headers if CREDENTIAL_NAME.search(h)]
 
     @property
     def context_edits(self) -> Literal["forward", "strip", "serve"]:
@@ -92,7 +92,7 @@ class Upstream(Strict):
         return self
 
 
-_CREDENTIAL = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
+CREDENTIAL_NAME = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
 
 
 class PriceOverride(Strict):

@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     auth: Literal["passthrough", "keys"] = "passthrough"
     admin_key_env: str | None = None
     default_team: str = "default"
+    credential_headers: list[str] = Field(
+        default_factory=list,
+        description="passthrough: headers that tell callers apart besides those named like a "
+        "credential (*key*, *token*, *secret*, *auth*, *cookie*, *password*)",
+    )
     teams: dict[str, Team] = Field(default_factory=dict)
     log_content: bool = False
     allow_open_proxy: bool = Field(

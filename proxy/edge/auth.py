@@ -15,14 +15,17 @@ import hmac
 import os
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from starlette.datastructures import Headers
 
+from proxy.config.catalog import CREDENTIAL_NAME
 from proxy.config.settings import Settings, Team
 from proxy.errors import Forbidden, Unauthorized
+from proxy.headers import REQUEST_DROP
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.wire import Credential
 
@@ -33,16 +36,21 @@ class Principal:
     config: Team
     forward_client_auth: bool  # passthrough: the client's Authorization goes upstream
     # A keyed hash of the credential presented: the team key in keys mode, the caller's own
-    # provider credential in passthrough; None for a passthrough caller who sent none.
+    # provider credentials in passthrough; None for a passthrough caller who sent none.
     caller: str | None = None
+    # A passthrough caller who sent no credential: this request's own name (random), under
+    # which it keeps the originals it offers to recall (``proxy/request/recall.py``).
+    alone: str = ""
 
     @property
     def scope(self) -> str:
         """Whose per-conversation state a request may see (checkpoints, sticky cuts, the prefix
         fingerprint, recent items): the ones made with the same credential. Users of one team
         who hold keys of their own, and passthrough callers who merely share the default team,
-        never see, nor spend, each other's. Callers without a credential are one caller: the
-        team's."""
+        never see, nor spend, each other's. Callers without a credential are one caller, the
+        team's: a checkpoint or a cut is found only by the messages it covers, so it carries
+        nothing such a caller did not send (recall's originals, which do, are each request's
+        own)."""
         return self.team if self.caller is None else f"{self.team}~{self.caller}"
 
     @property
@@ -161,7 +169,9 @@ class Authenticator:
             name = headers.get(TEAM_HEADER) or settings.default_team
             if name not in settings.teams:
                 raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
-            return Principal(name, settings.teams[name], True, self._caller(headers))
+            caller = self._caller(headers)
+            alone = "" if caller is not None else secrets.token_hex(8)
+            return Principal(name, settings.teams[name], True, caller, alone)
         # Anthropic clients (Claude Code's ANTHROPIC_API_KEY) put the key in x-api-key. It is a
         # credential, so it never goes upstream in this mode.
         presented = bearer(headers) or headers.get("x-api-key") or None
@@ -207,8 +217,8 @@ class Authenticator:
             raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
 
     def _caller(self, headers: Headers) -> str | None:
-        credential = caller_credential(headers)
-        return None if credential is None else self._digest(credential.value)
+        presented = caller_identity(headers, self._settings.credential_headers)
+        return None if presented is None else self._digest(presented)
 
     def _digest(self, credential: str) -> str:
         digest = hmac.digest(self.scope_secret, credential.encode(), "sha256")  # one C call
@@ -237,6 +247,34 @@ def caller_credential(headers: Headers) -> Credential | None:
         if value:
             return Credential(value, name)
     return None
+
+
+# Headers whose names say credential but that carry none: what an SDK sends for every call.
+NOT_CREDENTIALS = frozenset({"idempotency-key"})
+
+
+def caller_identity(headers: Headers, configured: Iterable[str] = ()) -> str | None:
+    """What makes a passthrough caller: every credential the request carries upstream, in
+    whatever header (a bearer or HTTP Basic ``Authorization``, ``x-api-key``, Google's
+    ``x-goog-api-key``, a gateway's own token, a cookie) and the headers the config names
+    (``credential_headers``). Two callers with different credentials of any kind are two
+    callers; None when the request carries none. One bearer, ``x-api-key`` or ``api-key``
+    alone is its value (the identity callers had before other headers counted)."""
+    named = {n.lower() for n in configured}
+    found = sorted(
+        (name, value)
+        for name, value in headers.items()
+        if value
+        and name not in REQUEST_DROP
+        and name not in NOT_CREDENTIALS
+        and (name in named or CREDENTIAL_NAME.search(name))
+    )
+    if not found:
+        return None
+    single = caller_credential(headers)
+    if single is not None and len(found) == 1 and found[0][0] == single.header:
+        return single.value
+    return "\n".join(f"{name}: {value}" for name, value in found)
 
 
 def bearer(headers: Headers) -> str | None:

@@ -43,7 +43,7 @@ from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
 from proxy.request.planning.plan import Plan
-from proxy.request.recall import Round, settle
+from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
@@ -322,7 +322,7 @@ def recalling(
         build,
         send,
         rt.planner.recalls,
-        key_of(req),
+        recall_key(req),
         req.counter(),
         plan.budget.messages,
         config.max_recalls,

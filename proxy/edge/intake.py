@@ -102,6 +102,7 @@ def build_request(
         calibrated=models.calibration.ratio(learner, spec.name) is not None,
         hidden_weight=models.calibration.hidden_weight(learner, spec.name),
         message_weight=models.calibration.message_weight(learner, spec.name),
+        alone=who.alone,
         sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
         context_edits=edits,

@@ -24,19 +24,22 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from proxy.errors import UpstreamUnavailable
 from proxy.formats.recall import Answer, answer_of, continued, scrubbed
-from proxy.request.conversations import BlobStore
+from proxy.request.conversations import BlobStore, key_of
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.bounded_memory import Lru
 from strategies.messages import Message
 from strategies.outputs import HANDLE, handle_for, output_text
 from strategies.prompt_cut import cut_message_middle
 from strategies.tokens import Counter
+
+if TYPE_CHECKING:
+    from proxy.wire import WireRequest
 
 STORE_PREFIX = "recall\t"
 INDEX_PREFIX = "recall-index\t"
@@ -216,6 +219,14 @@ def _calls(messages: Sequence[Message]) -> dict[str, str]:
                 text = f"{fn.get('name', '')} {fn.get('arguments', '')}"
                 out[str(call.get("id"))] = " ".join(text.split())
     return out
+
+
+def recall_key(req: WireRequest) -> str:
+    """Where a request's originals are kept and read: its conversation's, and for a caller
+    without a credential (whom nothing tells from another such caller, who could name the
+    same conversation) its own request's alone."""
+    key = key_of(req)
+    return f"{key}\t{req.alone}" if req.alone else key
 
 
 def fitted(text: str, counter: Counter, limit: int) -> str:

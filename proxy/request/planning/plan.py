@@ -14,8 +14,7 @@ import orjson
 
 from proxy.formats.recall import offer
 from proxy.request.budget import settled
-from proxy.request.conversations import key_of
-from proxy.request.recall import RecallMemory, originals
+from proxy.request.recall import RecallMemory, originals, recall_key
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.engine import Fit
@@ -107,5 +106,5 @@ def _recalling(
     if not found:
         return None
     if recalls is not None and not dry_run:
-        recalls.keep(key_of(req), found)
+        recalls.keep(recall_key(req), found)
     return offer(req.fmt, written) if req.offer_recall else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,7 +63,7 @@ async def drive(
             assert got.status_code == 200, (where, got.text)
             actions = got.headers["x-contextwarden-actions"]
             assert "plan-fallback" not in actions, where
-            check(fmt, body, app.state.received[-1], where)
+            check(fmt, body, app.state.received[-1], where, "task_middle_cut" in actions)
             budget = got.headers["x-contextwarden-budget"]
             after = got.headers["x-contextwarden-tokens-after"]
             if budget != "unknown" and after.isdigit():
@@ -73,16 +74,26 @@ async def drive(
     return trimmed, summarized
 
 
-def check(fmt: str, body: dict[str, Any], forwarded: dict[str, Any], where: str) -> None:
-    """The leading instructions, the task and the newest step went as the client sent them."""
+def check(
+    fmt: str, body: dict[str, Any], forwarded: dict[str, Any], where: str, task_cut: bool
+) -> None:
+    """The leading instructions, the task and the newest step went as the client sent them
+    (the task, when it alone cannot fit, with its middle cut: its head and tail as sent)."""
     lead, task, step = protected(fmt, body)
     assert protected(fmt, forwarded)[0] == lead, where
     conversation = forwarded["input" if fmt == "responses" else "messages"]
     if step:
         assert conversation[-len(step) :] == step, where
-    elif task is not None:
+    elif task is not None and not task_cut:
         assert conversation[-1] == task, where
-    if task is not None:
+    if task is not None and task_cut:
+        text = orjson.dumps(task).decode()
+        head, tail = text[:40], text[-40:]
+        assert any(
+            (sent := orjson.dumps(m).decode()).startswith(head) and sent.endswith(tail)
+            for m in conversation
+        ), where
+    elif task is not None:
         assert task in conversation, where
 
 
