@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -205,7 +206,18 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
         url = join_url(upstream.base_url, "models", query_of(request.scope))
-        return respond(await rt.transport.send(upstream, "GET", url, headers, None), [])
+        reply = await rt.transport.send(upstream, "GET", url, headers, None)
+        if reply.status != 200:
+            return respond(reply, [])
+        raw = reply.body if reply.stream is None else b"".join([c async for c in reply.stream])
+        try:
+            data = orjson.loads(raw or b"{}")
+            models = data["data"]
+            assert isinstance(models, list)
+        except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError):
+            return respond(replace(reply, body=raw, stream=None), [])  # relayed as it came
+        data["data"] = [with_window(m, rt, who) if isinstance(m, dict) else m for m in models]
+        return respond(replace(reply, body=orjson.dumps(data), stream=None), [])
     if upstream.base_url is not None and upstream.provider == "openai":
         key = rt.settings.api_key(name)
         headers = upstream_headers(
@@ -243,4 +255,32 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             listed.append(
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )
+    listed = [with_window(m, rt, who) for m in listed]
     return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")
+
+
+def with_window(model: dict[str, Any], rt: Runtime, who: Principal) -> dict[str, Any]:
+    """A listed model with the window the proxy fits its requests to (and the reply limit it
+    knows), in the fields clients and gateways read: ``context_window`` (Codex's model info,
+    OpenAI-style gateways), ``max_input_tokens`` and ``max_tokens`` (Anthropic's model
+    capabilities, LiteLLM). The upstream's own figure is replaced when the proxy's is lower
+    (the team's cap, what overflows taught): a client that plans by it never asks for more than
+    the proxy forwards. A model the proxy knows no window for is listed as it came."""
+    name = model.get("id")
+    if not isinstance(name, str) or not name:
+        return model
+    try:
+        spec = rt.models.resolve(name)
+    except ProxyError:
+        return model
+    window = rt.models.told_window(spec, who.learns_as, who.config.max_context_tokens)
+    if window is None:
+        return model
+    told = dict(model)
+    for field in ("context_window", "max_input_tokens"):
+        stated = told.get(field)
+        if not isinstance(stated, int) or isinstance(stated, bool) or stated > window:
+            told[field] = window
+    if spec.max_output and not isinstance(told.get("max_tokens"), int):
+        told["max_tokens"] = spec.max_output
+    return told

@@ -111,6 +111,15 @@ class Models:
         without their words (this runs on every request)."""
         return self._steps(spec, team, cap)[3]
 
+    def told_window(self, spec: ModelSpec, team: str, cap: int | None = None) -> int | None:
+        """The window a client is told (``/v1/models``), in the upstream's units (what its
+        usage figures count): configured, discovered or the table's, lowered by what overflows
+        taught and by the team's cap."""
+        upstream = self._steps(spec, team, cap)[1]
+        if upstream is None:
+            return cap
+        return min(upstream, cap) if cap else upstream
+
     def window_for(self, spec: ModelSpec, team: str, cap: int | None = None) -> Window:
         """The one answer to "what is this model's window for this team, in whose units, and
         why": the configured (or family) window, else the one the server stated (discovered),
