@@ -69,6 +69,9 @@ class WireRequest:
     # (proxy/formats/anthropic_edits.py): what its edits did, when served (reported in the
     # answer); None when the body had none, or it was forwarded or stripped.
     context_edits: list[dict[str, Any]] | None = None
+    # Responses context_management served: the input's size past which the answer carries the
+    # proxy's compaction item (proxy/formats/responses_context.py; 0: the proxy's own share)
+    compact_at: int | None = None
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.
     continuation: bool = False

@@ -48,10 +48,12 @@ class Upstream(Strict):
     )
     context_management: Literal["auto", "forward", "strip", "serve"] = Field(
         "auto",
-        description="a Messages body's context_management (Anthropic's context editing, which "
-        "Claude Code sends on every request): forward it; strip it; or serve it (the proxy "
-        "applies the edits and leaves the field out). auto: forward to Anthropic's own API "
-        "(api.anthropic.com), serve elsewhere (strict servers refuse the field)",
+        description="a body's context_management (Messages: Anthropic's context editing, "
+        "which Claude Code sends on every request; Responses: OpenAI's server-side "
+        "compaction): forward it; strip it; or serve it (the proxy applies the edits, or "
+        "answers with its own compaction item, and leaves the field out). auto: forward to the "
+        "provider's own API (api.anthropic.com; api.openai.com, *.openai.azure.com), serve "
+        "elsewhere (strict servers refuse the field)",
     )
     timeout: float = Field(600.0, gt=0)
     connect_timeout: float = Field(10.0, gt=0)
@@ -76,6 +78,15 @@ class Upstream(Strict):
             return self.context_management
         host = urlsplit(self.base_url or "").hostname or ""
         return "forward" if host == "api.anthropic.com" else "serve"
+
+    @property
+    def responses_context(self) -> Literal["forward", "strip", "serve"]:
+        """What happens to a Responses body's ``context_management`` (``auto`` resolved)."""
+        if self.context_management != "auto":
+            return self.context_management
+        host = urlsplit(self.base_url or "").hostname or ""
+        own = host == "api.openai.com" or host.endswith(".openai.azure.com")
+        return "forward" if own else "serve"
 
     @property
     def served_apis(self) -> tuple[Api, ...]:

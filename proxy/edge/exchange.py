@@ -27,6 +27,7 @@ from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.errors import ProxyError
 from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
+from proxy.formats.responses_context import carried_body, carried_stream
 from proxy.headers import (
     UPSTREAM_TRUNCATED,
     cw_headers,
@@ -39,6 +40,7 @@ from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
 from proxy.request.compaction import compaction, wants_compaction
+from proxy.request.context_compaction import compaction_item
 from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
@@ -46,7 +48,7 @@ from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, is_event_stream, join_url, respond
 from proxy.windows.advice import annotated, refusal_note
 from proxy.wire import WireRequest
 from strategies.cost import PromptCosts, prompt_costs
@@ -84,6 +86,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
                 fitting = fitting_for(rt, req)
         if compacting:  # answered outside the admission slot: a summary takes its time
             return await compact(request, rt, req, who, started)
+        compacted = await compaction_item(rt, req) if req.compact_at is not None else None
         lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
@@ -129,6 +132,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
     if req.context_edits is not None and reply.status == 200:
         report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
+    if compacted is not None and reply.status == 200 and carry_compaction(reply, compacted):
+        more.append(("x-contextwarden-compaction", str(compacted["id"])))
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,
@@ -261,6 +266,31 @@ async def observe_usage(
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
     return [(UPSTREAM_TRUNCATED, short)] if short else []
+
+
+def carry_compaction(reply: Reply, item: dict[str, Any]) -> bool:
+    """A 200 Responses answer with the proxy's compaction item first in its output
+    (proxy/formats/responses_context.py); whether it carries it (an answer the upstream
+    encoded is left as it came)."""
+    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
+        return False
+    if reply.body is not None:
+        reply.body = carried_body(reply.body, item)
+        return True
+    if reply.stream is None:
+        return False
+    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
+    if is_event_stream(reply.headers):
+        reply.stream = carried_stream(reply.stream, item)
+    else:
+        reply.stream = _carried_whole(reply.stream, item)
+    return True
+
+
+async def _carried_whole(
+    stream: AsyncIterator[bytes], item: dict[str, Any]
+) -> AsyncIterator[bytes]:
+    yield carried_body(b"".join([chunk async for chunk in stream]), item)
 
 
 def report_edits(reply: Reply, applied: list[dict[str, Any]], stream: bool) -> None:

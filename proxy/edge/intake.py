@@ -28,6 +28,8 @@ from proxy.formats.anthropic_edits import FIELD, json_tokens, serve, strip
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
 from proxy.formats.compaction import expand
+from proxy.formats.responses_context import FIELD as RESPONSES_FIELD
+from proxy.formats.responses_context import asked
 from proxy.formats.reused_items import RecentItems
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
@@ -77,6 +79,13 @@ def build_request(
     ):
         payload, edits = context_edits(payload, spec)
         body = orjson.dumps(payload)
+    compact_at = None
+    if fmt.api == "responses" and RESPONSES_FIELD in payload:
+        served = spec.route.upstream.responses_context
+        if served != "forward":
+            payload, asked_at = asked(payload)
+            compact_at = asked_at if served == "serve" else None
+            body = orjson.dumps(payload)
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
     learner = who.learns_as
@@ -106,6 +115,7 @@ def build_request(
         sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
         context_edits=edits,
+        compact_at=compact_at,
     )
     if reuse is not None:
         reuse.commit(len(body))
