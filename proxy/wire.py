@@ -22,6 +22,19 @@ class Credential:
     header: str
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionAsk:
+    """A compaction a request asks for, to be served by the proxy (proxy/request/
+    context_compaction.py): past ``at`` input tokens (0: the proxy's own share of the
+    window), the answer carries the proxy's compaction first; with ``pause``, alone (no
+    model's turn); ``only``: the request is nothing but a compaction."""
+
+    at: int
+    pause: bool = False
+    only: bool = False
+    instructions: str | None = None
+
+
 UNSET = View([])
 
 
@@ -69,9 +82,9 @@ class WireRequest:
     # (proxy/formats/anthropic_edits.py): what its edits did, when served (reported in the
     # answer); None when the body had none, or it was forwarded or stripped.
     context_edits: list[dict[str, Any]] | None = None
-    # Responses context_management served: the input's size past which the answer carries the
-    # proxy's compaction item (proxy/formats/responses_context.py; 0: the proxy's own share)
-    compact_at: int | None = None
+    # A compaction the client asked for and the proxy serves (Responses context_management,
+    # Anthropic's compact_20260112 edit or compaction parameter)
+    compaction: CompactionAsk | None = None
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.
     continuation: bool = False

@@ -27,7 +27,6 @@ from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.errors import ProxyError
 from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
-from proxy.formats.responses_context import carried_body, carried_stream
 from proxy.headers import (
     UPSTREAM_TRUNCATED,
     cw_headers,
@@ -40,7 +39,7 @@ from proxy.overflow.fallbacks import plan_with_fallbacks
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
 from proxy.request.compaction import compaction, wants_compaction
-from proxy.request.context_compaction import compaction_item
+from proxy.request.context_compaction import carry, compaction_summary, made, paused
 from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, first_plan, fitting_for
 from proxy.request.lessons import Lessons
@@ -48,7 +47,7 @@ from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, decoded, is_event_stream, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
 from proxy.windows.advice import annotated, refusal_note
 from proxy.wire import WireRequest
 from strategies.cost import PromptCosts, prompt_costs
@@ -80,13 +79,18 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             async def build(other: bytes) -> WireRequest:
                 return await rt.admission.run(other, build_request, other, *args)
 
-            compacting = wants_compaction(req)
+            compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
             if not compacting:
                 req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
                 fitting = fitting_for(rt, req)
         if compacting:  # answered outside the admission slot: a summary takes its time
             return await compact(request, rt, req, who, started)
-        compacted = await compaction_item(rt, req) if req.compact_at is not None else None
+        compacted = None
+        if req.compaction is not None:  # served: a summary takes its time, outside the slot
+            summary = await compaction_summary(rt, req)
+            if summary is not None and req.compaction.pause:
+                return await answered_alone(rt, req, paused(req, summary), started)
+            compacted = made(req, summary) if summary is not None else None
         lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
@@ -132,8 +136,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
     if req.context_edits is not None and reply.status == 200:
         report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
-    if compacted is not None and reply.status == 200 and carry_compaction(reply, compacted):
-        more.append(("x-contextwarden-compaction", str(compacted["id"])))
+    if compacted is not None and reply.status == 200 and carry(reply, compacted, req.fmt.api):
+        more.append(("x-contextwarden-compaction", "served"))
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,
@@ -180,9 +184,20 @@ async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
 async def compact(
     request: Request, rt: Runtime, req: WireRequest, who: Principal, started: float
 ) -> Response:
-    """A Responses compaction request, answered by the proxy or relayed whole
-    (proxy/request/compaction.py), counted and logged as the others are."""
-    response = await compaction(rt, req, partial(send_once, request, rt, req, who=who))
+    """A compaction request, answered by the proxy or relayed whole (Codex's
+    compaction_trigger: proxy/request/compaction.py; Anthropic's compaction parameter,
+    served: proxy/request/context_compaction.py), counted and logged as the others are."""
+    if req.compaction is not None and req.compaction.only:
+        response = paused(req, await compaction_summary(rt, req))
+    else:
+        response = await compaction(rt, req, partial(send_once, request, rt, req, who=who))
+    return await answered_alone(rt, req, response, started)
+
+
+async def answered_alone(
+    rt: Runtime, req: WireRequest, response: Response, started: float
+) -> Response:
+    """An answer the proxy made without the model's turn, counted and logged."""
     actions = response.headers.get("x-contextwarden-actions", "compaction-relayed")
     elapsed = time.perf_counter() - started
     outcome = Outcome(
@@ -266,31 +281,6 @@ async def observe_usage(
     if data is not None and data.get("stop_reason") == "model_context_window_exceeded":
         rt.metrics.window_stops.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
     return [(UPSTREAM_TRUNCATED, short)] if short else []
-
-
-def carry_compaction(reply: Reply, item: dict[str, Any]) -> bool:
-    """A 200 Responses answer with the proxy's compaction item first in its output
-    (proxy/formats/responses_context.py); whether it carries it (an answer the upstream
-    encoded is left as it came)."""
-    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
-        return False
-    if reply.body is not None:
-        reply.body = carried_body(reply.body, item)
-        return True
-    if reply.stream is None:
-        return False
-    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
-    if is_event_stream(reply.headers):
-        reply.stream = carried_stream(reply.stream, item)
-    else:
-        reply.stream = _carried_whole(reply.stream, item)
-    return True
-
-
-async def _carried_whole(
-    stream: AsyncIterator[bytes], item: dict[str, Any]
-) -> AsyncIterator[bytes]:
-    yield carried_body(b"".join([chunk async for chunk in stream]), item)
 
 
 def report_edits(reply: Reply, applied: list[dict[str, Any]], stream: bool) -> None:

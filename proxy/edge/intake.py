@@ -24,6 +24,8 @@ from starlette.datastructures import Headers
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal, caller_credential
 from proxy.errors import BadRequest, Forbidden
+from proxy.formats.anthropic_compaction import asked as anthropic_asked
+from proxy.formats.anthropic_compaction import expanded as anthropic_expanded
 from proxy.formats.anthropic_edits import FIELD, json_tokens, serve, strip
 from proxy.formats.base import WireFormat
 from proxy.formats.chat import CHAT
@@ -34,7 +36,7 @@ from proxy.formats.reused_items import RecentItems
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec
-from proxy.wire import WireRequest
+from proxy.wire import CompactionAsk, WireRequest
 from strategies.messages import SOURCE, Message
 
 
@@ -71,20 +73,23 @@ def build_request(
             param="model",
             code="unsupported_api",
         )
-    edits = None
-    if (
-        fmt.api == "messages"
-        and FIELD in payload
-        and spec.route.upstream.context_edits != "forward"
-    ):
+    edits, compaction = None, None
+    served = spec.route.upstream.context_edits
+    if fmt.api == "messages" and served != "forward" and COMPACTION_BYTES in body:
+        # Anthropic's compaction, which such an upstream does not know: its blocks read as
+        # the API reads them, what is asked served (or, stripped, left out).
+        payload, ask = anthropic_asked(anthropic_expanded(payload))
+        compaction = ask if served == "serve" else None
+        body = orjson.dumps(payload)
+    if fmt.api == "messages" and FIELD in payload and served != "forward":
         payload, edits = context_edits(payload, spec)
         body = orjson.dumps(payload)
-    compact_at = None
     if fmt.api == "responses" and RESPONSES_FIELD in payload:
         served = spec.route.upstream.responses_context
         if served != "forward":
             payload, asked_at = asked(payload)
-            compact_at = asked_at if served == "serve" else None
+            if served == "serve" and asked_at is not None:
+                compaction = CompactionAsk(at=asked_at)
             body = orjson.dumps(payload)
     team = who.config
     name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
@@ -115,7 +120,7 @@ def build_request(
         sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
         context_edits=edits,
-        compact_at=compact_at,
+        compaction=compaction,
     )
     if reuse is not None:
         reuse.commit(len(body))
@@ -125,6 +130,9 @@ def build_request(
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)
     req.pinned = pinned
     return req
+
+
+COMPACTION_BYTES = b'"compact'  # the edit, the parameter and the blocks: read only when there
 
 
 def context_edits(

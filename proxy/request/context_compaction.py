@@ -1,24 +1,36 @@
-"""A Responses request whose ``context_management`` compaction the proxy serves (an upstream
-without it; the wire side is proxy/formats/responses_context.py): once its input counts past
-the threshold the client asked for, the answer carries a ``compaction`` item made from the
-proxy's own summary of that input, first in its output, as OpenAI's API answers. The request
-itself is fitted and forwarded as any other; the client keeps the item in place of the input
-it stands for, and the proxy expands it into a summary wherever it comes back. The item holds
-the ledger of that input (strategies/ledger.py) before the summary: what a weak summary drops
-of the rules, decisions and facts stays.
+"""A compaction the client asks the server for, served for an upstream without it (the wire
+sides: proxy/formats/responses_context.py for Responses ``context_management``,
+proxy/formats/anthropic_compaction.py for Anthropic's ``compact_20260112`` edit and
+``compaction`` parameter). Once the input counts past the threshold the client asked for, the
+answer carries a compaction made from the proxy's own summary of that input, first in its
+output or content, as the provider's API answers; a compaction that pauses (or a request that
+is only one) is answered with it alone, without the model. The request itself is fitted and
+forwarded as any other; the client keeps the compaction in place of the input it stands for,
+and the proxy reads it back as a summary. The compaction holds the ledger of that input
+(strategies/ledger.py) before the summary: what a weak summary drops of the rules, decisions
+and facts stays.
 
-No item when no summary could be made (no summarizer, a failure, a breaker, a deadline): the
-client then keeps its whole history, which the proxy fits as before. An item standing for a
-failed summary would make it drop what it needs.
+No compaction when no summary could be made (no summarizer, a failure, a breaker, a
+deadline): the client then keeps its whole history, which the proxy fits as before (a
+compaction standing for a failed summary would make it drop what it needs); a request that is
+only a compaction gets Anthropic's failed one (content null, which the API ignores).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+from starlette.responses import Response
+
+from proxy.formats import anthropic_compaction as anthropic
+from proxy.formats import responses_context as responses
+from proxy.formats.anthropic_compaction import alone, block, events
 from proxy.formats.compaction import item_of
 from proxy.formats.responses_context import DEFAULT
 from proxy.request.planning.ledger import cap
+from proxy.upstreams.forwarding import Reply, is_event_stream
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.ledger import extract, fitted
@@ -33,28 +45,84 @@ HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
 
 
 def threshold(req: WireRequest) -> int | None:
-    """The input size past which ``req``'s answer carries a compaction item (None: never)."""
-    if req.compact_at is None:
+    """The input size past which ``req``'s answer carries a compaction (None: never)."""
+    if req.compaction is None:
         return None
-    if req.compact_at != DEFAULT:
-        return req.compact_at
+    if req.compaction.only:
+        return 0
+    if req.compaction.at != DEFAULT:
+        return req.compaction.at
     return int(req.window * SHARE) if req.window else None
 
 
-async def compaction_item(rt: Runtime, req: WireRequest) -> dict[str, Any] | None:
-    """The compaction item for ``req``'s answer: None under the threshold, or when no summary
-    could be made."""
+async def compaction_summary(rt: Runtime, req: WireRequest) -> str | None:
+    """The summary ``req``'s answer carries as a compaction: None under the threshold, or when
+    no summary could be made."""
     at = threshold(req)
     messages = req.view.messages
-    if at is None or len(messages) < 2 or count_prompt(req.counter(), messages) < at:
+    if at is None or not messages or count_prompt(req.counter(), messages) < at:
         return None
     trimming = rt.settings.trimming
     budget = Budget(req.window or HANDOFF_WINDOW, trimming.reserve_output_tokens, 0, 0)
     checkpoint = await rt.compactor.handoff(messages, rt.planner.summary_context(req, budget))
     if checkpoint is None:
         return None
-    # The ledger of what the item stands for goes first: the rules, decisions, names and
+    # The ledger of what the compaction stands for goes first: the rules, decisions, names and
     # files it established, read without a model, whatever the summary kept of them.
     entries = extract(messages, range(leading_count(messages), len(messages)))
     ledger = fitted(entries, cap(req, budget), req.counter()) if entries else None
-    return item_of(f"{ledger}\n\n{checkpoint.summary}" if ledger else checkpoint.summary)
+    return f"{ledger}\n\n{checkpoint.summary}" if ledger else checkpoint.summary
+
+
+def made(req: WireRequest, summary: str | None) -> dict[str, Any]:
+    """The compaction in ``req``'s format: a Responses item, or a Messages block (whose content
+    is null for a compaction that failed, as Anthropic's API says it)."""
+    if req.fmt.api == "messages":
+        return block(summary)
+    assert summary is not None
+    return item_of(summary)
+
+
+def carry(reply: Reply, compaction: dict[str, Any], api: str) -> bool:
+    """A 200 answer with ``compaction`` first in its output or content; whether it carries it
+    (an answer the upstream encoded is left as it came)."""
+    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
+        return False
+    body, stream = (
+        (anthropic.carried_body, anthropic.carried_stream)
+        if api == "messages"
+        else (responses.carried_body, responses.carried_stream)
+    )
+    if reply.body is not None:
+        reply.body = body(reply.body, compaction)
+        return True
+    if reply.stream is None:
+        return False
+    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
+    if is_event_stream(reply.headers):
+        reply.stream = stream(reply.stream, compaction)
+    else:
+        reply.stream = _whole(reply.stream, compaction, body)
+    return True
+
+
+async def _whole(
+    chunks: AsyncIterator[bytes], compaction: dict[str, Any], body: Callable[..., bytes]
+) -> AsyncIterator[bytes]:
+    yield body(b"".join([chunk async for chunk in chunks]), compaction)
+
+
+def paused(req: WireRequest, summary: str | None) -> Response:
+    """The answer of a compaction that pauses (Anthropic's ``pause_after_compaction``, or its
+    ``compaction`` parameter): the compaction alone, no model's turn."""
+    compaction = block(summary)
+    counter = req.counter()
+    usage = {
+        "input": count_prompt(counter, req.view.messages),
+        "output": counter.message({"role": "assistant", "content": summary or ""}),
+    }
+    message = alone(req.payload, compaction, usage)
+    headers = {"x-contextwarden-actions": "compaction-served"}
+    if req.payload.get("stream"):
+        return Response(events(message), 200, headers, media_type="text/event-stream")
+    return Response(orjson.dumps(message), 200, headers, media_type="application/json")
