@@ -85,6 +85,9 @@ class WireRequest:
     # A compaction the client asked for and the proxy serves (Responses context_management,
     # Anthropic's compact_20260112 edit or compaction parameter)
     compaction: CompactionAsk | None = None
+    # The client's own compaction request (its compaction prompt is the newest user message):
+    # fitted by cutting, never summarized (a summary of what it is summarizing)
+    client_compaction: bool = False
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.
     continuation: bool = False

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from strategies.blocks import BlockReport
+from strategies.client_summaries import is_client_summary
 from strategies.formatter import FormatterName, facts_of, inject_into_system
 from strategies.messages import (
     ANSWERING,
@@ -191,14 +192,21 @@ def running_task(
     the task and of the newest step (the last assistant message, with its calls and their
     results after it). A user message in ``continuing`` (ids) is part of the loop, not a new
     task: Claude Code adds reminders to the message that carries its tool results, which the
-    Messages view shows as a user message of its own. The steps between the task and the
+    Messages view shows as a user message of its own. An agent's summary of its own history
+    (strategies/client_summaries.py) is not the task either, unless no other user message is
+    left. The steps between the task and the
     newest step are completed: their results may be cleared and whole steps dropped, oldest
     first; the task and the newest step stay as they came."""
-    task = -1
+    task = summary = -1
     for i in range(len(messages) - 1, lead - 1, -1):
-        if messages[i].get("role") == "user" and id(messages[i]) not in continuing:
+        if messages[i].get("role") != "user" or id(messages[i]) in continuing:
+            continue
+        if not is_client_summary(messages[i]):
             task = i
             break
+        summary = max(summary, i)
+    if task < 0:
+        task = summary  # no user message of its own is left: the summary carries the task
     if task < 0:
         start = current_turn_start(messages, lead)
         return start, start

@@ -37,6 +37,7 @@ from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec
 from proxy.wire import CompactionAsk, WireRequest
+from strategies.client_summaries import asks_compaction
 from strategies.messages import SOURCE, Message
 
 
@@ -125,6 +126,7 @@ def build_request(
     if reuse is not None:
         reuse.commit(len(body))
     req.conversation = conversation_key(req.scope, req.team, req.view.messages)
+    req.client_compaction = asks_compaction(req.view.messages)
     pinned = marked(req.view.messages, controls.pinned) | req.view.pinned
     if pins is not None:
         pinned |= pins.pinned(req.conversation, req.view.messages, controls.pin_last)

@@ -46,6 +46,7 @@ from tests.clients.metadata import Metadata
 STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
+COMPACT_PROMPT = "CONTEXT CHECKPOINT COMPACTION"  # Codex's own compaction prompt
 SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 OVER_WINDOW = (
@@ -87,6 +88,7 @@ class Script:
     strict: bool = False
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
+    compactions: int = 0  # the client's own compaction requests answered
     lag: int = 0
     every: int = 1
     reruns: int = 0
@@ -442,6 +444,14 @@ def _response(payload: dict[str, Any], script: Script, tokens: int) -> dict[str,
         str(i.get("arguments") or i.get("input") or "") for i in items if i.get("type") in CALLS
     ]
     answered = bool(items) and items[-1].get("type") in OUTPUTS
+    if COMPACT_PROMPT in orjson.dumps(items[-1:]).decode():
+        # Codex's own (local) compaction: its summary says how far the task went, as a model
+        # that follows the compaction prompt would.
+        read = [int(STEP.findall(c)[-1]) for c in calls if STEP.search(c)]
+        done = max(read, default=(summarized_step(payload) or 1) - 1)
+        script.compactions += 1
+        text = f"Progress so far: read in order up to step-{done:02d}.txt."
+        return completed(payload, [text_item(text)], tokens)
     action, step = script.decide(payload, calls, answered)
     if not calls:  # a compacted history: the summary says how far the task went
         done = summarized_step(payload)

@@ -241,6 +241,33 @@ def test_its_own_compactions_are_answered_by_the_proxy(make_agent: AgentFactory)
     assert len(agent.script.summaries) >= len(asked)  # each made by the summarizer
 
 
+def test_after_its_own_compaction_the_task_stays_the_task(make_agent: AgentFactory) -> None:
+    """Codex compacting its own history (locally: a provider not named OpenAI) puts its summary
+    back as a user message after the user's task, which it keeps. The proxy took that summary
+    (and the compaction prompt) for the task and dropped the real one as history (49 of 101
+    requests at 16k), and summarized the compaction requests themselves: the summary of a
+    summary lost how far the task went, and Codex restarted it over and over (1,094 requests,
+    273 compactions, never done, before this). Now: the task verbatim in every forwarded
+    request, no compaction request summarized by the proxy, and the task finishes."""
+    steps = 16
+    window = 12_000  # its frame (3,000) and about three steps: the proxy trims every few steps
+    agent = make_agent(window, steps=steps, models={"gpt-5.1-codex": {"context_window": window}})
+    argv, env = codex(agent, "gpt-5.1-codex")
+    config = agent.home / ".codex" / "config.toml"
+    limits = f"model_context_window = {window}\n"
+    config.write_text(limits + config.read_text())
+    run = agent.run(argv, env)
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    forwarded = agent.forwarded("responses")
+    compactions = [k for k, body in enumerate(forwarded) if "CONTEXT CHECKPOINT" in str(body)]
+    print(f"\n{len(forwarded)} forwarded, {agent.script.compactions} compactions at {compactions}")
+    assert agent.script.compactions >= 2, "Codex never compacted twice"
+    # Every request: the steps, the compaction requests and those after each compaction.
+    assert all(TASK in str(body["input"]) for body in forwarded)
+    assert not agent.script.summaries  # no compaction request was summarized by the proxy
+
+
 def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> None:
     """Codex told the window by ``contextwarden client-setup codex`` (its lines written to
     config.toml as printed, the key saved as its sign-in) against a 32k upstream: the task

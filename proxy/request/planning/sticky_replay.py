@@ -47,7 +47,8 @@ async def replay_last_cut(
         return None
     config = req.policy.config
     past_soft = tokens > soft_limit(budget.messages, config)
-    if past_soft and planner.compactor is not None and summarizes(config, req.session_memory):
+    summarizing = summarizes(config, req.session_memory) and not req.client_compaction
+    if past_soft and planner.compactor is not None and summarizing:
         await prepare(planner, req, budget, before, counter)
     actions = [*recipe.actions, "sticky"]
     checkpoint = recipe.checkpoint
