@@ -107,10 +107,13 @@ class Team(Strict):
         "code_interpreter, image_generation, mcp, code_execution, web_fetch...; null: any "
         "when models is null, none when models lists some (edge/auth.py)",
     )
-    paid_options: list[Literal["priority", "background"]] | None = Field(
+    paid_options: (
+        list[Literal["priority", "background", "fast", "inference_geo", "n", "best_of"]] | None
+    ) = Field(
         None,
-        description="paid options it may ask for (service_tier: priority, background: true); "
-        "null: any when models is null, none when models lists some",
+        description="paid options it may ask for (service_tier: priority, scale, fast or "
+        "ultrafast; background: true; Anthropic's speed: fast and inference_geo; n or best_of "
+        "other than 1); null: any when models is null, none when models lists some",
     )
 
 

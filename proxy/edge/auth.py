@@ -73,7 +73,8 @@ class Principal:
     def check_spend(self, payload: dict[str, Any]) -> None:
         """What a body may spend beyond its model: hosted tools (run and billed by the
         provider: web search, code interpreter...) and the models they name, and paid options
-        (``service_tier: priority``, ``background``). A team limited to some models may use
+        (``service_tier: priority``, ``background``, fast mode, a pinned region, and the
+        multipliers ``n`` and ``best_of``). A team limited to some models may use
         only the hosted tools and paid options it lists (none by default); a team with any
         model, any unless it lists some."""
         tools = payload.get("tools")
@@ -139,13 +140,34 @@ def hosted_tool(tool: object) -> str:
     return "" if name in CLIENT_TOOLS else name
 
 
+# OpenAI's tiers billed above the default ("fast" is served, and billed, as "priority").
+PRIORITY_TIERS = frozenset({"priority", "scale", "fast", "ultrafast"})
+# Fields whose value, anything but 1, multiplies what one request bills: chat's and
+# completions' ``n`` (and the images API's, on a forwarded path) and completions' ``best_of``
+# (each candidate generated and billed). ``top_logprobs`` does not multiply, nor does anything
+# in Responses or Anthropic Messages, which generate one answer.
+MULTIPLIERS = ("n", "best_of")
+# Every top-level field ``Principal.check_spend`` reads: what a forwarded body keeps of itself.
+SPEND_FIELDS = (
+    "tools", "web_search_options", "service_tier", "background", "speed", "inference_geo",
+    *MULTIPLIERS,
+)  # fmt: skip
+
+
 def paid_options(payload: dict[str, Any]) -> list[tuple[str, str]]:
-    """The paid options a body asks for, with the field that asks."""
+    """The paid options a body asks for, with the field that asks. A multiplier counts at any
+    value but 1 or null, so a value the upstream might read as more than one ("128", 2.0) is a
+    paid option too; the format's own validation refuses what is no count at all."""
     found = []
-    if payload.get("service_tier") in ("priority", "scale"):
+    if payload.get("service_tier") in PRIORITY_TIERS:
         found.append(("priority", "service_tier"))
     if payload.get("background") is True:
         found.append(("background", "background"))
+    if payload.get("speed") == "fast":  # Anthropic's fast mode: a multiple of the usual rates
+        found.append(("fast", "speed"))
+    if payload.get("inference_geo") not in (None, "global"):  # Anthropic's pinned region
+        found.append(("inference_geo", "inference_geo"))
+    found += [(m, m) for m in MULTIPLIERS if m in payload and payload[m] not in (None, 1)]
     return found
 
 

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.config.settings import Settings
-from proxy.edge.auth import Principal
+from proxy.edge.auth import SPEND_FIELDS, Principal
 from proxy.edge.ownership import answered_ids, named_in_path
 from proxy.errors import (
     BadRequest,
@@ -151,10 +151,7 @@ def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
 
 # What the proxy acts on in a forwarded body: the model, what it may spend, the stored objects
 # it names (proxy/edge/auth.py, proxy/edge/ownership.py). The rest goes upstream unread.
-ACTED_ON = (
-    "model", "tools", "web_search_options", "service_tier", "background",
-    "previous_response_id", "conversation",
-)  # fmt: skip
+ACTED_ON = ("model", *SPEND_FIELDS, "previous_response_id", "conversation")
 Read = tuple[str | None, str | None, dict[str, Any] | None]  # (error, its param, payload)
 
 

@@ -71,3 +71,59 @@ def test_a_team_may_be_closed_to_every_extra(capture: Capture, make_proxy: Proxy
         assert c.post("/v1/responses", json=body).status_code == 403
         body = {"model": "gpt-4o", "input": "hi", "service_tier": "flex"}
         assert c.post("/v1/responses", json=body).status_code == 200
+
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000}
+MESSAGES = {"max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+MULTIPLIED = [
+    ("/v1/chat/completions", {**CHAT, "n": 128}, "n"),  # the finding: 128 answers billed
+    ("/v1/chat/completions", {**CHAT, "n": "128"}, "n"),  # a count the upstream may coerce
+    ("/v1/chat/completions", {**CHAT, "service_tier": "fast"}, "priority"),  # served as priority
+    ("/v1/completions", {"prompt": "hi", "n": 16}, "n"),
+    ("/v1/completions", {"prompt": "hi", "best_of": 20}, "best_of"),
+    ("/v1/images/generations", {"prompt": "a cat", "n": 10}, "n"),  # a forwarded path
+    ("/v1/messages", {**MESSAGES, "speed": "fast"}, "fast"),
+    ("/v1/messages", {**MESSAGES, "inference_geo": "us"}, "inference_geo"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "body", "option"), MULTIPLIED)
+def test_a_multiplier_of_the_bill_is_a_paid_option(
+    path: str, body: dict[str, Any], option: str, capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    """A team limited to some models and no paid option was forwarded ``n: 128, max_tokens:
+    4000`` (#55, F9): every field that multiplies what one request bills is refused with 403
+    ``option_not_allowed``, in the client's own format, until the team's policy lists it."""
+    proxy = proxy_for(capture, make_proxy)
+    with proxy.client(TEAM_KEY) as c:
+        refused = c.post(path, json={"model": "gpt-4o", **body})
+    assert refused.status_code == 403, refused.text
+    data = refused.json()
+    if path == "/v1/messages":
+        assert data["type"] == "error" and data["error"]["type"] == "permission_error"
+    else:
+        assert data["error"]["code"] == "option_not_allowed"
+        assert data["error"]["param"] == next(k for k in body if k not in CHAT and k != "prompt")
+    assert f"paid option {option!r}" in data["error"]["message"]
+    assert capture.seen == []
+    allowed = proxy_for(capture, make_proxy, paid_options=[option])
+    with allowed.client(TEAM_KEY) as c:
+        assert c.post(path, json={"model": "gpt-4o", **body}).status_code == 200
+    assert len(capture.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", {**CHAT, "n": 1, "top_logprobs": 5, "logprobs": True}),
+        ("/v1/completions", {"prompt": "hi", "n": None, "best_of": 1}),
+        ("/v1/messages", {**MESSAGES, "speed": "standard", "inference_geo": "global"}),
+    ],
+)
+def test_one_answer_at_the_usual_rate_is_no_paid_option(
+    path: str, body: dict[str, Any], capture: Capture, make_proxy: ProxyFactory
+) -> None:
+    proxy = proxy_for(capture, make_proxy)
+    with proxy.client(TEAM_KEY) as c:
+        assert c.post(path, json={"model": "gpt-4o", **body}).status_code == 200
+    assert len(capture.seen) == 1
