@@ -92,6 +92,9 @@ class WireRequest:
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.
     continuation: bool = False
     offer_recall: bool = True
+    # The recall tool's name, reserved for the client's request (proxy/formats/recall.py):
+    # its continuations offer the tool under the same name; None: reserved when first offered.
+    recall_name: str | None = None
 
     @property
     def fresh(self) -> int:

@@ -324,7 +324,7 @@ def recalling(
 
     async def build(body: bytes, offer: bool) -> WireRequest:
         nxt = await rt.admission.run(body, build_request, body, *args)
-        nxt.continuation, nxt.offer_recall = True, offer
+        nxt.continuation, nxt.offer_recall, nxt.recall_name = True, offer, plan.recall
         return nxt
 
     async def send(nxt: WireRequest) -> tuple[Reply, Plan]:
@@ -337,6 +337,7 @@ def recalling(
         return reply, made
 
     assert rt.planner.recalls is not None and plan.budget is not None
+    assert plan.recall is not None
     config = req.policy.config
     return Round(
         build,
@@ -346,6 +347,7 @@ def recalling(
         req.counter(),
         plan.budget.messages,
         config.max_recalls,
+        plan.recall,
     )
 
 

@@ -1,11 +1,15 @@
 """The recall tool in each wire format (chat, Responses, Messages): offered to the model, its
 calls read from an answer (whole or streamed), and answered by continuing the request.
 
-    offer(fmt, payload)       the payload with the recall tool among its tools (None: it
+    reserved(body, payload)   the tool's name in one client request: one the request does
+                              not use (a client's own tool may be named as the proxy's)
+    offer(fmt, payload, name) the payload with the recall tool among its tools (None: it
                               cannot be offered, as beside legacy ``functions`` or ``n`` > 1)
-    scrubbed(raw, streamed)   an answer without the tool where it echoes the request's tools
+    scrubbed(raw, streamed, name)
+                              an answer without the tool where it echoes the request's tools
                               (a Responses object)
-    answer_of(fmt, raw)       the answer's recall calls and its assistant turn, from a JSON
+    answer_of(fmt, raw, streamed, name)
+                              the answer's recall calls and its assistant turn, from a JSON
                               body or an event stream
     continued(fmt, payload, answer, results)
                               the payload with the answer's turn (its own calls only, not the
@@ -17,6 +21,7 @@ only an answer that makes none (proxy/request/recall.py).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +30,8 @@ import orjson
 from proxy.formats.base import WireFormat
 
 RECALL = "contextwarden_recall"
+# The name, or a numbered one, as a whole JSON string (a tool's name, a call's, any value).
+_NAMES = re.compile(rb'"(contextwarden_recall(?:_[0-9]{1,9})?)"')
 DESCRIPTION = (
     "Bring back the full original of an earlier tool output of this conversation that was "
     "cleared, shortened or left out to save context. Pass the handle its placeholder names "
@@ -60,22 +67,44 @@ class Answer:
     turn: Any = None
 
 
-def offer(fmt: WireFormat, payload: dict[str, Any]) -> dict[str, Any] | None:
+def reserved(body: bytes, payload: dict[str, Any]) -> str:
+    """The recall tool's name for one client request (and its continuations): ``RECALL``, or,
+    when the request already holds that string (a client's own tool of that name, declared in
+    ``tools`` or in an input item as Codex declares its tools, or a call of it in the history),
+    the first of ``RECALL_2``, ``RECALL_3``... it does not hold. A client's tool was answered
+    by the proxy, its calls never reaching the client (#55, F10): the proxy answers only calls
+    of a name no tool of the client's has. Stable over a conversation's requests, so the tools
+    the provider caches first stay the same."""
+    # Without \u escapes, a string of the body appears in it as written (the name has no other
+    # character JSON escapes); with them, the payload is written out again, unescaped.
+    text = body if b"\\u" not in body else orjson.dumps(payload)
+    used = set(_NAMES.findall(text))
+    name, k = RECALL, 1
+    while name.encode() in used:
+        k += 1
+        name = f"{RECALL}_{k}"
+    return name
+
+
+def offer(fmt: WireFormat, payload: dict[str, Any], name: str = RECALL) -> dict[str, Any] | None:
+    """``payload`` offering the recall tool as ``name`` (None: not offered; never beside a
+    tool of the client's that has that name)."""
     tools = payload.get("tools")
     if tools is not None and not isinstance(tools, list):
         return None
     tools = list(tools or [])
-    if any(_tool_name(fmt, t) == RECALL for t in tools):
-        return payload
+    if any(_tool_name(fmt, t) == name for t in tools):
+        return None
     if fmt.name == "chat":
         if "functions" in payload or (payload.get("n") or 1) != 1:
             return None
-        tool: dict[str, Any] = RECALL_TOOL
+        function = {"name": name, "description": DESCRIPTION, "parameters": PARAMETERS}
+        tool: dict[str, Any] = {"type": "function", "function": function}
     elif fmt.name == "responses":
-        tool = {"type": "function", "name": RECALL, "description": DESCRIPTION}
+        tool = {"type": "function", "name": name, "description": DESCRIPTION}
         tool |= {"parameters": PARAMETERS, "strict": False}
     elif fmt.name == "anthropic":
-        tool = {"name": RECALL, "description": DESCRIPTION, "input_schema": PARAMETERS}
+        tool = {"name": name, "description": DESCRIPTION, "input_schema": PARAMETERS}
     else:
         return None
     return {**payload, "tools": [*tools, tool]}
@@ -90,18 +119,19 @@ def _tool_name(fmt: WireFormat, tool: Any) -> Any:
     return tool.get("name")
 
 
-def answer_of(fmt: WireFormat, raw: bytes, streamed: bool) -> Answer:
-    """The recall calls ``raw`` (an answer's body, or its whole event stream) makes."""
+def answer_of(fmt: WireFormat, raw: bytes, streamed: bool, name: str = RECALL) -> Answer:
+    """The calls of the recall tool, offered as ``name``, that ``raw`` (an answer's body, or
+    its whole event stream) makes."""
     try:
         if fmt.name == "chat":
             message = _chat_stream(raw) if streamed else _chat_body(raw)
-            return _chat_answer(message)
+            return _chat_answer(message, name)
         if fmt.name == "responses":
             items = _responses_stream(raw) if streamed else orjson.loads(raw).get("output")
-            return _responses_answer(items if isinstance(items, list) else [])
+            return _responses_answer(items if isinstance(items, list) else [], name)
         if fmt.name == "anthropic":
             message = _anthropic_stream(raw) if streamed else orjson.loads(raw)
-            return _anthropic_answer(message)
+            return _anthropic_answer(message, name)
     except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError, IndexError):
         pass  # not an answer this module can read: relayed as it is
     return Answer()
@@ -133,38 +163,38 @@ def continued(
     return {**payload, "messages": [*payload["messages"], answer.turn, user]}
 
 
-def scrubbed(raw: bytes, streamed: bool) -> bytes:
-    """``raw`` (an answer's body or whole event stream) without the recall tool where the
-    answer echoes the request's tools (a Responses object does, in its body and in the
-    ``response`` of its stream's events); every other byte as it came."""
-    if RECALL.encode() not in raw:
+def scrubbed(raw: bytes, streamed: bool, name: str = RECALL) -> bytes:
+    """``raw`` (an answer's body or whole event stream) without the recall tool (offered as
+    ``name``) where the answer echoes the request's tools (a Responses object does, in its body
+    and in the ``response`` of its stream's events); every other byte as it came."""
+    if name.encode() not in raw:
         return raw
     if not streamed:
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return raw
-        return orjson.dumps(_without_tool(data)) if isinstance(data, dict) else raw
+        return orjson.dumps(_without_tool(data, name)) if isinstance(data, dict) else raw
     lines = raw.split(b"\n")
     for k, line in enumerate(lines):
-        if line.startswith(b"data:") and RECALL.encode() in line:
+        if line.startswith(b"data:") and name.encode() in line:
             try:
                 event = orjson.loads(line[5:].strip())
             except orjson.JSONDecodeError:
                 continue
             if isinstance(event, dict) and isinstance(event.get("response"), dict):
-                event["response"] = _without_tool(event["response"])
+                event["response"] = _without_tool(event["response"], name)
                 lines[k] = b"data: " + orjson.dumps(event)
     return b"\n".join(lines)
 
 
-def _without_tool(response: dict[str, Any]) -> dict[str, Any]:
+def _without_tool(response: dict[str, Any], name: str) -> dict[str, Any]:
     tools = response.get("tools")
     if not isinstance(tools, list):
         return response
     return {
         **response,
-        "tools": [t for t in tools if not (isinstance(t, dict) and t.get("name") == RECALL)],
+        "tools": [t for t in tools if not (isinstance(t, dict) and t.get("name") == name)],
     }
 
 
@@ -182,8 +212,8 @@ def _chat_body(raw: bytes) -> dict[str, Any]:
     return message
 
 
-def _chat_answer(message: dict[str, Any]) -> Answer:
-    calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == RECALL]
+def _chat_answer(message: dict[str, Any], name: str) -> Answer:
+    calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == name]
     if not calls:
         return Answer()
     turn = {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
@@ -215,8 +245,8 @@ def _chat_stream(raw: bytes) -> dict[str, Any]:
 # Responses -----------------------------------------------------------------------------------
 
 
-def _responses_answer(items: list[Any]) -> Answer:
-    recall = [i for i in items if i.get("type") == "function_call" and i.get("name") == RECALL]
+def _responses_answer(items: list[Any], name: str) -> Answer:
+    recall = [i for i in items if i.get("type") == "function_call" and i.get("name") == name]
     if not recall:
         return Answer()
     # The client's own calls were never run: they go, and the model calls them again if it
@@ -241,9 +271,9 @@ def _responses_stream(raw: bytes) -> list[Any]:
 # Messages ------------------------------------------------------------------------------------
 
 
-def _anthropic_answer(message: dict[str, Any]) -> Answer:
+def _anthropic_answer(message: dict[str, Any], name: str) -> Answer:
     blocks = message.get("content") or []
-    recall = [b for b in blocks if b.get("type") == "tool_use" and b.get("name") == RECALL]
+    recall = [b for b in blocks if b.get("type") == "tool_use" and b.get("name") == name]
     if not recall:
         return Answer()
     kept = [b for b in blocks if b.get("type") != "tool_use" or b in recall]

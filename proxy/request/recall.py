@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from proxy.errors import UpstreamUnavailable
-from proxy.formats.recall import Answer, answer_of, continued, scrubbed
+from proxy.formats.recall import RECALL, Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore, key_of
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.bounded_memory import Lru
@@ -264,6 +264,8 @@ class Round:
     counter: Counter
     budget: int
     max_recalls: int
+    # The recall tool's name, reserved for the client's request (formats/recall.py reserved).
+    name: str = RECALL
 
 
 async def settle(
@@ -277,9 +279,9 @@ async def settle(
         chunks = await read_whole(reply)
         streamed = reply.body is None
         raw = decoded(b"".join(chunks), reply.headers)
-        answer = answer_of(fmt, raw, streamed and is_event_stream(reply.headers))
+        answer = answer_of(fmt, raw, streamed and is_event_stream(reply.headers), rounds.name)
         if not answer.calls:
-            _relay(reply, chunks, raw, streamed)
+            _relay(reply, chunks, raw, streamed, rounds.name)
             break
         if used >= rounds.max_recalls:
             # Withdrawn, yet called (the model saw it in the turns before): told once that
@@ -294,11 +296,11 @@ async def settle(
     return reply, used
 
 
-def _relay(reply: Reply, chunks: list[bytes], raw: bytes, streamed: bool) -> None:
+def _relay(reply: Reply, chunks: list[bytes], raw: bytes, streamed: bool, name: str) -> None:
     """The final answer, to the client: as it came, chunk by chunk, unless it echoes the
     recall tool (a Responses object echoes the request's tools): then without it (and
     uncompressed, when it came compressed)."""
-    clean = scrubbed(raw, streamed)
+    clean = scrubbed(raw, streamed, name)
     if clean is raw:
         if streamed:
             reply.stream = replayed(chunks)

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from proxy.formats.recall import offer
+from proxy.formats.recall import offer, reserved
 from proxy.request.budget import settled
 from proxy.request.recall import RecallMemory, originals, recall_key
 from proxy.wire import WireRequest
@@ -33,7 +33,8 @@ class Plan:
     fit: Fit | None = None
     checkpoint: str | None = None  # "created <id>", "reused <id>", "session-memory"
     far: bool = False  # counted, though the byte bound alone put it far under the limit
-    recall: bool = False  # the body offers the recall tool (proxy/request/recall.py)
+    # The name the body offers the recall tool as (proxy/request/recall.py); None: not offered.
+    recall: str | None = None
 
     @property
     def near(self) -> bool:
@@ -84,9 +85,9 @@ def plan_of_fit(
         )
     written = req.fmt.write(payload, req.view, result.messages)
     offered = _recalling(req, result.messages, written, recalls, dry_run)
-    trimmed = orjson.dumps(offered or written)
+    trimmed = orjson.dumps(offered[0] if offered else written)
     plan = Plan(trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint)
-    plan.recall = offered is not None
+    plan.recall = offered[1] if offered else None
     return plan
 
 
@@ -96,10 +97,10 @@ def _recalling(
     written: dict[str, Any],
     recalls: RecallMemory | None,
     dry_run: bool,
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any], str] | None:
     """Under a policy with ``recall``, the originals of the outputs ``kept`` names handles
-    for are kept (in ``recalls``), and the payload to forward offers the recall tool (None: not
-    offered)."""
+    for are kept (in ``recalls``), and the payload to forward offers the recall tool, with the
+    name it offers it as: the client request's reserved name (None: not offered)."""
     if not req.policy.config.recall:
         return None
     found = originals(req.view.messages, kept)
@@ -107,4 +108,8 @@ def _recalling(
         return None
     if recalls is not None and not dry_run:
         recalls.keep(recall_key(req), found)
-    return offer(req.fmt, written) if req.offer_recall else None
+    if not req.offer_recall:
+        return None
+    name = req.recall_name or reserved(req.body, req.payload)
+    offered = offer(req.fmt, written, name)
+    return None if offered is None else (offered, name)

@@ -10,7 +10,7 @@ import pytest
 
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.chat import CHAT
-from proxy.formats.recall import RECALL, answer_of, continued, offer, scrubbed
+from proxy.formats.recall import RECALL, answer_of, continued, offer, reserved, scrubbed
 from proxy.formats.responses import RESPONSES
 from proxy.request.recall import LIMIT, NOT_KEPT, RecallMemory, Round, originals, settle
 from proxy.upstreams.forwarding import Reply
@@ -73,7 +73,7 @@ def test_the_tool_is_offered_once(fmt: Any) -> None:
     payload: dict[str, Any] = {"model": "m", "tools": [{"type": "function", "name": "x"}]}
     offered = offer(fmt, payload)
     assert offered is not None and RECALL in orjson.dumps(offered).decode()
-    assert offer(fmt, offered) is offered
+    assert offer(fmt, offered) is None  # never beside a tool of the same name
     assert offered["tools"][:1] == payload["tools"]  # the client's own first, as they came
     if fmt is CHAT:
         assert offer(fmt, {"model": "m", "n": 2}) is None
@@ -189,6 +189,29 @@ def test_a_responses_answer_echoing_the_tool_is_scrubbed_and_others_kept_as_they
     assert RECALL.encode() not in scrubbed(b"event: response.created\n" + event + b"\n\n", True)
     plain = b'{"id":"x"}'
     assert scrubbed(plain, False) is plain
+
+
+@pytest.mark.parametrize(
+    ("payload", "name"),
+    [
+        ({"tools": [{"name": "read_file"}]}, RECALL),
+        ({"tools": [{"name": RECALL}]}, f"{RECALL}_2"),
+        ({"tools": [{"name": RECALL}, {"name": f"{RECALL}_2"}]}, f"{RECALL}_3"),
+        ({"input": [{"type": "additional_tools", "tools": [{"name": RECALL}]}]}, f"{RECALL}_2"),
+        ({"tools": [{"name": f"{RECALL}_23"}, {"name": "x_" + RECALL}]}, RECALL),  # not equal
+        ({"messages": [{"content": f"say {RECALL} twice"}]}, RECALL),  # inside a text
+    ],
+)
+def test_the_name_is_one_the_request_does_not_use(payload: dict[str, Any], name: str) -> None:
+    assert reserved(orjson.dumps(payload), payload) == name
+    # A client spelling the name with JSON escapes names the same tool.
+    escaped = orjson.dumps(payload).replace(b"contextwarden", b"\\u0063ontextwarden")
+    assert reserved(escaped, orjson.loads(escaped)) == name
+
+
+def test_the_first_free_number_is_taken_past_many_used() -> None:
+    payload = {"tools": [{"name": RECALL}] + [{"name": f"{RECALL}_{k}"} for k in range(2, 20000)]}
+    assert reserved(orjson.dumps(payload), payload) == f"{RECALL}_20000"
 
 
 def reply_of(body: dict[str, Any]) -> Reply:
