@@ -8,10 +8,17 @@ each object id it relayed was answered to (``claim``: every ``"id"`` of a stored
 answer, streamed or whole), and refuses another team's wherever a request names one
 (``check``):
 
-- a Responses body's ``previous_response_id``, ``conversation`` and ``item_reference`` items,
-  on ``/v1/responses`` and on a forwarded ``/v1/responses/input_tokens``;
+- a Responses body's ``previous_response_id``, ``conversation`` and ``item_reference`` items
+  (``type`` may be left out, as the API allows), on ``/v1/responses`` and on a forwarded
+  ``/v1/responses/input_tokens``;
 - a forwarded path's segments (``/v1/responses/{id}/input_items``, ``/v1/conversations/{id}``,
   ``/v1/chat/completions/{id}``, where the operator forwards them).
+
+An id is checked as the very string the upstream receives, and only an id in the one form
+providers make them (letters, digits, ``_`` and ``-``: the form an answer's ids are claimed in)
+is taken: ``" msg_..."`` was looked up as itself, found no owner, and went to an upstream that
+may read it as ``msg_...`` (#55, F10). Any other id in these fields, or a path segment holding
+an id beside white space, is refused with 400 ``invalid_id``.
 
 An id the proxy never relayed (made before it was deployed, or forgotten) is not refused:
 nothing says whose it is.
@@ -28,7 +35,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from proxy.errors import Forbidden
+from proxy.errors import BadRequest, Forbidden
 from proxy.stores import GuardedStore
 
 log = logging.getLogger("contextwarden")
@@ -39,32 +46,60 @@ PREFIX = "owner\t"
 _OBJECT = rb"[A-Za-z]{2,12}[_-][A-Za-z0-9_-]{6,200}"
 _ID = re.compile(rb'"id"\s*:\s*"(' + _OBJECT + rb')"')
 _SEGMENT = re.compile(_OBJECT.decode())
+# What a stated id may be made of: nothing an upstream could trim, fold or decode away.
+_EXACT = re.compile(r"[A-Za-z0-9_-]{1,256}")
 STATEFUL_KEYS = ("previous_response_id", "conversation")
 CARRY = 256  # bytes of one chunk kept for the next, so an id split between them is read
 
 
 def referenced(payload: dict[str, Any]) -> list[str]:
-    """The stored-object ids a Responses request continues or pulls in."""
-    out = []
+    """The stored-object ids a Responses request continues or pulls in; BadRequest for one
+    that is not in the exact form of an id."""
+    found: list[tuple[str, Any]] = []
     for key in STATEFUL_KEYS:
         value = payload.get(key)
         if isinstance(value, dict):  # conversation: {"id": ...}
-            value = value.get("id")
-        if isinstance(value, str) and value:
-            out.append(value)
+            found.append((f"{key}.id", value.get("id")))
+        else:
+            found.append((key, value))
     items = payload.get("input")
     if isinstance(items, list):
-        for item in items:
-            if isinstance(item, dict) and item.get("type") == "item_reference":
-                ref = item.get("id")
-                if isinstance(ref, str) and ref:
-                    out.append(ref)
-    return out
+        found += [
+            (f"input[{i}].id", item["id"]) for i, item in enumerate(items) if is_reference(item)
+        ]
+    return [exact(param, value) for param, value in found if value not in (None, "")]
+
+
+def is_reference(item: Any) -> bool:
+    """Whether an input item names a stored item: ``item_reference``, whose ``type`` the API
+    lets a client leave out (or send as null), so an item of no type and no role is one too."""
+    if not isinstance(item, dict) or "id" not in item:
+        return False
+    kind = item.get("type")
+    return kind == "item_reference" or (kind is None and "role" not in item)
+
+
+def exact(param: str, value: Any) -> str:
+    """``value``, an id in the exact form ids take; BadRequest otherwise."""
+    if isinstance(value, str) and _EXACT.fullmatch(value):
+        return value
+    raise BadRequest(
+        f"{param} is not an object id as the API gave it (letters, digits, '_' and '-' only; "
+        f"got {str(value)[:80]!r}): send the id exactly",
+        param=param,
+        code="invalid_id",
+    )
 
 
 def named_in_path(subpath: str) -> list[str]:
-    """The segments of a forwarded path that look like object ids."""
-    return [s for s in subpath.split("/") if _SEGMENT.fullmatch(s)]
+    """The segments of a forwarded path that look like object ids; BadRequest for a segment
+    holding one beside white space (``/v1/responses/%20resp_...``), which an upstream may
+    trim to the id."""
+    segments = subpath.split("/")
+    for segment in segments:
+        if segment != segment.strip() and _SEGMENT.fullmatch(segment.strip()):
+            exact("the request path", segment)
+    return [s for s in segments if _SEGMENT.fullmatch(s)]
 
 
 def answered_id(head: bytes) -> str | None:

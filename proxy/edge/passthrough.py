@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from proxy.config.settings import Settings
 from proxy.edge.auth import SPEND_FIELDS, Principal
-from proxy.edge.ownership import answered_ids, named_in_path
+from proxy.edge.ownership import answered_ids, is_reference, named_in_path
 from proxy.errors import (
     BadRequest,
     Forbidden,
@@ -168,9 +168,7 @@ def acted_on(body: bytes, content_type: str) -> Read:
     kept = {k: payload[k] for k in ACTED_ON if k in payload}
     items = payload.get("input")
     if isinstance(items, list):
-        kept["input"] = [
-            i for i in items if isinstance(i, dict) and i.get("type") == "item_reference"
-        ]
+        kept["input"] = [i for i in items if is_reference(i)]
     return None, None, kept
 
 
