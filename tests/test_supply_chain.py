@@ -1,5 +1,6 @@
 """The set tested is the set installed: one hash-locked lock (requirements.lock), generated from
-pyproject.toml, installed by .ci/run, the Dockerfile and the README's two commands; the releases
+pyproject.toml, installed by .ci/run, the Dockerfile's build stage and the README's two commands
+(the image holds its runtime part, requirements-runtime.lock, as a user that is not root); the releases
 of litellm that shipped a credential stealer are excluded; the audit (.ci/audit.py) fails on
 what it is there to catch. No network: the audit's registry is a table here."""
 
@@ -61,12 +62,88 @@ def test_the_compromised_litellm_releases_are_excluded() -> None:
     assert locked()["litellm"] not in COMPROMISED
 
 
-@pytest.mark.parametrize("path", [".ci/run", "Dockerfile"])
-def test_ci_and_the_image_install_from_the_lock(path: str) -> None:
-    text = (ROOT / path).read_text()
+def test_ci_installs_from_the_lock() -> None:
+    text = (ROOT / ".ci" / "run").read_text()
     assert INSTALL.search(text) and PROJECT.search(text)
     assert not re.search(r"pip install[^\n]*-e '?\.\[dev\]", text)
     assert "--upgrade pip" not in text  # pip itself comes from the lock
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """The Dockerfile's stages, each a list of (instruction, arguments), its continued lines
+    joined and its comments left out."""
+    lines = [
+        ln
+        for ln in (ROOT / "Dockerfile").read_text().splitlines()
+        if not ln.lstrip().startswith("#")
+    ]
+    out: list[list[tuple[str, str]]] = []
+    for line in re.sub(r"\\\n", " ", "\n".join(lines)).splitlines():
+        if line.strip():
+            instruction, _, args = line.strip().partition(" ")
+            if instruction.upper() == "FROM":
+                out.append([])
+            out[-1].append((instruction.upper(), " ".join(args.split())))
+    return out
+
+
+def test_the_image_is_built_with_the_locked_toolchain() -> None:
+    """The wheel is built by the set CI tests: the whole lock, hashes required, then the
+    project with nothing more resolved."""
+    build = " ".join(args for op, args in stages()[0] if op == "RUN")
+    assert INSTALL.search(build)
+    assert re.search(r"pip wheel [^&]*--no-deps --no-build-isolation [^&]*\.", build)
+    assert "--upgrade pip" not in build
+
+
+def test_the_image_runs_as_no_root_and_holds_no_dev_tool() -> None:
+    """#55, F10: the image installed the test tools (the whole lock: pytest, ruff, mypy,
+    pip-audit...) and ran as root. Its last stage installs only the runtime's part of the lock
+    and the project's wheel, and runs as a user of its own."""
+    final = stages()[-1]
+    users = [args for op, args in final if op == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0"), users
+    runs = [args for op, args in final if op == "RUN"]
+    installs = [c.strip() for run in runs for c in run.split("&&") if "pip install" in c]
+    assert installs == [
+        "pip install --no-cache-dir --require-hashes -r requirements-runtime.lock",
+        "pip install --no-cache-dir --no-deps /wheels/*.whl",
+    ], installs
+    copied = " ".join(args for op, args in final if op == "COPY")
+    assert "requirements.lock" not in copied and "tests" not in copied
+    assert not re.search(r"\[dev\]|pytest|ruff|mypy", " ".join(runs))
+
+
+def runtime_lock() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "ci_runtime_lock", ROOT / ".ci" / "runtime_lock.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["ci_runtime_lock"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runtime_lock_is_the_locks_runtime_part() -> None:
+    """requirements-runtime.lock is what .ci/runtime_lock.py makes of the lock now, line for
+    line the lock's own pins, and holds every distribution the runtime installs here and none
+    that only the dev extra brings."""
+    from tests.test_packaging import closure
+
+    made = runtime_lock().runtime(LOCK.read_text(), (ROOT / "pyproject.toml").read_text())
+    text = (ROOT / "requirements-runtime.lock").read_text()
+    assert text == made, "requirements-runtime.lock is out of date: run .ci/runtime_lock.py"
+    entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 3)[3])
+    assert all(entry in LOCK.read_text() for entry in entries)
+    pinned = set(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", text, re.M))
+    pinned = {re.sub(r"[-_.]+", "-", n).lower() for n in pinned}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = closure(project["dependencies"])
+    dev_only = closure(project["optional-dependencies"]["dev"]) - runtime
+    assert runtime <= pinned, runtime - pinned
+    assert not pinned & dev_only, pinned & dev_only
+    assert {"pytest", "ruff", "mypy", "pip-audit", "setuptools"} <= dev_only
 
 
 def test_the_readmes_two_commands_install_from_the_lock() -> None:

@@ -1,0 +1,91 @@
+"""The image's lock: the pins of requirements.lock that the runtime needs, nothing of the dev
+extra (no pytest, ruff, mypy, pip-audit, build backend...).
+
+Not a second resolution: every line is requirements.lock's own (the same versions, the same
+hashes, the same markers), so the image runs exactly the versions CI tested, fewer of them. A
+pin is kept when pyproject.toml's ``dependencies`` name it, or when a kept pin is among the
+packages its ``# via`` lines say need it (uv writes them). ``pip install --require-hashes``
+refuses a set that lacks a dependency, so a pin left out here fails the image's build, never
+its run; tests/test_supply_chain.py checks the result against what is installed.
+
+``python .ci/runtime_lock.py`` rewrites requirements-runtime.lock (.ci/lock runs it);
+``--check`` says whether it is up to date. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements.lock"
+OUT = ROOT / "requirements-runtime.lock"
+PROJECT = "contextwarden"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+HEADER = """\
+# requirements-runtime.lock: requirements.lock's pins the runtime needs (no dev extra), made by
+# .ci/runtime_lock.py (run by .ci/lock); do not edit. The Dockerfile's image installs it:
+#   pip install --require-hashes -r requirements-runtime.lock
+"""
+
+
+@dataclass
+class Entry:
+    name: str
+    text: str  # its lines, as the lock has them
+    parents: list[str] = field(default_factory=list)  # the packages its ``# via`` names
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def entries(lock: str) -> list[Entry]:
+    """The lock's pins, each with its lines and what needs it (a name may be pinned twice,
+    under two markers)."""
+    out: list[Entry] = []
+    for block in re.split(r"\n(?=[A-Za-z0-9])", lock):
+        found = _NAME.match(block)
+        if found is None or "==" not in block.split("\n", 1)[0]:
+            continue  # the header
+        via = block.split("# via", 1)[1] if "# via" in block else ""
+        parents = [p.strip("# ").split(" (")[0] for p in via.splitlines()]
+        out.append(Entry(canonical(found.group()), block.rstrip("\n"), [p for p in parents if p]))
+    return out
+
+
+def runtime(lock: str, pyproject: str) -> str:
+    """The runtime lock's text, from the full lock's and pyproject.toml's."""
+    needed = {
+        canonical(_NAME.match(r).group())  # type: ignore[union-attr]
+        for r in tomllib.loads(pyproject)["project"]["dependencies"]
+    }
+    pins = entries(lock)
+    grew = True
+    while grew:
+        grew = False
+        for pin in pins:
+            if pin.name not in needed and any(
+                canonical(p) in needed for p in pin.parents if p != PROJECT
+            ):
+                needed.add(pin.name)
+                grew = True
+    return HEADER + "".join(f"{pin.text}\n" for pin in pins if pin.name in needed)
+
+
+def main(argv: list[str]) -> int:
+    text = runtime(LOCK.read_text(), (ROOT / "pyproject.toml").read_text())
+    if "--check" in argv:
+        if OUT.read_text() != text:
+            print(f"{OUT.name} is out of date: run .ci/runtime_lock.py")
+            return 1
+        return 0
+    OUT.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
