@@ -1,5 +1,8 @@
 """The dependency audit of CI: the hash-locked set (requirements.lock) against known advisories.
 
+0. Offline, first: no pin is a release of .ci/known_bad.toml (a compromised release, which a
+   mirror or a cache may still serve when the registry has deleted it and the advisory
+   databases have no entry for it yet).
 1. pip-audit (PyPA's advisory database, through PyPI's JSON API) on the lock, strictly: every
    pinned package must be audited. Where it can reach that API this is the audit.
 2. Where it cannot (a network that reaches PyPI's index and project pages but neither OSV nor
@@ -23,6 +26,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 PYPI = "https://pypi.org/pypi/{name}/json"
+KNOWN_BAD = Path(__file__).with_name("known_bad.toml")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 
@@ -54,6 +59,21 @@ def pins(lock: str) -> list[Pin]:
         if out and (found or line.startswith(" ")):
             out[-1].hashes |= set(_HASH.findall(line))
     return out
+
+
+def known_bad(lock: str, releases: list[dict[str, Any]]) -> list[str]:
+    """The lock's pins that are known-bad releases, each said with what it did and where."""
+    bad = {(_canonical(r["package"]), str(r["version"])): r for r in releases}
+    found = [(pin, bad.get((_canonical(pin.name), pin.version))) for pin in pins(lock)]
+    return [
+        f"{pin.name}=={pin.version}: a known-bad release ({r['what']}; {r['source']})"
+        for pin, r in found
+        if r is not None
+    ]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def fetch(name: str) -> dict[str, Any] | None:
@@ -144,6 +164,13 @@ def unreachable(report: dict[str, Any] | None) -> bool:
 
 def main(argv: list[str]) -> int:
     lock_path = Path(argv[1] if len(argv) > 1 else "requirements.lock")
+    releases = tomllib.loads(KNOWN_BAD.read_text())["release"]
+    bad = known_bad(lock_path.read_text(), releases)
+    for problem in bad:
+        print(f"FAIL {problem}")
+    if bad:
+        return 1
+    print(f"known-bad releases: none of the {len(releases)} in {KNOWN_BAD.name} is pinned")
     status, report = pip_audit(lock_path)
     if status == 0:
         print(f"pip-audit: no known vulnerabilities in {lock_path}")

@@ -10,6 +10,7 @@ import importlib.util
 import re
 import sys
 import tomllib
+from datetime import date
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 INSTALL = re.compile(r"pip install [^\n&]*--require-hashes -r requirements\.lock")
 PROJECT = re.compile(r"pip install [^\n&]*--no-deps --no-build-isolation (-e )?\.")
-COMPROMISED = ("1.82.7", "1.82.8")
+KNOWN_BAD = ROOT / ".ci" / "known_bad.toml"
 
 
 def locked() -> dict[str, str]:
@@ -55,11 +56,34 @@ def test_every_pin_carries_hashes() -> None:
         assert "--hash=sha256:" in entry, entry.splitlines()[0]
 
 
-def test_the_compromised_litellm_releases_are_excluded() -> None:
-    litellm = next(r for r in declared() if r.name == "litellm")
-    for version in COMPROMISED:
-        assert Version(version) not in litellm.specifier
-    assert locked()["litellm"] not in COMPROMISED
+def known_bad() -> list[dict[str, Any]]:
+    releases: list[dict[str, Any]] = tomllib.loads(KNOWN_BAD.read_text())["release"]
+    return releases
+
+
+def test_every_known_bad_release_says_what_and_where() -> None:
+    releases = known_bad()
+    assert releases
+    for release in releases:
+        assert set(release) == {"package", "version", "date", "what", "source"}, release
+        assert isinstance(release["date"], date) and all(release[k] for k in release)
+        Version(release["version"])  # a version pip can compare
+
+
+@pytest.mark.parametrize("release", known_bad(), ids=lambda r: f"{r['package']}=={r['version']}")
+def test_no_known_bad_release_can_be_installed(release: dict[str, Any]) -> None:
+    """#55: litellm 1.107.0 was announced compromised (an implant run at interpreter start)
+    and pyproject.toml admitted it; the guard knew only the first incident's two releases.
+    Each release of .ci/known_bad.toml is excluded by the specifier of a package the project
+    declares, and pinned by neither lock."""
+    name, version = release["package"].lower(), release["version"]
+    for requirement in declared():
+        if requirement.name.lower() == name:
+            assert not requirement.specifier.contains(version, prereleases=True), (
+                f"pyproject.toml admits {name}=={version} ({release['what']}): add !={version}"
+            )
+    for lock in (LOCK, ROOT / "requirements-runtime.lock"):
+        assert audit().known_bad(lock.read_text(), [release]) == []
 
 
 def test_ci_installs_from_the_lock() -> None:
@@ -204,6 +228,31 @@ def test_the_registry_audit_fails_on_what_it_is_for(
     assert status == (0 if failure is None else 1), out
     if failure is not None:
         assert failure in out
+
+
+@pytest.mark.parametrize(
+    ("lock", "failure"),
+    [
+        (LOCKED.replace("1.82.6", "1.107.0"), "litellm==1.107.0: a known-bad release"),
+        (LOCKED.replace("litellm==1.82.6", "LiteLLM==1.82.8"), "litellm==1.82.8"),
+        (LOCKED, None),
+    ],
+)
+def test_the_audit_fails_offline_on_a_known_bad_pin(
+    lock: str, failure: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before any advisory database is asked (none need be reachable): a lock pinning a
+    release of .ci/known_bad.toml fails CI's audit, saying what the release did."""
+    module = audit()
+    path = tmp_path / "requirements.lock"
+    path.write_text(lock)
+    if failure is None:
+        assert module.known_bad(lock, known_bad()) == []
+        return
+    assert module.main(["audit.py", str(path)]) == 1  # returns before pip-audit runs
+    out = capsys.readouterr().out
+    assert f"FAIL {failure}" in out
+    assert "implant" in out or "stealer" in out  # what it did
 
 
 def test_the_registry_audit_runs_only_when_pip_audit_could_read_nothing() -> None:
