@@ -27,6 +27,7 @@ from proxy.request.planning.plan import Plan
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from proxy.upstreams.overflows import Overflow, is_context_overflow
 from proxy.windows.learned import Lesson
+from proxy.windows.sane import MAX_WINDOW, sane_window
 from strategies.budget import Budget
 
 log = logging.getLogger("contextwarden.overflow")
@@ -78,6 +79,7 @@ async def send_with_overflow_retry(
     while True:
         reply = await do.send(plan)
         overflow = await overflow_of(reply, plan.body)
+        overflow = sane(overflow) if overflow is not None else None
         do.waited(reply.peek_seconds)
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
@@ -110,6 +112,18 @@ def lowered(plan: Plan, overflow: Overflow, do: Retrying, floor: int) -> Plan | 
     if retry is not None:
         retry.actions = [*retry.actions, f"max-tokens-lowered {overflow.completion}->{room}"]
     return retry
+
+
+def sane(overflow: Overflow) -> Overflow:
+    """``overflow`` with its figures held to what a window and a count can be
+    (proxy/windows/sane.py): a limit outside it is no limit (the overflow states no figures),
+    a count outside it no count."""
+
+    def count(n: int | None) -> int | None:
+        return n if n is not None and 0 < n <= MAX_WINDOW else None
+
+    limit = sane_window(overflow.limit) if overflow.limit is not None else None
+    return Overflow(limit, count(overflow.prompt), count(overflow.completion))
 
 
 async def _retry_plan(plan: Plan, overflow: Overflow, do: Retrying, trimming: Trimming) -> Plan:

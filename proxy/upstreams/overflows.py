@@ -55,7 +55,10 @@ class Overflow:
 
 
 def _n(text: str | None) -> int | None:
-    return int(text.replace(",", "")) if text else None
+    """A figure of the message; None past 15 digits (no count has that many, and Python
+    refuses to parse thousands of them: a 500)."""
+    digits = text.replace(",", "") if text else ""
+    return int(digits) if digits and len(digits) <= 15 else None
 
 
 _NUM = r"([\d,]+)"

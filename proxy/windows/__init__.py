@@ -6,6 +6,7 @@ learned.py      windows learned from the upstream's own words, per team, in its 
 bounds.py       a window learned without figures: narrowed between what was refused and taken
 discovery.py    a window read from the server, when models: does not state it
 servers.py      what each local server (Ollama, llama.cpp, vLLM, LM Studio) says, and where
+sane.py         the range a stated, discovered or learned window may take (else: unknown)
 truncation.py   a silent truncation, told from an answer's usage
 knowledge.py    the write side: learning, calibrating, forgetting, and keeping it in the store
 families.py     wildcard model keys (``claude-*``) and what they match

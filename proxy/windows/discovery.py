@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.config.catalog import Upstream
+from proxy.windows.sane import sane_window
 from proxy.windows.servers import Said, probe
 
 log = logging.getLogger("contextwarden")
@@ -154,7 +155,10 @@ class Discovery:
             self._stale.add((name, model))
 
     def restore(self, name: str, model: str, window: int) -> None:
-        """A figure the store kept: in force at once, asked again at first use."""
+        """A figure the store kept: in force at once, asked again at first use (one outside the
+        sane range, from before it was checked, is dropped)."""
+        if sane_window(window) is None:
+            return
         self.found.put(name, model, Found(window, "", "", "", time.time()))
         self._stale.add((name, model))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.windows.bounds import Bounds
+from proxy.windows.sane import sane_window
 
 # Bounds kept for (team, model) pairs that were never refused: what a team's answers took,
 # waiting for a first refusal to make it useful. Past this many, new pairs are not tracked.
@@ -80,9 +81,9 @@ class LearnedWindows:
 
     def learn(self, team: str, model: str, window: int, evidence: str = "") -> bool:
         """Apply ``window`` (windows only go down); False when it is not lower than what was
-        learned."""
+        learned, or is no sane window (proxy/windows/sane.py)."""
         key = (team, model)
-        if window <= 0:
+        if sane_window(window) is None:
             return False
         current = self._windows.get(key)
         if current is not None and window >= current:

@@ -11,10 +11,13 @@ discovery (proxy/windows/discovery.py), each server's fields as its own source d
                    for), which the server caps by its default context (``OLLAMA_CONTEXT_LENGTH``,
                    or 4k to 256k by the GPU's memory): provisional, read again once loaded
     LM Studio      ``GET /api/v0/models/{model}``: ``loaded_context_length`` when loaded, else
-                   ``max_context_length``, provisional likewise
+                   ``max_context_length``, provisional likewise (a name that cannot be one
+                   path segment, such as ``..`` or one with a slash, is not asked)
 
 A probe is given ``get`` (a GET or a POST of JSON, answered with the status and the parsed JSON,
 or None) and returns what it found, or None when the server is not that one or says nothing.
+Every figure is held to the sane range of a window (proxy/windows/sane.py): outside it, the
+server said nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from proxy.windows.sane import MAX_DIGITS, sane_window
+
 # (method, url, JSON body or None) -> the answer's JSON when its status is 200, else None.
 Get = Callable[[str, str, Any], Awaitable[Any]]
 
 # What a server that sizes a model's context at load time gives it, at least, when its config
 # does not say (Ollama's least default; LM Studio's default load context).
 LOAD_DEFAULT = 4096
-NUM_CTX = re.compile(r"^num_ctx\s+(\d+)", re.MULTILINE)
+NUM_CTX = re.compile(r"^num_ctx\s+(\S+)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +91,11 @@ async def probe_ollama(get: Get, base: str, root: str, model: str) -> Said | Non
     shown = await get("POST", f"{root}/api/show", {"model": model})
     if not isinstance(shown, dict):
         return None
-    found = NUM_CTX.search(shown.get("parameters") or "")
-    if found:
-        return Said(int(found.group(1)), "Ollama", "/api/show num_ctx in parameters")
+    parameters = shown.get("parameters")
+    found = NUM_CTX.search(parameters) if isinstance(parameters, str) else None
+    stated = sane_window(found.group(1)[: MAX_DIGITS + 1]) if found else None
+    if stated:
+        return Said(stated, "Ollama", "/api/show num_ctx in parameters")
     info = shown.get("model_info")
     trained = [_int(v) for k, v in (info or {}).items() if str(k).endswith(".context_length")]
     window = min((t for t in trained if t), default=None)
@@ -99,7 +106,10 @@ async def probe_ollama(get: Get, base: str, root: str, model: str) -> Said | Non
 
 
 async def probe_lmstudio(get: Get, base: str, root: str, model: str) -> Said | None:
-    data = await get("GET", f"{root}/api/v0/models/{quote(model, safe='')}", None)
+    segment = path_segment(model)
+    if segment is None:
+        return None
+    data = await get("GET", f"{root}/api/v0/models/{segment}", None)
     if not isinstance(data, dict):
         return None
     loaded = _int(data.get("loaded_context_length"))
@@ -152,6 +162,14 @@ def _list(value: Any) -> list[dict[str, Any]]:
 
 
 def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """A JSON figure a server stated, as a window: a number within the sane range, else None."""
+    return None if isinstance(value, str) else sane_window(value)
+
+
+def path_segment(model: str) -> str | None:
+    """``model`` as one URL path segment, percent-encoded; None for a name that cannot be one
+    whatever the encoding (a server may decode ``%2F`` or resolve ``..``): a dot segment, a
+    slash or backslash, a control character, or nothing."""
+    if model in ("", ".", "..") or any(c in model for c in "/\\") or not model.isprintable():
         return None
-    return int(value) if value > 0 else None
+    return quote(model, safe="")
