@@ -78,7 +78,12 @@ class Runtime:
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
         store = open_store(settings)
-        discovery = Discovery(models.discovered, fetcher(settings, transport), store.put_setting)
+        discovery = Discovery(
+            models.discovered,
+            fetcher(settings, transport),
+            store.put_setting,
+            forget=store.forget_learned,
+        )
         windows = WindowKnowledge(models, store, discovery)
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()

@@ -16,7 +16,15 @@ the store, so a restarted proxy knows it before its first request. It is asked a
   states none).
 
 A request waits for its model's first discovery (at most ``TIMEOUT`` seconds); later ones are
-made in the background. ``discovery: off`` on an upstream never asks it; ``discovery: ollama``
+made in the background.
+
+What is kept is bounded per upstream, and the names a caller makes up cannot crowd out the
+others': the servers' answers (``MAX_KNOWN`` an upstream, the least recently used dropped from
+memory and the store past it) apart from the names that taught nothing (``MAX_FAILED`` an
+upstream, each forgotten when it may be asked again, the oldest first past the cap). A flood
+of unknown names fills only the second table; a dropped entry is asked again, never refused.
+
+``discovery: off`` on an upstream never asks it; ``discovery: ollama``
 (or ``vllm``, ``llama.cpp``, ``lmstudio``) asks only that server's endpoints.
 """
 
@@ -25,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +49,8 @@ TIMEOUT = 5.0
 REFRESH = 600.0  # a window a server stated is asked again, in the background, after this
 RETRY_AFTER = 300.0  # a server that could not be asked (down, slow) is asked again after this
 SILENT_RETRY = 3600.0  # one that answered without a window, after this
-MAX_KNOWN = 4096  # (upstream, model) pairs kept; past it, new ones are not asked
+MAX_KNOWN = 4096  # windows kept an upstream; past it, the least recently used is dropped
+MAX_FAILED = 1024  # names that taught nothing kept an upstream; past it, the oldest is dropped
 STORE_KEY = "discovered\t"
 
 # (the upstream's name, method, url, JSON body or None) -> the answer's JSON when it is a 200,
@@ -48,6 +58,8 @@ STORE_KEY = "discovered\t"
 Fetch = Callable[[str, str, str, Any], Awaitable[Any]]
 # (key, value) -> kept in the store with the learned windows
 Persist = Callable[[str, int], Awaitable[None]]
+# keys -> dropped from the store
+Forget = Callable[[list[str]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,26 +81,76 @@ class Found:
 
 
 class DiscoveredWindows:
-    """What servers said, per upstream and model: the read side, held by ``Models``."""
+    """What servers said, per upstream and model: the read side, held by ``Models``. At most
+    ``MAX_KNOWN`` an upstream, the least recently used dropped first."""
 
     def __init__(self) -> None:
-        self._found: dict[tuple[str, str], Found] = {}
+        self._found: dict[str, OrderedDict[str, Found]] = {}
 
     def get(self, upstream: str, model: str) -> Found | None:
-        return self._found.get((upstream, model))
+        kept = self._found.get(upstream)
+        found = kept.get(model) if kept is not None else None
+        if found is not None and kept is not None:
+            kept.move_to_end(model)  # used: the last to be dropped
+        return found
 
-    def put(self, upstream: str, model: str, found: Found) -> None:
-        self._found[(upstream, model)] = found
+    def put(self, upstream: str, model: str, found: Found) -> list[str]:
+        """Keep ``found``; the models dropped to make room (least recently used first)."""
+        kept = self._found.setdefault(upstream, OrderedDict())
+        kept[model] = found
+        kept.move_to_end(model)
+        dropped = []
+        while len(kept) > MAX_KNOWN:
+            dropped.append(kept.popitem(last=False)[0])
+        return dropped
 
     def __len__(self) -> int:
-        return len(self._found)
+        return sum(len(kept) for kept in self._found.values())
+
+    def count(self, upstream: str) -> int:
+        return len(self._found.get(upstream, ()))
 
     def items(self) -> dict[str, dict[str, dict[str, object]]]:
         out: dict[str, dict[str, dict[str, object]]] = {}
-        for (upstream, model), f in self._found.items():
-            entry = {"window": f.window, "why": f.describe(), "provisional": f.provisional}
-            out.setdefault(upstream, {})[model] = entry
+        for upstream, kept in self._found.items():
+            for model, f in kept.items():
+                entry = {"window": f.window, "why": f.describe(), "provisional": f.provisional}
+                out.setdefault(upstream, {})[model] = entry
         return out
+
+
+class Failures:
+    """The names an upstream's server taught nothing about, and when each may be asked again:
+    at most ``MAX_FAILED`` an upstream, the oldest dropped first (it is only asked again)."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, OrderedDict[str, float]] = {}
+
+    def waiting(self, upstream: str, model: str, now: float) -> bool:
+        """Whether ``model`` is not to be asked of ``upstream`` yet (a past entry is dropped)."""
+        kept = self._until.get(upstream)
+        until = kept.get(model) if kept is not None else None
+        if until is None or kept is None:
+            return False
+        if now < until:
+            return True
+        del kept[model]
+        return False
+
+    def add(self, upstream: str, model: str, until: float, now: float) -> None:
+        kept = self._until.setdefault(upstream, OrderedDict())
+        kept.pop(model, None)
+        kept[model] = until
+        while kept and (len(kept) > MAX_FAILED or next(iter(kept.values())) <= now):
+            kept.popitem(last=False)
+
+    def drop(self, upstream: str, model: str) -> None:
+        kept = self._until.get(upstream)
+        if kept is not None:
+            kept.pop(model, None)
+
+    def count(self, upstream: str) -> int:
+        return len(self._until.get(upstream, ()))
 
 
 class Discovery:
@@ -101,12 +163,15 @@ class Discovery:
         fetch: Fetch,
         persist: Persist,
         clock: Callable[[], float] = time.monotonic,
+        forget: Forget | None = None,
     ) -> None:
         self.found = found
         self._fetch = fetch
         self._persist = persist
+        self._forget = forget
         self._clock = clock
-        self._failed: dict[tuple[str, str], float] = {}  # when the server last said nothing
+        self.failed = Failures()  # the names that taught nothing, until asked again
+        # Of the windows found, alone (a name dropped from ``found`` is dropped here too):
         self._stale: set[tuple[str, str]] = set()  # to ask again at next use
         self._asked: dict[tuple[str, str], float] = {}  # when the server was last asked
         self._flights: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -126,10 +191,7 @@ class Discovery:
             self._stale.add(key)
         if known is not None and key not in self._stale:
             return False
-        failed = self._failed.get(key)
-        if known is None and failed is not None and self._clock() - failed < RETRY_AFTER:
-            return False
-        if known is None and len(self.found) + len(self._failed) >= MAX_KNOWN:
+        if known is None and self.failed.waiting(name, model, self._clock()):
             return False
         flight = self._flights.get(key)
         if flight is None:
@@ -145,7 +207,7 @@ class Discovery:
         """Ask again at the model's next use (after an overflow, an operator's reset)."""
         if self.found.get(name, model) is not None:
             self._stale.add((name, model))
-        self._failed.pop((name, model), None)
+        self.failed.drop(name, model)
 
     def answered(self, name: str, model: str) -> None:
         """A request was answered: a provisional figure (the model was not loaded) is read
@@ -159,8 +221,8 @@ class Discovery:
         sane range, from before it was checked, is dropped)."""
         if sane_window(window) is None:
             return
-        self.found.put(name, model, Found(window, "", "", "", time.time()))
         self._stale.add((name, model))
+        self._dropped(name, self.found.put(name, model, Found(window, "", "", "", time.time())))
 
     async def drain(self) -> None:
         for flight in list(self._flights.values()):
@@ -170,7 +232,8 @@ class Discovery:
     async def _ask(self, key: tuple[str, str], upstream: Upstream) -> None:
         name, model = key
         assert upstream.base_url is not None
-        self._asked[key] = self._clock()  # answered or not: not asked again before REFRESH
+        if self.found.get(name, model) is not None:  # answered or not: not before REFRESH
+            self._asked[key] = self._clock()
 
         async def get(method: str, url: str, body: Any) -> Any:
             return await self._fetch(name, method, url, body)
@@ -181,10 +244,10 @@ class Discovery:
             )
         except Exception as exc:  # a server that cannot be asked is learned about otherwise
             log.info("could not discover the window of %s at %s: %r", model, name, exc)
-            self._failed[key] = self._clock()  # asked again after RETRY_AFTER
+            self._failed_until(key, RETRY_AFTER)
             return
         if said is None:  # it answered, and states no window (a cloud API): asked rarely
-            self._failed[key] = self._clock() + SILENT_RETRY - RETRY_AFTER
+            self._failed_until(key, SILENT_RETRY)
             return
         await self._keep(key, said, upstream.base_url)
 
@@ -192,8 +255,9 @@ class Discovery:
         name, model = key
         before = self.found.get(name, model)
         found = Found(said.window, said.server, said.field, url, time.time(), said.provisional)
-        self.found.put(name, model, found)
-        self._failed.pop(key, None)
+        self._asked[key] = self._clock()
+        await self._dropped_forgotten(name, self.found.put(name, model, found))
+        self.failed.drop(name, model)
         if before is not None and before.window != found.window and self.on_change is not None:
             await self.on_change(name, model)
         if before is None or before.window != found.window:
@@ -202,6 +266,30 @@ class Discovery:
                 await self._persist(f"{STORE_KEY}{name}\t{model}", found.window)
             except Exception as exc:  # kept in memory all the same
                 log.warning("could not persist the discovered window of %s: %s", model, exc)
+
+    def _failed_until(self, key: tuple[str, str], wait: float) -> None:
+        """``key`` taught nothing: not asked again for ``wait`` seconds (unless an overflow or
+        an operator's reset expires it, or its upstream's table of failures is full)."""
+        now = self._clock()
+        if self.found.get(*key) is None:
+            self.failed.add(*key, now + wait, now)
+        else:  # a refresh that failed: the figure serves until the next refresh
+            self._asked[key] = now
+
+    def _dropped(self, name: str, models: list[str]) -> list[str]:
+        """What was dropped from ``found`` is dropped from the bookkeeping too; its store keys."""
+        for model in models:
+            self._stale.discard((name, model))
+            self._asked.pop((name, model), None)
+        return [f"{STORE_KEY}{name}\t{model}" for model in models]
+
+    async def _dropped_forgotten(self, name: str, models: list[str]) -> None:
+        keys = self._dropped(name, models)
+        if keys and self._forget is not None:
+            try:
+                await self._forget(keys)
+            except Exception as exc:  # forgotten in memory all the same
+                log.warning("could not drop discovered windows from the store: %s", exc)
 
 
 # Providers' hosted APIs: ``auto`` never asks them (their models endpoints state no window, and

@@ -10,6 +10,15 @@ import httpx
 import pytest
 import respx
 
+from proxy.config.catalog import Upstream as UpstreamConfig
+from proxy.windows.discovery import (
+    MAX_FAILED,
+    MAX_KNOWN,
+    SILENT_RETRY,
+    DiscoveredWindows,
+    Discovery,
+    Forget,
+)
 from tests.proxy.upstreams.test_forwarding import BASE, _running
 from tests.proxy.windows.test_window_learning import MODEL, ROOT, Upstream, config, no_figures
 
@@ -80,3 +89,74 @@ async def test_an_absurd_figure_in_an_overflow_error_is_no_window_never_a_500(
             listed = (await client.get("/admin/learned-windows", headers=admin)).json()
     assert answer.status_code == 400, answer.text  # the upstream's refusal, relayed
     assert listed["learned_windows"] == {}
+
+
+class Server:
+    """A vLLM's /v1/models that lists ``known`` models (the others taught nothing), or a
+    llama.cpp-like one that states its one window for any name (``any_name``)."""
+
+    def __init__(self, known: set[str], any_name: bool = False) -> None:
+        self.known, self.any_name = known, any_name
+
+    async def fetch(self, name: str, method: str, url: str, body: Any) -> Any:
+        model = str(url).rpartition("?model=")[2]
+        if self.any_name:
+            return {"default_generation_settings": {"n_ctx": 8192}, "model": model}
+        cards = [{"id": m, "owned_by": "vllm", "max_model_len": 8192} for m in self.known]
+        return {"object": "list", "data": cards}
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def discovery_of(
+    server: Server, clock: Clock, kept: dict[str, int], forget: Forget | None = None
+) -> Discovery:
+    async def persist(key: str, value: int) -> None:
+        kept[key] = value
+
+    return Discovery(DiscoveredWindows(), server.fetch, persist, clock, forget)
+
+
+async def test_a_flood_of_made_up_names_leaves_discovery_on_for_everyone() -> None:
+    # F6: the table of asked models was capped at 4,096 pairs, failures included, never
+    # pruned: 4,100 made-up names switched discovery off for every new model until restart.
+    vllm = UpstreamConfig(base_url="http://local.test/v1", discovery="vllm")
+    server, clock, kept = Server({"real"}), Clock(), dict[str, int]()
+    d = discovery_of(server, clock, kept)
+    for i in range(4100):
+        await d.ensure("local", vllm, f"made-up-{i}")
+    assert await d.ensure("local", vllm, "real")
+    assert d.found.get("local", "real") is not None
+    assert d.failed.count("local") <= MAX_FAILED  # bounded apart from what servers said
+    assert await d.ensure("other", vllm, "real")  # another upstream's table is its own
+    clock.now += SILENT_RETRY + 1  # failures expire: they are asked again, then dropped
+    await d.ensure("local", vllm, "made-up-x")
+    assert d.failed.count("local") == 1
+
+
+async def test_names_a_server_answers_for_any_name_do_not_crowd_out_the_used_ones() -> None:
+    # F6 on a server that states its window for whatever name it is asked about (llama.cpp's
+    # /props): the least recently used is dropped, here and from the store, and asked again.
+    llama = UpstreamConfig(base_url="http://local.test/v1", discovery="llama.cpp")
+    server, clock, kept = Server(set(), any_name=True), Clock(), dict[str, int]()
+    forgotten: list[str] = []
+
+    async def forget(keys: list[str]) -> None:
+        forgotten.extend(keys)
+        for key in keys:
+            kept.pop(key, None)
+
+    d = discovery_of(server, clock, kept, forget)
+    assert await d.ensure("local", llama, "real")
+    for i in range(MAX_KNOWN + 10):
+        await d.ensure("local", llama, f"made-up-{i}")
+        if i % 1000 == 0:
+            assert d.found.get("local", "real") is not None  # in use: never the one dropped
+    assert d.found.count("local") == MAX_KNOWN and len(kept) == MAX_KNOWN
+    assert "real" in (d.found.items()["local"]) and len(forgotten) == 11
+    assert await d.ensure("local", llama, "new-one")  # still asked
