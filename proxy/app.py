@@ -100,6 +100,12 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route(
             "/admin/learned-windows/{team}/{model:path}", admin_forget_window, methods=["DELETE"]
         ),
+        Route("/admin/learned-capabilities", admin_capabilities, methods=["GET"]),
+        Route(
+            "/admin/learned-capabilities/{scope}/{upstream}",
+            admin_forget_capability,
+            methods=["DELETE"],
+        ),
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
         WebSocketRoute("/v1/responses", refuse),
@@ -212,6 +218,26 @@ async def admin_forget_window(request: Request) -> Response:
     if not await rt.windows.forget(team, model):
         raise NotFound(f"nothing was learned about model {model!r} for team {team!r}")
     return JSONResponse({"team": team, "model": model, "forgotten": True})
+
+
+async def admin_capabilities(request: Request) -> Response:
+    """What upstreams were learned not to serve, per caller scope (a team in keys mode,
+    ``team~caller`` in passthrough): the upstreams whose Responses compactions the proxy
+    answers itself."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    return JSONResponse({"compaction_served": await rt.compactions.items(rt.store)})
+
+
+async def admin_forget_capability(request: Request) -> Response:
+    """Forget that ``upstream`` does not compact for ``scope``: its next compaction is
+    forwarded again."""
+    rt = _runtime(request)
+    rt.auth.admin(request.headers)
+    scope, upstream = request.path_params["scope"], request.path_params["upstream"]
+    if not await rt.compactions.forget(scope, upstream, rt.store):
+        raise NotFound(f"nothing was learned about upstream {upstream!r} for {scope!r}")
+    return JSONResponse({"scope": scope, "upstream": upstream, "forgotten": True})
 
 
 async def admin_preview(request: Request) -> Response:

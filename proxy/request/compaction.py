@@ -3,11 +3,13 @@
 proxy/formats/compaction.py), for an upstream that does not implement it.
 
 Per upstream (``responses_compaction``): ``upstream`` forwards it as any request; ``proxy``
-answers it; ``auto`` (the default) forwards it the first time and reads the whole answer: one
-that is a compaction is relayed as it came, anything else (an error, an ordinary turn) teaches
-the proxy that this upstream does not compact, kept in the store, and the proxy answers this
-request and the later ones itself (a refused key, a rate limit, a server busy or down teaches
-nothing: ``PASSING``).
+answers it; ``auto`` (the default) forwards it and reads the whole answer: one that is a
+compaction is relayed as it came; a refused key, a rate limit, a server busy or down
+(``PASSING``) is relayed too and teaches nothing. Any other answer is answered by the proxy
+itself; only the upstream's explicit "not supported" (proxy/upstreams/capabilities.py) teaches
+that it does not compact, for the caller's scope alone (``learns_as``), kept in the store: that
+scope's later compactions are answered without asking. Anything else (an unknown field, a bad
+value, an ordinary turn, a 500) may be the caller's own doing, and teaches nothing.
 
 The proxy's answer is its own summary checkpoint of the conversation, made by the summarizer as
 the other checkpoints are (proxy/summaries/handoff.py), carried in the compaction item; when the
@@ -27,6 +29,7 @@ from starlette.responses import Response
 from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
 from proxy.headers import response_headers
 from proxy.request.planning.plan import Plan
+from proxy.upstreams.capabilities import unsupported
 from proxy.upstreams.forwarding import Reply, decoded
 from proxy.wire import WireRequest
 from strategies.budget import Budget
@@ -44,8 +47,8 @@ HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
 FALLBACK_CHARS = 8000  # without a summarizer: the end of the conversation, verbatim
 # An answer with one of these says nothing of whether the upstream compacts (a key refused, a
 # rate limit, a server busy or down): relayed as it came, and the next compaction is forwarded
-# again. Any other answer with no compaction item (a 400 or 404 on the unknown item, a 500 from
-# a server that broke on it, an ordinary turn) teaches that it does not.
+# again. Any other answer with no compaction item is answered by the proxy; only an explicit
+# "not supported" teaches (proxy/upstreams/capabilities.py).
 PASSING = frozenset({401, 403, 408, 409, 429, 502, 503, 504})
 
 
@@ -64,19 +67,27 @@ async def compaction(
     rt: Runtime, req: WireRequest, send: Callable[[Plan], Awaitable[Reply]]
 ) -> Response:
     """The answer to a compaction request: the proxy's, or its upstream's read whole."""
-    route = req.spec.route
-    if not await rt.compactions.served(route.name, route.upstream, rt.store):
+    route, scope = req.spec.route, req.learns_as or req.team
+    if not await rt.compactions.served(scope, route.name, route.upstream, rt.store):
         reply = await send(Plan(req.body, None, actions=["compaction-forwarded"], counted="none"))
         body = await _read(reply)
-        if body is not None and reply.status == 200 and compacted(decoded(body, reply.headers)):
-            return _relayed(reply, body)
+        plain = decoded(body, reply.headers) if body is not None else None
+        if plain is not None and reply.status == 200 and compacted(plain):
+            return _relayed(reply, body or b"")
         if body is not None and reply.status in PASSING:
             return _relayed(reply, body)
-        log.info(
-            "upstream %s answered a compaction with no compaction item (status %d): the proxy "
-            "answers its compactions from now on", route.name, reply.status,
-        )  # fmt: skip
-        await rt.compactions.learn(route.name, rt.store)
+        if plain is not None and unsupported(reply.status, plain, req.body):
+            log.info(
+                "upstream %s says it does not compact (status %d): the proxy answers the "
+                "compactions of %s from now on", route.name, reply.status, scope,
+            )  # fmt: skip
+            await rt.compactions.learn(scope, route.name, rt.store)
+        else:
+            log.info(
+                "upstream %s answered a compaction with no compaction item (status %d): the "
+                "proxy answers this one; nothing is learned (only an explicit 'not supported' "
+                "is; responses_compaction: proxy skips the ask)", route.name, reply.status,
+            )  # fmt: skip
     return await _answered(rt, req)
 
 

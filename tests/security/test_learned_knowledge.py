@@ -7,10 +7,12 @@ import tempfile
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 import respx
 
 from proxy.config.catalog import Upstream as UpstreamConfig
+from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from proxy.windows.discovery import (
     MAX_FAILED,
     MAX_KNOWN,
@@ -160,3 +162,98 @@ async def test_names_a_server_answers_for_any_name_do_not_crowd_out_the_used_one
     assert d.found.count("local") == MAX_KNOWN and len(kept) == MAX_KNOWN
     assert "real" in (d.found.items()["local"]) and len(forgotten) == 11
     assert await d.ensure("local", llama, "new-one")  # still asked
+
+
+@pytest.fixture
+def no_summarizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summarizer never reaches a network: the proxy's compactions keep the end verbatim."""
+
+    async def complete(self: LLMSummarizer, *args: Any) -> str:
+        raise SummarizerFailed("down")
+
+    monkeypatch.setattr(LLMSummarizer, "complete", complete)
+
+
+COMPACTION = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAopaque"}
+
+
+def compacting_upstream(request: httpx.Request) -> httpx.Response:
+    """An upstream that compacts, and refuses a field it does not know, as OpenAI does."""
+    payload = orjson.loads(request.content)
+    if "bogus" in payload:
+        message = "Unknown parameter: 'bogus'."
+        error = {"message": message, "type": "invalid_request_error", "code": "unknown_parameter"}
+        return httpx.Response(400, json={"error": error})
+    body = {"id": "resp_1", "object": "response", "status": "completed", "output": [COMPACTION]}
+    return httpx.Response(200, json={**body, "model": payload["model"]})
+
+
+def teams_config(data: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    for name, value in (("A_KEY", "cw-a"), ("B_KEY", "cw-b"), ("ADMIN", "cw-admin")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("UP_KEY", "sk-up")
+    return {
+        "data_dir": data,
+        "upstreams": {"u": {"base_url": BASE, "api_key_env": "UP_KEY"}},
+        "default_upstream": "u",
+        "auth": "keys",
+        "admin_key_env": "ADMIN",
+        "teams": {"a": {"key_envs": ["A_KEY"]}, "b": {"key_envs": ["B_KEY"]}},
+    }
+
+
+def compaction_request(**extra: Any) -> dict[str, Any]:
+    items = [{"role": "user", "content": "read the logs"}, {"type": "compaction_trigger"}]
+    return {"model": "gpt-4.1", "input": items, **extra}
+
+
+@respx.mock
+async def test_one_malformed_compaction_switches_no_teams_compactions_to_the_proxy(
+    monkeypatch: pytest.MonkeyPatch, no_summarizer: None
+) -> None:
+    # F3: an upstream 400 for an unrelated reason (an unknown field) was read as "this
+    # upstream does not compact", stored for every team: the proxy then answered every team's
+    # compactions with its own summaries on the operator's key.
+    responses = respx.post(f"{BASE}/responses").mock(side_effect=compacting_upstream)
+    a, b = {"authorization": "Bearer cw-a"}, {"authorization": "Bearer cw-b"}
+    admin = {"authorization": "Bearer cw-admin"}
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(teams_config(data, monkeypatch)) as client:
+            await client.post("/v1/responses", json=compaction_request(bogus=1), headers=a)
+            theirs = await client.post("/v1/responses", json=compaction_request(), headers=b)
+            mine = await client.post("/v1/responses", json=compaction_request(), headers=a)
+            listed = (await client.get("/admin/learned-capabilities", headers=admin)).json()
+    assert theirs.status_code == 200 and theirs.json()["output"] == [COMPACTION]
+    assert mine.status_code == 200 and mine.json()["output"] == [COMPACTION]
+    assert len(responses.calls) == 3  # every one asked of the upstream
+    assert listed == {"compaction_served": {}}
+
+
+@respx.mock
+async def test_an_explicit_not_supported_is_learned_for_its_team_alone_and_can_be_reset(
+    monkeypatch: pytest.MonkeyPatch, no_summarizer: None
+) -> None:
+    # F3: learned per caller scope, listed and reset by the admin API.
+    def answer(request: httpx.Request) -> httpx.Response:
+        if b'"a-marker"' in request.content:
+            return httpx.Response(501, json={"error": {"message": "Not Implemented"}})
+        return compacting_upstream(request)
+
+    responses = respx.post(f"{BASE}/responses").mock(side_effect=answer)
+    a, b = {"authorization": "Bearer cw-a"}, {"authorization": "Bearer cw-b"}
+    admin = {"authorization": "Bearer cw-admin"}
+    marked = compaction_request(metadata={"who": "a-marker"})
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(teams_config(data, monkeypatch)) as client:
+            await client.post("/v1/responses", json=marked, headers=a)  # learned for a
+            await client.post("/v1/responses", json=marked, headers=a)  # not asked again
+            theirs = await client.post("/v1/responses", json=compaction_request(), headers=b)
+            listed = (await client.get("/admin/learned-capabilities", headers=admin)).json()
+            gone = await client.delete("/admin/learned-capabilities/a/u", headers=admin)
+            again = await client.delete("/admin/learned-capabilities/a/u", headers=admin)
+            await client.post("/v1/responses", json=marked, headers=a)  # asked again
+    assert theirs.json()["output"] == [COMPACTION]
+    assert listed == {"compaction_served": {"a": ["u"]}}
+    assert gone.status_code == 200 and again.status_code == 404
+    assert again.json()["error"]["message"].startswith("nothing was learned")
+    assert len(responses.calls) == 3

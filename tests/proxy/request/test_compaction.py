@@ -87,12 +87,17 @@ def items_of(answer: httpx.Response) -> list[dict[str, Any]]:
     return list(answer.json()["output"])
 
 
+def not_found(request: httpx.Request) -> httpx.Response:
+    """An upstream without the Responses endpoint's compaction: an explicit 404."""
+    return httpx.Response(404, json={"detail": "Not Found"})
+
+
 @respx.mock
 @pytest.mark.parametrize("stream", [True, False])
 async def test_an_upstream_without_compaction_gets_the_proxy_answering_it(
     stream: bool, summarizer: list[Any]
 ) -> None:
-    responses = respx.post(f"{BASE}/responses").mock(side_effect=turn_answer)
+    responses = respx.post(f"{BASE}/responses").mock(side_effect=not_found)
     with tempfile.TemporaryDirectory() as data:
         async with _running(config(data)) as client:
             first = await client.post("/v1/responses", json=trigger(stream))
@@ -109,6 +114,21 @@ async def test_an_upstream_without_compaction_gets_the_proxy_answering_it(
         assert "compaction-served" in answer.headers["x-contextwarden-actions"]
     # The summarizer was sent the whole conversation: the task and every step.
     assert len(summarizer) == 3 and all(f"log-{k}.txt" in str(summarizer[0]) for k in range(3))
+
+
+@respx.mock
+async def test_an_ordinary_turn_is_answered_by_the_proxy_and_teaches_nothing(
+    summarizer: list[Any],
+) -> None:
+    """An upstream that answers the trigger as an ordinary turn may have been sent something
+    that made it (``background``, say): the proxy answers each such compaction, and the next
+    one is forwarded again."""
+    responses = respx.post(f"{BASE}/responses").mock(side_effect=turn_answer)
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(config(data)) as client:
+            answers = [await client.post("/v1/responses", json=trigger()) for _ in range(2)]
+    assert len(responses.calls) == 2
+    assert all(compacted(a.content) for a in answers) and len(summarizer) == 2
 
 
 @respx.mock
@@ -138,7 +158,7 @@ async def test_a_rate_limit_or_an_outage_teaches_nothing(
     compacts: its error is relayed as it came, and the next compaction is forwarded again."""
     error = {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}}
     responses = respx.post(f"{BASE}/responses").mock(
-        side_effect=[httpx.Response(status, json=error), httpx.Response(400, json=error)]
+        side_effect=[httpx.Response(status, json=error), httpx.Response(501, json=error)]
     )
     with tempfile.TemporaryDirectory() as data:
         async with _running(config(data)) as client:
@@ -146,7 +166,7 @@ async def test_a_rate_limit_or_an_outage_teaches_nothing(
             second = await client.post("/v1/responses", json=trigger(stream=False))
             third = await client.post("/v1/responses", json=trigger(stream=False))
     assert first.status_code == status and first.json() == error
-    assert len(responses.calls) == 2  # forwarded again; its 400 taught the third
+    assert len(responses.calls) == 2  # forwarded again; its 501 taught the third
     assert compacted(second.content) and compacted(third.content)
     assert len(summarizer) == 2  # the second and the third, served from the summarizer
 
