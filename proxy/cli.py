@@ -1,10 +1,12 @@
 """contextwarden: a context-window proxy for LLM clients (chat completions, Responses,
-Anthropic Messages). Commands: serve, check-config, demo, preview, client-setup; each has
---help."""
+Anthropic Messages). Commands: serve, check-config, demo, preview, client-setup, windows,
+capabilities; each has --help."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -82,7 +84,40 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--window", type=_positive, help="its window (default: config, table)")
     setup.add_argument("--config", help="YAML config (default: the embedded default config)")
     setup.add_argument("--url", help="the proxy's address (default: the config's host and port)")
+    _learned_commands(sub)
     return parser
+
+
+def _learned_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``windows`` and ``capabilities``: what was learned, listed and forgotten in the store
+    itself (no running proxy, no admin API)."""
+    windows = sub.add_parser(
+        "windows", help="list or forget the windows learned from overflows (in the store)"
+    )
+    act = windows.add_subparsers(dest="action", required=True)
+    act.add_parser("list", help="what was learned, per team and model").add_argument(
+        "--config", help="YAML config (default: the embedded default config)"
+    )
+    forget = act.add_parser("forget", help="forget what was learned about a model")
+    forget.add_argument("model", help="the model")
+    forget.add_argument(
+        "--team",
+        help="only for this team (in passthrough, the caller scope a refusal named, "
+        "team~caller; default: every one)",
+    )
+    forget.add_argument("--config", help="YAML config (default: the embedded default config)")
+    caps = sub.add_parser(
+        "capabilities",
+        help="list or forget the upstreams learned not to compact (in the store)",
+    )
+    act = caps.add_subparsers(dest="action", required=True)
+    act.add_parser("list", help="per caller scope, the upstreams").add_argument(
+        "--config", help="YAML config (default: the embedded default config)"
+    )
+    forget = act.add_parser("forget", help="ask an upstream to compact again, for a scope")
+    forget.add_argument("scope", help="the team (in passthrough, team~caller)")
+    forget.add_argument("upstream", help="the upstream's name")
+    forget.add_argument("--config", help="YAML config (default: the embedded default config)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,12 +133,52 @@ def main(argv: list[str] | None = None) -> int:
             return _preview(args)
         if args.command == "client-setup":
             return _client_setup(args)
+        if args.command in ("windows", "capabilities"):
+            return asyncio.run(_learned(args))
         from proxy.demo.run import run_demo
 
         return run_demo(args.turns, args.window, args.format)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+
+
+async def _learned(args: argparse.Namespace) -> int:
+    """``windows`` and ``capabilities``, on the store the config names."""
+    from proxy.stores import open_store
+    from proxy.windows import stored
+
+    store = open_store(load_settings(args.config))
+    try:
+        if args.action == "list":
+            listed: object = (
+                stored.lessons(await store.learned_windows())
+                if args.command == "windows"
+                else await stored.capabilities(store)
+            )
+            print(json.dumps(listed, indent=2, sort_keys=True))
+            return 0
+        if args.command == "windows":
+            scopes = await stored.forget_window(store, args.model, args.team)
+            done = f"forgot what was learned about {args.model} for {', '.join(scopes)}"
+            missing = f"nothing was learned about {args.model}" + (
+                f" for {args.team}" if args.team else ""
+            )
+        else:
+            scopes = (
+                [args.scope]
+                if await stored.forget_capability(store, args.scope, args.upstream)
+                else []
+            )
+            done = f"{args.upstream}'s next compaction for {args.scope} is forwarded again"
+            missing = f"nothing was learned about {args.upstream} for {args.scope}"
+    finally:
+        await store.close()
+    if not scopes:
+        print(missing, file=sys.stderr)
+        return 1
+    print(f"{done}; a running proxy forgets it at its next start (or now: the admin API)")
+    return 0
 
 
 def _client_setup(args: argparse.Namespace) -> int:

@@ -45,6 +45,15 @@ class Trimming(Strict):
     estimate_ratio: float = Field(1.2, ge=1.0)
     max_overflow_retries: int = Field(2, ge=0, le=10)
     overflow_shrink: float = Field(0.15, gt=0, lt=1)
+    learned_retry_seconds: float = Field(
+        3600,
+        ge=0,
+        description="a learned window that holds requests back lets one through past it after "
+        "this long (0: never by time)",
+    )
+    learned_retry_requests: int = Field(
+        100, ge=0, description="or at the n-th request it held back (0: never by count)"
+    )
 
 
 class Checkpoints(Strict):

@@ -35,13 +35,13 @@ from proxy.headers import (
     upstream_headers,
 )
 from proxy.observe.metrics import Outcome
-from proxy.overflow.fallbacks import plan_with_fallbacks
+from proxy.overflow.relearning import planned
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
 from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.context_compaction import carry, compaction_summary, made, paused
 from proxy.request.conversations import PrefixTracker, Seen, key_of
-from proxy.request.fitting import Fitting, first_plan, fitting_for
+from proxy.request.fitting import Fitting, fitting_for
 from proxy.request.lessons import Lessons
 from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
@@ -81,7 +81,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
 
             compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
             if not compacting:
-                req, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
+                req, plan, trial = await planned(rt, req, body, build)
                 fitting = fitting_for(rt, req)
         if compacting:  # answered outside the admission slot: a summary takes its time
             return await compact(request, rt, req, who, started)
@@ -91,7 +91,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
             if summary is not None and req.compaction.pause:
                 return await answered_alone(rt, req, paused(req, summary), started)
             compacted = made(req, summary) if summary is not None else None
-        lessons = Lessons(rt, req, fitting, who.config.max_context_tokens)
+        lessons = Lessons(rt, req, fitting, who.config.max_context_tokens, trial)
         reply, plan, retries = await send_with_overflow_retry(
             plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
         )

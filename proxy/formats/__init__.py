@@ -17,6 +17,8 @@
                          item_spans.py: where a compact body holds its items, byte for byte
     recall.py            the recall tool in each format: offered, its calls read from an
                          answer (whole or streamed), answered by continuing the request
+    references.py        content a request names without carrying it (a file by id, a PDF):
+                         uncountable, so it teaches nothing about a window
 
 A new format is a new adapter module and its tests: the request path
 (proxy/edge/exchange.py), the planner, the budget rule, the overflow retry and the headers

@@ -17,6 +17,15 @@ reply limit is lowered into what is left, proxy/request/budget.py). A refused ne
 by the proxy (converted by the calibration); an answered one is the upstream's own count when
 its usage states it, else the proxy's, when that count can be trusted (an exact tokenizer, or a
 calibrated estimate).
+
+A request that holds content the proxy cannot count (a file by id or URL, a PDF:
+proxy/formats/references.py) teaches nothing from the proxy's count of it: its figure-free
+refusal bounds nothing (the proxy's count would set the window far below the real one, for the
+whole team), and its counts calibrate nothing; the upstream's own figures (a stated window, a
+usage's prompt count taken as a need the window holds) still teach.
+
+A request let through past a lesson (``trial``: proxy/edge/relearning.py) that is answered
+whole heals what it disproves.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from proxy.formats.references import holds_references
 from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
 from proxy.request.planning.plan import Plan
@@ -51,15 +61,27 @@ class Lessons:
     """One request's lessons, for its team (in passthrough, its caller: ``learns_as``) and
     model."""
 
-    def __init__(self, rt: Runtime, req: WireRequest, fitting: Fitting, cap: int | None) -> None:
+    def __init__(
+        self, rt: Runtime, req: WireRequest, fitting: Fitting, cap: int | None, trial: bool = False
+    ) -> None:
         self.rt, self.req, self.fitting, self.cap = rt, req, fitting, cap
         self.learner = req.learns_as or req.team
+        self.trial = trial  # let through past a learned window
+        self._uncountable: bool | None = None
+
+    @property
+    def uncountable(self) -> bool:
+        """Whether the request holds content the proxy cannot count (read once)."""
+        if self._uncountable is None:
+            self._uncountable = holds_references(self.req.body, self.req.payload)
+        return self._uncountable
 
     async def stated(self, lesson: Lesson, plan: Plan) -> int | None:
         """An overflow that states the window; the window now in force (the proxy's count)."""
         req = self.req
         self._overflowed()
-        sample = self.fitting.sample(lesson.theirs, plan) if lesson.theirs else None
+        theirs = None if self.uncountable else lesson.theirs  # else its count is no sample
+        sample = self.fitting.sample(theirs, plan) if theirs else None
         estimated = not req.spec.pricing.exact
         await self.rt.windows.learn(self.learner, req.spec.name, lesson, sample, estimated)
         return self.rt.models.window(req.spec, self.learner, self.cap)
@@ -73,6 +95,12 @@ class Lessons:
         req = self.req
         self._overflowed()
         if not self.fitting.conversation or plan.budget is None or plan.tokens_after is None:
+            return None
+        if self.uncountable:
+            log.info(
+                "team %s: a figure-free overflow of %s holds content the proxy cannot count "
+                "(a file, a document): no window is learned from it", req.team, req.spec.name,
+            )  # fmt: skip
             return None
         need = self.need(plan, self._predicted(plan))
         safe = await self.rt.windows.refused(self.learner, req.spec.name, need)
@@ -94,15 +122,17 @@ class Lessons:
             # Sent whole, uncounted: counted now, so that a silent truncation shows.
             plan = replace(plan, tokens_after=self.fitting.recount())
             count = plan.tokens_after
-        sample = self._sample(plan, theirs, count) if theirs and count else None
-        if sample is not None:
-            before = rt.usages.swap(key_of(req), sample)
-            if self._read_short(plan, sample, before):
-                rt.usages.swap(key_of(req), before)  # the last whole read stays
-                sent = self._predicted(plan)
-                await self._truncated(plan, sent, sample.theirs)
-                return f"{sample.theirs} of {sent}"
-        if theirs and count:
+        # A count the proxy could not make whole is no sample (nor, beside the next one's, a
+        # sign of a silent truncation).
+        if theirs and count and not self.uncountable:
+            sample = self._sample(plan, theirs, count)
+            if sample is not None:
+                before = rt.usages.swap(key_of(req), sample)
+                if self._read_short(plan, sample, before):
+                    rt.usages.swap(key_of(req), before)  # the last whole read stays
+                    sent = self._predicted(plan)
+                    await self._truncated(plan, sent, sample.theirs)
+                    return f"{sample.theirs} of {sent}"
             rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(
                 theirs / count
             )
@@ -112,7 +142,10 @@ class Lessons:
             return None  # a batch's usage sums prompts each fitted on its own
         prompt = theirs if theirs else self._trusted(plan, count)
         if prompt:
-            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, prompt))
+            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, prompt), prompt)
+        taken = prompt or (self._predicted(plan) if plan.budget is not None else None)
+        if self.trial and taken:
+            await rt.windows.healed(self.learner, req.spec.name, self.need(plan, taken), taken)
         return None
 
     def _sample(self, plan: Plan, theirs: int, count: int) -> Sample | None:
@@ -148,9 +181,9 @@ class Lessons:
             "truncated the prompt; the window is learned from its usage",
             req.team, read, sent, req.spec.name,
         )  # fmt: skip
-        if self.fitting.conversation:
-            await rt.windows.refused(self.learner, req.spec.name, self.need(plan, sent))
-            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, read))
+        if self.fitting.conversation:  # the upstream's own figures: sure, whatever it took
+            await rt.windows.refused(self.learner, req.spec.name, self.need(plan, sent), True)
+            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, read), read)
 
     def _overflowed(self) -> None:
         """A window the server stated may have changed since (a restart with less): asked

@@ -9,6 +9,8 @@ servers.py      what each local server (Ollama, llama.cpp, vLLM, LM Studio) says
 sane.py         the range a stated, discovered or learned window may take (else: unknown)
 truncation.py   a silent truncation, told from an answer's usage
 knowledge.py    the write side: learning, calibrating, forgetting, and keeping it in the store
+stored.py       what the store keeps of it, listed and forgotten with no running proxy (the
+                windows and capabilities commands)
 families.py     wildcard model keys (``claude-*``) and what they match
 modeltable.py   litellm's bundled model table, read without importing litellm
 calibration.py  how the proxy's count runs against the upstream's own, per kind of token

@@ -12,7 +12,8 @@ kept in the store.
 Both kinds of lesson are scoped per team and model (a team's text, which it chooses, moves only
 its own) and persisted in the store: a learned window under its ``team\\tmodel`` key
 (proxy/windows/learned.py ``store_key``), a calibration's fit under ``calibration…\\t`` keys
-(proxy/windows/calibration.py ``to_settings``), bounds under ``bounds-…\\t`` keys. What a
+(proxy/windows/calibration.py ``to_settings``), bounds under ``bounds-…\\t`` keys (the largest
+prompt taken among them), and when the lesson was learned under ``learned-at\\t``. What a
 process holds is read by ``Models.window_for`` (proxy/windows/models.py).
 """
 
@@ -77,6 +78,7 @@ class WindowKnowledge:
         name)."""
         if self.models.learned.learn(team, model, lesson.window, evidence=lesson.evidence):
             await self.persist(team, model, lesson.window)
+            await self._persist_at(team, model)
         if sample is None or not (estimated or sample.theirs > sample.ours):
             return  # an exact count that the upstream confirms, or over-counts: nothing to learn
         if sample.theirs > HIGH * sample.ours:
@@ -109,23 +111,55 @@ class WindowKnowledge:
         except Exception as exc:  # kept in memory all the same
             log.warning("could not persist the calibration of %s: %s", model, exc)
 
-    async def refused(self, team: str, model: str, need: int) -> int | None:
+    async def refused(self, team: str, model: str, need: int, sure: bool = False) -> int | None:
         """A request of ``need`` (the upstream's units: its prompt and the reply it made room
-        for) refused by an overflow that states no figures: the window is below it. The window
-        to retry at: the largest need the upstream took (None: nothing taken yet)."""
-        bounds = self.models.learned.refuse(team, model, need)
+        for) refused by an overflow that states no figures: the window is below it (``sure``:
+        the upstream's own figures say so). The window to retry at: the largest need the
+        upstream took (None: nothing taken yet)."""
+        bounds = self.models.learned.refuse(team, model, need, sure)
         if bounds is not None:
             log.info("team %s: %s for %s", team, bounds.describe(), model)
             await self._persist_bounds(team, model, bounds)
+            await self._persist_at(team, model)
         current = self.models.learned.bounds(team, model)
         return current.safe() if current is not None else None
 
-    async def accepted(self, team: str, model: str, need: int) -> None:
-        """A request of ``need`` answered whole: the window holds it. Kept in the store once
-        something was refused (before, it only waits for a first refusal)."""
-        bounds = self.models.learned.accept(team, model, need)
+    async def accepted(self, team: str, model: str, need: int, prompt: int | None = None) -> None:
+        """A request of ``need`` (``prompt`` and its reply limit) answered whole: the window
+        holds it. Kept in the store once something was refused (before, it only waits for a
+        first refusal)."""
+        bounds = self.models.learned.accept(team, model, need, prompt)
         if bounds is not None and bounds.refused is not None:
             await self._persist_bounds(team, model, bounds)
+
+    async def healed(self, team: str, model: str, need: int, prompt: int | None) -> bool:
+        """A request let through past a lesson (a retry after a while) was answered whole:
+        what it disproves is forgotten, here and in the store; whether anything was."""
+        learned = self.models.learned
+        if not learned.healed(team, model, need, prompt):
+            return False
+        log.info("team %s: a request past the learned window of %s was taken: healed", team, model)
+        key = store_key(team, model)
+        try:
+            await self.store.forget_learned([key, *(p + key for p in (*BOUND_KEYS, AT_KEY))])
+            stated = learned.stated(team, model)
+            if stated is not None:
+                await self.store.put_learned_window(key, stated)
+        except Exception as exc:  # healed in memory all the same
+            log.warning("could not persist the healed window of %s: %s", model, exc)
+        bounds = learned.bounds(team, model)
+        if bounds is not None:
+            await self._persist_bounds(team, model, bounds)
+        return True
+
+    async def _persist_at(self, team: str, model: str) -> None:
+        at = self.models.learned.learned_at(team, model)
+        if at is None:
+            return
+        try:
+            await self.store.put_setting(AT_KEY + store_key(team, model), int(at))
+        except Exception as exc:  # kept in memory all the same
+            log.warning("could not persist when the window of %s was learned: %s", model, exc)
 
     async def _persist_bounds(self, team: str, model: str, bounds: Bounds) -> None:
         key = store_key(team, model)
@@ -133,6 +167,7 @@ class WindowKnowledge:
             REFUSED_KEY: bounds.refused or 0,
             ACCEPTED_KEY: bounds.accepted or 0,
             REFUSALS_KEY: bounds.refusals,
+            LARGEST_KEY: bounds.largest or 0,
         }
         try:
             for prefix, value in values.items():
@@ -158,7 +193,7 @@ class WindowKnowledge:
         teams = self.models.learned.teams_of(model)
         for team in teams:
             self.models.learned.forget(team, model)
-        keys = [p + store_key(team, model) for team in teams for p in ("", *BOUND_KEYS)]
+        keys = [p + store_key(team, model) for team in teams for p in ("", *BOUND_KEYS, AT_KEY)]
         if keys:
             log.info("the server's window of %s changed: forgot what %s taught", model, teams)
             try:
@@ -176,8 +211,10 @@ class WindowKnowledge:
 REFUSED_KEY = "bounds-refused\t"
 ACCEPTED_KEY = "bounds-accepted\t"
 REFUSALS_KEY = "bounds-refusals\t"
-BOUND_KEYS = (REFUSED_KEY, ACCEPTED_KEY, REFUSALS_KEY)
-PREFIXES = (*SETTING_KEYS, *BOUND_KEYS)
+LARGEST_KEY = "bounds-largest\t"
+BOUND_KEYS = (REFUSED_KEY, ACCEPTED_KEY, REFUSALS_KEY, LARGEST_KEY)
+AT_KEY = "learned-at\t"  # when the lesson in force was learned (wall-clock seconds)
+PREFIXES = (*SETTING_KEYS, *BOUND_KEYS, AT_KEY)
 
 
 def restore(models: Models, stored: dict[str, int]) -> None:
@@ -191,12 +228,15 @@ def restore(models: Models, stored: dict[str, int]) -> None:
         if prefix:
             grouped.setdefault(scoped, {})[prefix] = value
         else:
-            models.learned.learn(*scoped, value)
+            models.learned.learn(*scoped, value, restored=True)
     for scoped, values in grouped.items():
         fit = from_settings(values)
         if fit is not None:
             models.calibration.restore(*scoped, fit)
         if values.get(REFUSED_KEY):
             accepted = values.get(ACCEPTED_KEY) or None
-            bounds = Bounds(values[REFUSED_KEY], accepted, values.get(REFUSALS_KEY, 1))
+            refusals, largest = values.get(REFUSALS_KEY, 1), values.get(LARGEST_KEY) or None
+            bounds = Bounds(values[REFUSED_KEY], accepted, refusals, largest)
             models.learned.restore_bounds(*scoped, bounds)
+        if values.get(AT_KEY):
+            models.learned.restore_at(*scoped, values[AT_KEY])

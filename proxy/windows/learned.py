@@ -8,6 +8,8 @@ differently, say) cannot shrink a model's window for the others.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from proxy.windows.bounds import Bounds
@@ -38,12 +40,27 @@ class LearnedWindows:
     own words, proxy/overflow/detect.py), never one derived from the request's text.
 
     An overflow that states no figures sets a bound instead (proxy/windows/bounds.py): the
-    window in force is the lower of the stated one and the bounds' window."""
+    window in force is the lower of the stated one and the bounds' window.
 
-    def __init__(self) -> None:
+    A lesson is tried again after a while (``due``): once its window held requests back for
+    ``after_seconds`` or ``after_requests``, one request is let through past it; the upstream's
+    answer heals a wrong lesson, or a window that grew (``healed``), and an overflow teaches
+    it again. When each lesson was learned is kept (``learned_at``) for the refusals that rest
+    on it."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self._windows: dict[tuple[str, str], int] = {}
         self._evidence: dict[tuple[str, str], str] = {}
         self._bounds: dict[tuple[str, str], Bounds] = {}
+        self._clock, self._wall = clock, wall
+        self._at: dict[tuple[str, str], float] = {}  # wall-clock time a lesson was learned
+        # Since when (the clock's), and for how many requests, a lesson held requests back
+        # without being tried again.
+        self._held: dict[tuple[str, str], tuple[float, int]] = {}
 
     def get(self, team: str, model: str) -> int | None:
         stated = self._windows.get((team, model))
@@ -60,28 +77,75 @@ class LearnedWindows:
     def bounds(self, team: str, model: str) -> Bounds | None:
         return self._bounds.get((team, model))
 
-    def refuse(self, team: str, model: str, need: int) -> Bounds | None:
+    def refuse(self, team: str, model: str, need: int, sure: bool = False) -> Bounds | None:
         """A request of ``need`` (the upstream's units) refused without figures: the bounds,
-        when they moved."""
+        when they moved (``sure``: the upstream's own figures say so)."""
         bounds = self._bounds.setdefault((team, model), Bounds())
-        return bounds if bounds.refuse(need) else None
+        if not bounds.refuse(need, sure):
+            return None
+        self._learned((team, model))
+        return bounds
 
-    def accept(self, team: str, model: str, need: int) -> Bounds | None:
-        """A request of ``need`` answered whole: the bounds, when they moved."""
+    def accept(self, team: str, model: str, need: int, prompt: int | None = None) -> Bounds | None:
+        """A request of ``need`` (``prompt`` and its reply limit) answered whole: the bounds,
+        when they moved."""
         key = (team, model)
         bounds = self._bounds.get(key)
         if bounds is None:
             if len(self._bounds) >= MAX_UNREFUSED:
                 return None
             bounds = self._bounds[key] = Bounds()
-        return bounds if bounds.accept(need) else None
+        return bounds if bounds.accept(need, prompt) else None
 
     def restore_bounds(self, team: str, model: str, bounds: Bounds) -> None:
         self._bounds[(team, model)] = bounds
 
-    def learn(self, team: str, model: str, window: int, evidence: str = "") -> bool:
+    def restore_at(self, team: str, model: str, at: float) -> None:
+        """When a lesson the store kept was learned."""
+        self._at[(team, model)] = at
+
+    def learned_at(self, team: str, model: str) -> float | None:
+        """When the lesson in force was learned (wall-clock seconds; None: not known)."""
+        return self._at.get((team, model))
+
+    def due(self, team: str, model: str, after_seconds: float, after_requests: int) -> bool:
+        """A request held back by the lesson about ``model``: whether it is the one let through
+        past it (``after_seconds`` since the lesson was learned or last tried, or the
+        ``after_requests``-th held back since; 0: never by that measure)."""
+        key = (team, model)
+        now = self._clock()
+        since, held = self._held.get(key, (now, 0))
+        held += 1
+        due = (after_seconds > 0 and now - since >= after_seconds) or (
+            after_requests > 0 and held >= after_requests
+        )
+        self._held[key] = (now, 0) if due else (since, held)
+        return due
+
+    def healed(self, team: str, model: str, need: int, prompt: int | None) -> bool:
+        """A request let through past the lesson was answered whole (``need``: its prompt and
+        reply limit; ``prompt``: the prompt, when counted): what it disproves is forgotten.
+        Whether anything was."""
+        key = (team, model)
+        bounds = self._bounds.get(key)
+        healed = bounds is not None and bounds.heal(need, prompt)
+        stated = self._windows.get(key)
+        if stated is not None and prompt is not None and prompt > stated:
+            del self._windows[key]
+            self._evidence.pop(key, None)
+            healed = True
+        return healed
+
+    def _learned(self, key: tuple[str, str]) -> None:
+        self._at[key] = self._wall()
+        self._held[key] = (self._clock(), 0)
+
+    def learn(
+        self, team: str, model: str, window: int, evidence: str = "", restored: bool = False
+    ) -> bool:
         """Apply ``window`` (windows only go down); False when it is not lower than what was
-        learned, or is no sane window (proxy/windows/sane.py)."""
+        learned, or is no sane window (proxy/windows/sane.py). ``restored``: read from the
+        store, learned at another time (``restore_at``)."""
         key = (team, model)
         if sane_window(window) is None:
             return False
@@ -91,12 +155,18 @@ class LearnedWindows:
         self._windows[key] = window
         if evidence:
             self._evidence[key] = evidence
+        if restored:
+            self._held[key] = (self._clock(), 0)
+        else:
+            self._learned(key)
         return True
 
     def forget(self, team: str, model: str) -> bool:
         """Forget what was learned (the window and its bounds); whether there was anything."""
         had = self._windows.pop((team, model), None) is not None
         self._evidence.pop((team, model), None)
+        self._at.pop((team, model), None)
+        self._held.pop((team, model), None)
         bounds = self._bounds.pop((team, model), None)
         return (bounds is not None and bounds.refused is not None) or had
 
@@ -128,6 +198,7 @@ class LearnedWindows:
                     "refused": b.refused,
                     "accepted": b.accepted,
                     "refusals": b.refusals,
+                    "largest_prompt_taken": b.largest,
                 }
         return out
 

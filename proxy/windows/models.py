@@ -106,10 +106,20 @@ class Models:
                 self._cache[name] = spec
         return spec
 
-    def window(self, spec: ModelSpec, team: str, cap: int | None = None) -> int | None:
+    def window(
+        self, spec: ModelSpec, team: str, cap: int | None = None, learned: bool = True
+    ) -> int | None:
         """The window the budget is made of, in the proxy's own tokens: ``window_for``'s steps
-        without their words (this runs on every request)."""
-        return self._steps(spec, team, cap)[3]
+        without their words (this runs on every request). ``learned=False``: without what
+        overflows taught (a request let through past a lesson, proxy/edge/relearning.py)."""
+        return self._steps(spec, team, cap, learned)[3]
+
+    def lowered(self, spec: ModelSpec, team: str) -> int | None:
+        """The learned window (the upstream's units) when it lowers ``spec``'s for ``team``:
+        a lesson in force; else None."""
+        learned = self.learned.get(team, spec.name)
+        base = self._base(spec)
+        return learned if learned is not None and (base is None or learned < base) else None
 
     def told_window(self, spec: ModelSpec, team: str, cap: int | None = None) -> int | None:
         """The window a client is told (``/v1/models``), in the upstream's units (what its
@@ -160,15 +170,20 @@ class Models:
         converted = self.calibration.window(team, model, window)
         return cap if cap and cap < converted else converted
 
+    def _base(self, spec: ModelSpec) -> int | None:
+        """The window before what overflows taught: the configured one, else the server's own
+        figure, else the table's (the upstream's units)."""
+        if spec.configured:
+            return spec.window
+        found = self.discovered.get(spec.route.name, spec.name)
+        return found.window if found is not None else spec.window
+
     def _steps(
-        self, spec: ModelSpec, team: str, cap: int | None
+        self, spec: ModelSpec, team: str, cap: int | None, with_learned: bool = True
     ) -> tuple[int | None, int | None, int | None, int | None]:
         """(learned, the window in the upstream's units, converted to the proxy's, capped)."""
-        learned = self.learned.get(team, spec.name)
-        base = spec.window
-        if not spec.configured:  # the server's own figure, over the table's
-            found = self.discovered.get(spec.route.name, spec.name)
-            base = found.window if found is not None else base
+        learned = self.learned.get(team, spec.name) if with_learned else None
+        base = self._base(spec)
         known = [w for w in (base, learned) if w]
         if not known:
             return learned, None, None, None

@@ -3,7 +3,10 @@ server's absurd figure (F7), a model name that is a path (F10)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -11,7 +14,10 @@ import orjson
 import pytest
 import respx
 
+from proxy.cli import main
 from proxy.config.catalog import Upstream as UpstreamConfig
+from proxy.config.settings import load_settings
+from proxy.stores import open_store
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from proxy.windows.discovery import (
     MAX_FAILED,
@@ -21,6 +27,7 @@ from proxy.windows.discovery import (
     Discovery,
     Forget,
 )
+from proxy.windows.tokenizers import get_encoding
 from tests.proxy.upstreams.test_forwarding import BASE, _running
 from tests.proxy.windows.test_window_learning import MODEL, ROOT, Upstream, config, no_figures
 
@@ -257,3 +264,128 @@ async def test_an_explicit_not_supported_is_learned_for_its_team_alone_and_can_b
     assert gone.status_code == 200 and again.status_code == 404
     assert again.json()["error"]["message"].startswith("nothing was learned")
     assert len(responses.calls) == 3
+
+
+class WindowedUpstream:
+    """A chat upstream of ``window`` prompt tokens (o200k, text parts) whose overflow states
+    no figures; a file part reads as 50,000 tokens (a PDF the proxy cannot count)."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.sent: list[int] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        messages = orjson.loads(request.content)["messages"]
+        encoding = get_encoding("o200k_base")
+        n = 0
+        for m in messages:
+            parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
+            for p in parts:
+                if isinstance(p, dict) and p.get("type") == "file":
+                    n += 50_000
+                else:
+                    text = p if isinstance(p, str) else p.get("text", "")
+                    n += 4 + len(encoding.encode_ordinary(text))
+        self.sent.append(n)
+        if n > self.window:
+            return no_figures(n)
+        usage = {"prompt_tokens": n, "completion_tokens": 1, "total_tokens": n + 1}
+        choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}}
+        return httpx.Response(200, json={"id": "c", "choices": [choice], "usage": usage})
+
+
+def learning_config(data: str, monkeypatch: pytest.MonkeyPatch, **trimming: Any) -> dict[str, Any]:
+    return {
+        **config(data, monkeypatch, discovery="off"),
+        "models": {"m": {"context_window": 30_000, "tokenizer": "o200k_base"}},
+        "trimming": {"max_overflow_retries": 1, **trimming},
+    }
+
+
+def asking(words: int, file: bool = False) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": "word " * words}]
+    if file:
+        content.append({"type": "file", "file": {"file_id": "file-abc123"}})
+    return {"model": "m", "messages": [{"role": "user", "content": content}], "max_tokens": 50}
+
+
+@respx.mock
+async def test_a_file_the_proxy_cannot_count_shrinks_no_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # F2: an input file by id made the proxy's count tiny; its figure-free overflow was learned
+    # at that count (the team's window set to ~100, every later request refused locally, kept
+    # across restarts, never healed).
+    upstream = WindowedUpstream(8000)
+    respx.post(f"{BASE}/chat/completions").mock(side_effect=upstream)
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(learning_config(data, monkeypatch)) as client:
+            ordinary = await client.post("/v1/chat/completions", json=asking(2000))
+            with_file = await client.post("/v1/chat/completions", json=asking(20, file=True))
+            later = [await client.post("/v1/chat/completions", json=asking(2000)) for _ in range(3)]
+    assert ordinary.status_code == 200
+    assert with_file.status_code == 400  # the upstream's own refusal, relayed
+    assert [r.status_code for r in later] == [200, 200, 200], later[0].text
+    assert len(upstream.sent) >= 5  # every later request reached the upstream
+
+
+@respx.mock
+async def test_a_learned_window_is_tried_again_and_a_refusal_on_it_says_how_to_forget_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # F2 / item 2: a learned window only went down, forever; the proxy refused each request
+    # itself ("window 17543") after the upstream's window grew, and did not say the window was
+    # learned. Now one held-back request is let through after a while and heals the lesson.
+    upstream = WindowedUpstream(3000)
+    respx.post(f"{BASE}/chat/completions").mock(side_effect=upstream)
+    trimming = {"learned_retry_requests": 3, "learned_retry_seconds": 0}
+    with tempfile.TemporaryDirectory() as data:
+        async with _running(learning_config(data, monkeypatch, **trimming)) as client:
+            first = await client.post("/v1/chat/completions", json=asking(4000))
+            upstream.window = 24_000  # the provider raised its window
+            held = [await client.post("/v1/chat/completions", json=asking(4000)) for _ in range(2)]
+            through = await client.post("/v1/chat/completions", json=asking(4000))
+            after = await client.post("/v1/chat/completions", json=asking(4000))
+    assert first.status_code == 400  # the upstream's refusal: the window is learned below it
+    for refused in held:
+        assert refused.status_code == 400
+        message = refused.json()["error"]["message"]
+        assert "learned from the upstream's overflow errors at" in message
+        assert "contextwarden windows forget m --team default" in message
+        assert "DELETE /admin/learned-windows/default/m" in message
+    assert through.status_code == 200
+    assert "learned-window-retried" in through.headers["x-contextwarden-actions"]
+    assert after.status_code == 200  # healed: no longer held back
+    assert "learned-window-retried" not in after.headers["x-contextwarden-actions"]
+
+
+def test_the_cli_lists_and_forgets_what_was_learned_without_the_admin_api(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The quick start has no admin API: a learned window and a learned capability are
+    # forgotten in the store itself.
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path}\n")
+    store = open_store(load_settings(str(path)))
+
+    async def seed() -> None:
+        await store.put_learned_window("default\tm", 17_543)
+        await store.put_setting("bounds-refused\tdefault~abc\tm", 20_000)
+        await store.put_setting("learned-at\tdefault\tm", 1_795_000_000)
+        await store.put_setting("compaction-served\tdefault\tu", 1)
+        await store.put_setting("discovered\tu\tm", 32_768)
+
+    asyncio.run(seed())
+    assert main(["windows", "list", "--config", str(path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed == {
+        "default": {"m": {"window": 17_543, "learned_at": 1_795_000_000}},
+        "default~abc": {"m": {"refused": 20_000}},
+    }
+    assert main(["windows", "forget", "m", "--team", "default", "--config", str(path)]) == 0
+    assert main(["windows", "forget", "m", "--team", "default", "--config", str(path)]) == 1
+    assert main(["capabilities", "list", "--config", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1]) == {"default": ["u"]}
+    assert main(["capabilities", "forget", "default", "u", "--config", str(path)]) == 0
+    left = asyncio.run(store.learned_windows())
+    assert left == {"bounds-refused\tdefault~abc\tm": 20_000, "discovered\tu\tm": 32_768}

@@ -57,6 +57,31 @@ def test_a_need_taken_above_the_refused_one_does_not_undo_the_refusal() -> None:
     assert (b.refused, b.accepted) == (12_000, 10_000)
 
 
+def test_never_below_the_largest_prompt_taken() -> None:
+    """A figure-free refusal of a need the upstream already took a larger prompt than is the
+    proxy's miscount (content it cannot count), not the window: not believed, unless the
+    upstream's own figures say so (a silent truncation's usage)."""
+    b = Bounds()
+    b.accept(9_000, prompt=8_000)
+    assert not b.refuse(100)  # one caller's request, counted at 100
+    assert b.window() is None and b.largest == 8_000
+    assert b.refuse(12_000)
+    assert b.window() is not None and b.window() >= 8_000  # type: ignore[operator]
+    b2 = Bounds(refused=20_000, accepted=None, refusals=1, largest=15_000)
+    assert b2.window() == 15_000  # half of what was refused would be below what it took
+    assert b2.refuse(6_000, sure=True) and b2.largest is None and b2.window() == 3_000
+
+
+def test_a_request_past_the_refusal_taken_heals_it() -> None:
+    b = Bounds()
+    b.accept(10_000, prompt=9_000)
+    b.refuse(12_000)
+    assert not b.heal(11_000, 10_500)  # below what was refused: disproves nothing
+    assert b.heal(20_000, 19_000)  # a window that grew, or a wrong refusal
+    assert (b.refused, b.accepted, b.refusals, b.largest) == (None, 20_000, 0, 19_000)
+    assert b.window() is None
+
+
 def test_what_it_says_of_itself() -> None:
     b = Bounds()
     b.accept(1000)
