@@ -147,9 +147,8 @@ class WindowKnowledge:
                 await self.store.put_learned_window(key, stated)
         except Exception as exc:  # healed in memory all the same
             log.warning("could not persist the healed window of %s: %s", model, exc)
-        bounds = learned.bounds(team, model)
-        if bounds is not None:
-            await self._persist_bounds(team, model, bounds)
+        # The healed bounds (nothing refused) stay in memory: stored again with the next
+        # refusal; the keys gone, the other processes forget theirs (proxy/edge/sharing.py).
         return True
 
     async def _persist_at(self, team: str, model: str) -> None:

@@ -275,13 +275,14 @@ class WindowedUpstream:
         self.sent: list[int] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        messages = orjson.loads(request.content)["messages"]
+        payload = orjson.loads(request.content)
+        responses = "input" in payload
         encoding = get_encoding("o200k_base")
         n = 0
-        for m in messages:
+        for m in payload["input"] if responses else payload["messages"]:
             parts = m["content"] if isinstance(m["content"], list) else [m["content"]]
             for p in parts:
-                if isinstance(p, dict) and p.get("type") == "file":
+                if isinstance(p, dict) and p.get("type") in ("file", "input_file"):
                     n += 50_000
                 else:
                     text = p if isinstance(p, str) else p.get("text", "")
@@ -289,6 +290,12 @@ class WindowedUpstream:
         self.sent.append(n)
         if n > self.window:
             return no_figures(n)
+        if responses:
+            said = [{"type": "output_text", "text": "ok"}]
+            output = [{"type": "message", "role": "assistant", "content": said}]
+            usage = {"input_tokens": n, "output_tokens": 1, "total_tokens": n + 1}
+            body = {"id": "r", "object": "response", "status": "completed", "output": output}
+            return httpx.Response(200, json={**body, "model": "m", "usage": usage})
         usage = {"prompt_tokens": n, "completion_tokens": 1, "total_tokens": n + 1}
         choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}}
         return httpx.Response(200, json={"id": "c", "choices": [choice], "usage": usage})
@@ -309,20 +316,30 @@ def asking(words: int, file: bool = False) -> dict[str, Any]:
     return {"model": "m", "messages": [{"role": "user", "content": content}], "max_tokens": 50}
 
 
+def asking_responses(words: int, file: bool = False) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "input_text", "text": "word " * words}]
+    if file:
+        content.append({"type": "input_file", "file_id": "file-abc123"})
+    item = {"role": "user", "content": content}
+    return {"model": "m", "input": [item], "max_output_tokens": 50}
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses"])
 @respx.mock
 async def test_a_file_the_proxy_cannot_count_shrinks_no_window(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     # F2: an input file by id made the proxy's count tiny; its figure-free overflow was learned
     # at that count (the team's window set to ~100, every later request refused locally, kept
     # across restarts, never healed).
     upstream = WindowedUpstream(8000)
-    respx.post(f"{BASE}/chat/completions").mock(side_effect=upstream)
+    respx.post(f"{BASE}{path}").mock(side_effect=upstream)
+    ask = asking if path == "/chat/completions" else asking_responses
     with tempfile.TemporaryDirectory() as data:
         async with _running(learning_config(data, monkeypatch)) as client:
-            ordinary = await client.post("/v1/chat/completions", json=asking(2000))
-            with_file = await client.post("/v1/chat/completions", json=asking(20, file=True))
-            later = [await client.post("/v1/chat/completions", json=asking(2000)) for _ in range(3)]
+            ordinary = await client.post(f"/v1{path}", json=ask(2000))
+            with_file = await client.post(f"/v1{path}", json=ask(20, file=True))
+            later = [await client.post(f"/v1{path}", json=ask(2000)) for _ in range(3)]
     assert ordinary.status_code == 200
     assert with_file.status_code == 400  # the upstream's own refusal, relayed
     assert [r.status_code for r in later] == [200, 200, 200], later[0].text
