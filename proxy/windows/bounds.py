@@ -34,7 +34,7 @@ CLOSE = 0.02  # the gap, as a share of the refused need, under which probing sto
 MIN_GAP = 64  # and, in tokens, whatever the share
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Bounds:
     """What a team's requests taught about one model's window, without figures."""
 

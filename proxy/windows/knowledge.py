@@ -235,7 +235,9 @@ def restore(models: Models, stored: dict[str, int]) -> None:
         if values.get(REFUSED_KEY):
             accepted = values.get(ACCEPTED_KEY) or None
             refusals, largest = values.get(REFUSALS_KEY, 1), values.get(LARGEST_KEY) or None
-            bounds = Bounds(values[REFUSED_KEY], accepted, refusals, largest)
+            bounds = Bounds(
+                refused=values[REFUSED_KEY], accepted=accepted, refusals=refusals, largest=largest
+            )
             models.learned.restore_bounds(*scoped, bounds)
         if values.get(AT_KEY):
             models.learned.restore_at(*scoped, values[AT_KEY])
