@@ -194,10 +194,10 @@ class Echo:
         self._lowered: bytes | None = None
 
     def own_text(self, message: str) -> str:
-        lowered = message.lower()
+        lowered = _folded(message)
         masked = list(message)
         for piece in _echoable(self._sent, len(message)):
-            needle = piece.lower()
+            needle = _folded(piece)
             start = lowered.find(needle)
             while start >= 0:
                 end = start + len(needle)
@@ -250,6 +250,17 @@ def _carries(text: str, longest: int) -> bool:
     if not 2 <= len(text) <= longest:
         return False
     return any(c.isdigit() or c.isspace() for c in text)
+
+
+def _folded(text: str) -> str:
+    """``text`` lowercased character for character, so that a position in it is the same
+    position in ``text``: ``str.lower`` lengthens U+0130 (İ) to two characters, and 60 of them
+    before an echo moved its mask 60 characters off it, leaving two echoed fields to read as
+    one wording. A character whose lowercase is longer than itself stays as it is."""
+    lowered = text.lower()
+    if len(lowered) == len(text):  # no character lengthened (and none ever shortens)
+        return lowered
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
 
 
 def _bounded(text: str, start: int, end: int) -> bool:

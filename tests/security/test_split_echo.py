@@ -4,10 +4,13 @@ Figures are now read only from the message's own text (proxy/upstreams/overflows
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from starlette.responses import Response
 
 from proxy.upstreams.overflows import is_context_overflow
@@ -42,6 +45,18 @@ def space_joined(seen: Seen) -> Response:
     return Response(orjson.dumps({"error": error}), 400, media_type="application/json")
 
 
+def comma_joined(seen: Seen) -> Response:
+    """A hypothetical upstream that joins the echoed names with a bare comma."""
+    fields = [k for k in orjson.loads(seen.body) if k not in KNOWN]
+    error = {"message": f"unexpected: {','.join(fields)}", "type": "invalid_request_error"}
+    return Response(orjson.dumps({"error": error}), 400, media_type="application/json")
+
+
+# F8 of #55: U+0130 lowercases to two characters, so 60 of them before the echoes moved every
+# mask 60 characters off its echo, and "3" and "00 tokens" joined by a comma read as 300.
+DOTTED = ("\u0130" * 60, "maximum context length is 3", "00 tokens")
+
+
 def planted(*names: str) -> bytes:
     raw = orjson.dumps(chat_body(max_tokens=100))[:-1]
     return raw + b"".join(b',"%s":1' % n.encode() for n in names) + b"}"
@@ -54,6 +69,7 @@ def planted(*names: str) -> bytes:
         (validator_echo, HALVES),
         (space_joined, ("maximum context length is", "300 tokens")),
         (space_joined, ("This model's maximum context length is 300", "tokens. Reduce it")),
+        (comma_joined, DOTTED),
     ],
 )
 def test_a_window_split_over_echoed_fields_is_never_learned(
@@ -114,6 +130,42 @@ def test_own_text_masks_whole_echoes_only() -> None:
     text = own_text("unknown: maximum context length is 300, context; 3000 tokens", sent)
     echoed = "maximum context length is 300"
     assert text == "unknown: " + MASK * len(echoed) + ", context; 3000 tokens"
+
+
+def test_dotted_capitals_before_the_echoes_never_make_a_window() -> None:
+    """F8: the echoes after 60 U+0130 are masked where they stand, not 60 characters on."""
+    sent = orjson.dumps(dict.fromkeys(("model", *DOTTED), 1))
+    message = error("unexpected: " + ",".join(DOTTED))
+    assert is_context_overflow(400, message, sent) is None
+
+
+ECHOES = ("maximum context length is 3", "00 tokens", "resulted in 10 tokens")
+# Characters whose case changes their length or maps across scripts, often, among any others
+# (st.text would merge them into its ranges, where each is as rare as any other character).
+AWKWARD = list("\u0130i\u0307\u00df\u1e9e\u03a3\u212aK\ufb03\u0149 ,.0")
+UNICODE = st.lists(st.sampled_from(AWKWARD) | st.characters(), max_size=80).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prefix=UNICODE,
+    echo=st.sampled_from(ECHOES),
+    after=UNICODE,
+)
+def test_masks_stay_on_their_echo_after_any_unicode(prefix: str, echo: str, after: str) -> None:
+    """Whatever text comes before an echo (and after it), its mask covers exactly the echo:
+    the rest of the message is left as it came."""
+    from proxy.upstreams.overflows import MASK, own_text
+
+    text = f"{prefix} {echo} {after}"
+    for other in (prefix, after):  # the echo once, in the middle, is what is checked
+        assume(echo.lower() not in other.lower())
+        assume(re.search(re.escape(echo), other, re.IGNORECASE) is None)
+    assume(MASK not in text)
+    sent = orjson.dumps({"model": "m", echo: 1})
+    start = len(prefix) + 1
+    expected = text[:start] + MASK * len(echo) + text[start + len(echo) :]
+    assert own_text(text, sent) == expected
 
 
 @pytest.mark.parametrize(
