@@ -94,6 +94,7 @@ class Runtime:
         seen = SeenConversations(writer, settings.checkpoints.ttl_seconds)
         compactor = Compactor(store, llm, metrics.summarizer_latency.observe, seen)
         metrics.watch(compactor.figures)
+        metrics.watch_store(lambda: store.usage)
         prefixes = PrefixTracker(writer, shared=shared)
         recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds, shared)
         planner = Planner(settings, compactor, prefixes, CutMemory(writer, shared), recalls)

@@ -97,6 +97,12 @@ class WireRequest:
     recall_name: str | None = None
 
     @property
+    def owner(self) -> str:
+        """Whose share of the store the objects it makes take (proxy/stores/quota.py): its
+        team's, in passthrough its caller's (as ``learns_as``)."""
+        return self.learns_as or self.team
+
+    @property
     def fresh(self) -> int:
         """Bytes of the body not reused from the conversation's last request."""
         return max(0, len(self.body) - self.reused)

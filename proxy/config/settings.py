@@ -65,11 +65,25 @@ class Checkpoints(Strict):
     timeout_seconds: float = Field(
         1.0, gt=0, description="bound on each store call; past it the request truncates"
     )
+    max_bytes: int = Field(
+        1 << 30,
+        ge=1 << 20,
+        description="what the store may hold, every team's objects together (bytes); past it "
+        "the oldest go (proxy/stores/quota.py)",
+    )
+    max_bytes_per_team: int | None = Field(
+        None,
+        ge=1 << 16,
+        description="what one team (in passthrough, one caller) may hold (bytes); past it its "
+        "own oldest go; null: a quarter of max_bytes",
+    )
 
     @model_validator(mode="after")
     def _url(self) -> Checkpoints:
         if self.backend == "redis" and not self.url:
             raise ValueError("backend: redis needs url (e.g. redis://localhost:6379/0)")
+        if self.max_bytes_per_team is not None and self.max_bytes_per_team > self.max_bytes:
+            raise ValueError("max_bytes_per_team is more than max_bytes")
         return self
 
 

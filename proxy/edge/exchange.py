@@ -244,7 +244,7 @@ async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> S
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
     key = key_of(req)
     near = plan.near  # a prompt far from the limit needs no store round trip
-    return await prefixes.see(key, forwarded, tokens, sent, near)
+    return await prefixes.see(key, forwarded, tokens, sent, near, req.owner)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:

@@ -161,7 +161,9 @@ class Owners:
         for object_id in ids:
             try:
                 if await self._store.get_blob(PREFIX + object_id) is None:
-                    await self._store.put_blob(PREFIX + object_id, team.encode(), TTL)
+                    # Outside the store's bounds (proxy/stores/quota.py): evicted, it would
+                    # make the object anybody's.
+                    await self._store.put_blob(PREFIX + object_id, team.encode(), TTL, None)
             except Exception as exc:  # the answer is relayed all the same
                 log.warning("could not record the owner of %s: %s", object_id, exc)
                 return

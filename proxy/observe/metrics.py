@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.stores.quota import Usage
 from proxy.windows.families import Families
 from strategies.cost import PromptCosts
 
@@ -281,6 +282,10 @@ class Metrics:
         """Expose the summarizer's own counters, read from ``source`` at scrape time."""
         self.registry.register(_SummarizerCollector(source))
 
+    def watch_store(self, usage: Callable[[], Usage]) -> None:
+        """Expose the store's bytes and this process's evictions (proxy/stores/quota.py)."""
+        self.registry.register(_StoreCollector(usage))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -362,3 +367,26 @@ class _SummarizerCollector(Collector):
             "Summarizer circuit breakers open (1 each)",
             s["breakers_open"],
         )
+
+
+class _StoreCollector(Collector):
+    def __init__(self, usage: Callable[[], Usage]) -> None:
+        self._usage = usage
+
+    def collect(self) -> Iterator[Metric]:
+        u = self._usage()
+        yield GaugeMetricFamily(
+            "contextwarden_store_bytes",
+            "Bytes the store holds under its limits (checkpoints.max_bytes), as of this "
+            "process's last write",
+            u.held,
+        )
+        evicted = CounterMetricFamily(
+            "contextwarden_store_evictions",
+            "Stored objects this process evicted, the oldest first: past a team's "
+            "max_bytes_per_team (bound=team) or past max_bytes (bound=total)",
+            labels=["bound"],
+        )
+        evicted.add_metric(["team"], u.evicted_owner)
+        evicted.add_metric(["total"], u.evicted_total)
+        yield evicted

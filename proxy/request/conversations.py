@@ -86,12 +86,17 @@ class _Pending:
     sent: int
     at: float
     persist: bool
+    owner: str  # whose share of the store it takes (proxy/stores/quota.py)
 
 
 class BlobStore(Protocol):
     async def get_blob(self, key: str) -> bytes | None: ...
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None: ...
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        """``owner``: whose share of the store's bytes it takes (proxy/stores/quota.py)."""
+        ...
 
 
 class PrefixTracker:
@@ -126,6 +131,7 @@ class PrefixTracker:
         tokens: int,
         sent: int = 0,
         persist: bool = True,
+        owner: str = "",
     ) -> Seen:
         """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
         with the conversation's last one, and remember it in its place. With ``persist`` (the
@@ -145,7 +151,9 @@ class PrefixTracker:
         for m in messages[:upto]:
             rolling.update(_digest(m))
         at_previous = rolling.digest() if previous is not None else None
-        pending = _Pending(rolling, messages[upto:], len(messages), tokens, sent, now, persist)
+        pending = _Pending(
+            rolling, messages[upto:], len(messages), tokens, sent, now, persist, owner
+        )
         # One that memory lets go while still pending is written all the same.
         self._last.put(conversation, pending, FINGERPRINT_BYTES)
         self._pending[conversation] = pending
@@ -178,7 +186,7 @@ class PrefixTracker:
             if self._last.peek(conversation) is pending:
                 self._last.put(conversation, f, FINGERPRINT_BYTES)
             if pending.persist:
-                self._write(conversation, f)
+                self._write(conversation, f, pending.owner)
         return f
 
     async def last(self, conversation: str) -> Fingerprint | None:
@@ -215,14 +223,15 @@ class PrefixTracker:
         while self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
 
-    def _write(self, conversation: str, fingerprint: Fingerprint) -> None:
+    def _write(self, conversation: str, fingerprint: Fingerprint, owner: str) -> None:
         if self._store is None:
             return
         store = self._store
+        raw = _encode(fingerprint)
 
         async def write() -> None:
             try:
-                await store.put_blob(STORE_PREFIX + conversation, _encode(fingerprint), TTL_SECONDS)
+                await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS, owner)
             except Exception:  # kept in memory all the same
                 return
 

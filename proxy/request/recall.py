@@ -51,8 +51,9 @@ MAX_ORIGINAL_BYTES = 4 << 20  # an output larger than this is not kept (nor reca
 RECALLED_SHARE = 0.5  # of the continuation's budget, at most, for one recalled output
 NAMED = re.compile(r"recall: (r[0-9a-f]{12})\b")
 NOT_KEPT = (
-    "No output is kept under the handle {handle} (it expired, or the handle is not one a "
-    "placeholder names): run the tool again if you need its output."
+    "No output is kept under the handle {handle} any longer (it expired, the store's size "
+    "bounds let it go, or the handle is not one a placeholder names): run the tool again if "
+    "you need its output."
 )
 LIMIT = (
     "The recall limit of this request is reached: answer with what you have, or run the tool "
@@ -98,10 +99,13 @@ class RecallMemory:
     def __len__(self) -> int:
         return len(self._recent) + len(self._index)
 
-    def keep(self, conversation: str, originals: dict[str, tuple[str, str]]) -> None:
+    def keep(
+        self, conversation: str, originals: dict[str, tuple[str, str]], owner: str = ""
+    ) -> None:
         """Hold ``originals`` (handle -> (text, call)) now; write the new ones and the index
         to the store in the background (a recall in this request's answer finds them in
-        memory)."""
+        memory), charged to ``owner`` (proxy/stores/quota.py: past its share, its oldest go,
+        and a recall of one answers that it is no longer kept)."""
         new = []
         index = dict(self._index.get(conversation) or {})
         for handle, (text, call) in originals.items():
@@ -117,7 +121,7 @@ class RecallMemory:
         self._index.put(conversation, index, size)
         if new and self._store is not None:
             new.append((f"{INDEX_PREFIX}{conversation}", orjson.dumps(index), self._ttl))
-            task = asyncio.ensure_future(self._write(self._store, new))
+            task = asyncio.ensure_future(self._write(self._store, new, owner))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
 
@@ -159,10 +163,12 @@ class RecallMemory:
         except Exception:  # the store is down: the model is told to run the tool again
             return None
 
-    async def _write(self, store: BlobStore, items: list[tuple[str, bytes, float]]) -> None:
+    async def _write(
+        self, store: BlobStore, items: list[tuple[str, bytes, float]], owner: str
+    ) -> None:
         for key, value, ttl in items:
             try:
-                await store.put_blob(key, value, ttl)
+                await store.put_blob(key, value, ttl, owner)
             except Exception:  # kept in memory all the same
                 return
 

@@ -59,7 +59,9 @@ class CutMemory:
             return recipe
         return decode(raw) if raw else None
 
-    def remember(self, conversation: str, recipe: Recipe) -> None:
+    def remember(self, conversation: str, recipe: Recipe, owner: str = "") -> None:
+        """Keep ``recipe`` as the conversation's cut, in the store charged to ``owner``
+        (proxy/stores/quota.py)."""
         if conversation in self._unread:  # cut without the store: not the conversation's cut
             self._unread.discard(conversation)
             return
@@ -74,7 +76,7 @@ class CutMemory:
         if not self._shared:  # else the store alone holds it
             self._hold(conversation, raw)
         if self._store is not None:
-            task = asyncio.ensure_future(self._write(self._store, conversation, raw))
+            task = asyncio.ensure_future(self._write(self._store, conversation, raw, owner))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
 
@@ -86,9 +88,9 @@ class CutMemory:
         """What this process holds (proxy/observe/memory.py gives it its share)."""
         return self._recent
 
-    async def _write(self, store: BlobStore, conversation: str, raw: bytes) -> None:
+    async def _write(self, store: BlobStore, conversation: str, raw: bytes, owner: str) -> None:
         try:
-            await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS)
+            await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS, owner)
         except Exception:  # kept in memory all the same
             return
 

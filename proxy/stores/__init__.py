@@ -11,6 +11,9 @@ warning, and ``contextwarden_checkpoints_disabled`` in /metrics).
     guarded.py   any store, each call bounded in time and a fault remembered
     writer.py    the request path's blob writes, gathered and written together
     codec.py     checkpoints to and from JSON, one format for every backend
+    quota.py     what the store may hold: a total and a per-team bound, the oldest out first
+    sqlite_quota.py  the bounds in SQLite: triggers count, the write's transaction evicts
+    redis_quota.py   the bounds in Redis: one script per write counts and evicts
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from proxy.config.settings import Settings
 from proxy.stores.guarded import GuardedStore, StoreFault
+from proxy.stores.quota import Quota
 
 if TYPE_CHECKING:
     from proxy.stores.sqlite import SqliteStore
@@ -38,7 +42,9 @@ def open_store(settings: Settings) -> GuardedStore:
         from proxy.stores.redis import RedisStore
 
         assert config.url is not None
-        redis = RedisStore(config.url, config.ttl_seconds, config.max_per_conversation, timeout)
+        redis = RedisStore(
+            config.url, config.ttl_seconds, config.max_per_conversation, timeout, quota(settings)
+        )
         return GuardedStore(redis, timeout)
     path = Path(settings.data_dir) / "checkpoints.sqlite3"
     try:
@@ -49,16 +55,25 @@ def open_store(settings: Settings) -> GuardedStore:
         return GuardedStore(None, timeout, disabled=reason)
 
 
+def quota(settings: Settings) -> Quota:
+    """The store's bounds: ``checkpoints.max_bytes``, and per team ``max_bytes_per_team`` (a
+    quarter of the total when unset)."""
+    config = settings.checkpoints
+    return Quota(
+        total=config.max_bytes, per_owner=config.max_bytes_per_team or config.max_bytes // 4
+    )
+
+
 def _sqlite(path: Path, settings: Settings, timeout: float) -> SqliteStore:
     from proxy.stores.sqlite import SqliteStore
 
     config = settings.checkpoints
     try:
-        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout)
+        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout, quota(settings))
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) or not path.exists():
             raise
         aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
         path.rename(aside)
         log.warning("%s is not a usable database (%s); moved to %s", path, exc, aside)
-        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout)
+        return SqliteStore(path, config.ttl_seconds, config.max_entries, timeout, quota(settings))

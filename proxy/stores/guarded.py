@@ -15,6 +15,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from proxy.stores.protocol import Store
+from proxy.stores.quota import Blob, Usage
 from strategies.checkpoints.chain import Checkpoint
 
 T = TypeVar("T")
@@ -47,6 +48,11 @@ class GuardedStore:
         return time.monotonic() < self._down_until
 
     @property
+    def usage(self) -> Usage:
+        """The store's bytes and this process's evictions (proxy/stores/quota.py)."""
+        return self.inner.usage if self.inner is not None else Usage()
+
+    @property
     def _store(self) -> Store:
         if self.inner is None:
             raise StoreFault(f"checkpoints are disabled: {self.disabled}")
@@ -68,8 +74,8 @@ class GuardedStore:
     async def candidates(self, team: str, conversation: str) -> list[Checkpoint]:
         return await self._call(self._store.candidates(team, conversation))
 
-    async def put(self, team: str, checkpoint: Checkpoint) -> None:
-        await self._call(self._store.put(team, checkpoint))
+    async def put(self, team: str, checkpoint: Checkpoint, owner: str = "") -> None:
+        await self._call(self._store.put(team, checkpoint, owner))
 
     async def learned_windows(self) -> dict[str, int]:
         return await self._call(self._store.learned_windows())
@@ -86,10 +92,12 @@ class GuardedStore:
     async def get_blob(self, key: str) -> bytes | None:
         return await self._call(self._store.get_blob(key))
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        await self._call(self._store.put_blob(key, value, ttl_seconds))
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        await self._call(self._store.put_blob(key, value, ttl_seconds, owner))
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+    async def put_blobs(self, items: list[Blob]) -> None:
         await self._call(self._store.put_blobs(items))
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from proxy.stores.quota import Blob, Usage
 from strategies.checkpoints.chain import Checkpoint
 
 
@@ -13,9 +14,17 @@ class Store(Protocol):
     conversations, response owners), locks, quotas and the scope key. SQLite for the
     processes of one machine, Redis across machines."""
 
+    @property
+    def usage(self) -> Usage:
+        """Its bytes and this process's evictions (proxy/stores/quota.py)."""
+        ...
+
     async def candidates(self, team: str, conversation: str) -> list[Checkpoint]: ...
 
-    async def put(self, team: str, checkpoint: Checkpoint) -> None: ...
+    async def put(self, team: str, checkpoint: Checkpoint, owner: str = "") -> None:
+        """Keep ``checkpoint`` for ``team`` (whose checkpoints: a scope), charged to ``owner``
+        (whose share of the store's bytes: proxy/stores/quota.py; empty: ``team``)."""
+        ...
 
     async def learned_windows(self) -> dict[str, int]: ...
 
@@ -32,13 +41,16 @@ class Store(Protocol):
 
     async def get_blob(self, key: str) -> bytes | None: ...
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        """A small value that expires (prefix fingerprints)."""
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        """A value that expires (prefix fingerprints, cuts, recall originals), charged to
+        ``owner`` (proxy/stores/quota.py; None: outside the limits)."""
         ...
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
-        """``put_blob`` for each (key, value, ttl_seconds), in one call (proxy/stores/writer.py
-        gathers the request path's writes)."""
+    async def put_blobs(self, items: list[Blob]) -> None:
+        """``put_blob`` for each blob, in one call (proxy/stores/writer.py gathers the request
+        path's writes)."""
         ...
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool: ...

@@ -3,7 +3,9 @@
 Checkpoints of a conversation live in one hash (``cw:ck:<team>:<conversation>``) that expires
 with the TTL and keeps at most ``max_per_conversation`` entries; single-flight locks are
 ``SET NX PX`` keys, so replicas summarize a conversation once between them; a quota's slots are
-a sorted set taken by a script, so replicas share a team's quota.
+a sorted set taken by a script, so replicas share a team's quota. Every object a request made
+is charged to its owner and the oldest evicted past the store's bounds, by one script per write
+(proxy/stores/redis_quota.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.stores.codec import dump, load
+from proxy.stores.quota import Blob, Quota, Usage, charged
+from proxy.stores.redis_quota import DROP, PUT, object_name
 from strategies.checkpoints.chain import Checkpoint
 
 LEARNED = "cw:learned"
@@ -42,7 +46,12 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. (t - tonumber(ARGV[1])), '+inf')
 
 class RedisStore:
     def __init__(
-        self, url: str, ttl_seconds: float, max_per_conversation: int, timeout: float = 1.0
+        self,
+        url: str,
+        ttl_seconds: float,
+        max_per_conversation: int,
+        timeout: float = 1.0,
+        quota: Quota | None = None,
     ) -> None:
         # One retry at once, on a new connection (those of a Redis that restarted are dead),
         # and no backoff: redis-py's own (ten retries, up to a second apart) would keep a
@@ -58,6 +67,10 @@ class RedisStore:
         self._max = max_per_conversation
         self._take = self._redis.register_script(TAKE_SLOT)
         self._count = self._redis.register_script(COUNT_SLOTS)
+        self._put = self._redis.register_script(PUT)
+        self._drop = self._redis.register_script(DROP)
+        self._quota = quota or Quota()
+        self.usage = Usage()
 
     @staticmethod
     def _key(team: str, conversation: str) -> str:
@@ -67,16 +80,28 @@ class RedisStore:
         values = await self._redis.hvals(self._key(team, conversation))
         return [load(v) for v in values]
 
-    async def put(self, team: str, checkpoint: Checkpoint) -> None:
+    async def put(self, team: str, checkpoint: Checkpoint, owner: str = "") -> None:
         key = self._key(team, checkpoint.conversation)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, checkpoint.id, dump(checkpoint))
-            pipe.expire(key, self._ttl)
-            await pipe.execute()
+        body = dump(checkpoint)
+        size = charged(key, checkpoint.id, body)
+        args: list[bytes | str | int] = [key, checkpoint.id, body, self._ttl * 1000]
+        args += [owner or team, size, *self._bounds]
+        self._count_evictions(await self._put(args=args))
         existing = [load(v) for v in await self._redis.hvals(key)]
         if len(existing) > self._max:
             oldest = sorted(existing, key=lambda c: c.created_at)[: len(existing) - self._max]
-            await self._redis.hdel(key, *[c.id for c in oldest])
+            names = [object_name(key, c.id) for c in oldest]
+            self.usage.held = int(await self._drop(args=names))
+
+    @property
+    def _bounds(self) -> list[int]:
+        return [self._quota.per_owner, self._quota.total]
+
+    def _count_evictions(self, reply: list[int]) -> None:
+        by_owner, by_total, held = (int(n) for n in reply)
+        self.usage.evicted_owner += by_owner
+        self.usage.evicted_total += by_total
+        self.usage.held = held
 
     async def learned_windows(self) -> dict[str, int]:
         raw = await self._redis.hgetall(LEARNED)
@@ -98,14 +123,23 @@ class RedisStore:
         value = await self._redis.get(f"cw:blob:{key}")
         return value.encode() if isinstance(value, str) else value
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        await self._redis.set(f"cw:blob:{key}", value, px=max(1, int(ttl_seconds * 1000)))
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        await self.put_blobs([Blob(key, value, ttl_seconds, owner)])
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+    async def put_blobs(self, items: list[Blob]) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:  # one round trip
-            for key, value, ttl_seconds in items:
-                pipe.set(f"cw:blob:{key}", value, px=max(1, int(ttl_seconds * 1000)))
-            await pipe.execute()
+            for b in items:
+                key = f"cw:blob:{b.key}"
+                size = -1 if b.owner is None else charged(key, b.value)
+                ttl = max(1, int(b.ttl_seconds * 1000))
+                args: list[bytes | str | int] = [key, "", b.value, ttl, b.owner or ""]
+                args += [size, *self._bounds]
+                await self._put(args=args, client=pipe)
+            replies = await pipe.execute()
+        for reply in replies:
+            self._count_evictions(reply)
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         return bool(

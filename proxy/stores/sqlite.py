@@ -7,9 +7,11 @@ a read of these small rows costs tens of microseconds, where a worker thread's r
 about 120 us of CPU and as long again in latency. When the file is locked all the same
 (another process holding it exclusively), the read goes to the worker thread and waits there.
 Checkpoints older than the TTL are purged, and the oldest go when there are more than
-``max_entries``. Locks (for single-flight summarization) are rows with an expiry, and quota
-slots rows taken under the file's write lock, so the processes of one host sharing the file
-(``serve --workers``) also summarize a conversation once and share each team's quota.
+``max_entries``; every object a request made is charged to its owner, the oldest evicted past
+the store's bounds (proxy/stores/sqlite_quota.py). Locks (for single-flight summarization) are
+rows with an expiry, and quota slots rows taken under the file's write lock, so the processes
+of one host sharing the file (``serve --workers``) also summarize a conversation once and share
+each team's quota.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from proxy.stores.codec import dump, load
+from proxy.stores.quota import Blob, Quota, Usage
+from proxy.stores.sqlite_quota import evict, held, prepare
 from strategies.checkpoints.chain import Checkpoint
 
 T = TypeVar("T")
@@ -46,9 +50,25 @@ CREATE INDEX IF NOT EXISTS slots_key ON slots (key, taken_at);
 """
 
 
+def _in_transaction(db: sqlite3.Connection, write: Callable[[sqlite3.Connection], None]) -> None:
+    db.execute("BEGIN")
+    try:
+        write(db)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:  # never left open: the next BEGIN would fail
+            db.execute("ROLLBACK")
+        raise
+
+
 class SqliteStore:
     def __init__(
-        self, path: Path, ttl_seconds: float, max_entries: int, busy_timeout: float = 1.0
+        self,
+        path: Path,
+        ttl_seconds: float,
+        max_entries: int,
+        busy_timeout: float = 1.0,
+        quota: Quota | None = None,
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
@@ -61,6 +81,7 @@ class SqliteStore:
             # what this store holds is rebuilt by the next requests (a summary, a fingerprint).
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            prepare(self._db)
         except sqlite3.Error:
             self._db.close()
             raise
@@ -78,6 +99,8 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._ttl = ttl_seconds
         self._max = max_entries
+        self._quota = quota or Quota()
+        self.usage = Usage(held=held(self._db))
         self.path = path
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -107,16 +130,22 @@ class SqliteStore:
         )
         return [load(r[0]) for r in rows]
 
-    async def put(self, team: str, checkpoint: Checkpoint) -> None:
+    async def put(self, team: str, checkpoint: Checkpoint, owner: str = "") -> None:
+        charged = owner or team
+
         def write(db: sqlite3.Connection) -> None:
             db.execute(
-                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO checkpoints (team, conversation, id, created_at, body, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET team=excluded.team, "
+                "conversation=excluded.conversation, created_at=excluded.created_at, "
+                "body=excluded.body, owner=excluded.owner",
                 (
                     team,
                     checkpoint.conversation,
                     checkpoint.id,
                     checkpoint.created_at,
                     dump(checkpoint),
+                    charged,
                 ),
             )
             db.execute("DELETE FROM checkpoints WHERE created_at < ?", (time.time() - self._ttl,))
@@ -125,8 +154,9 @@ class SqliteStore:
                 "ORDER BY created_at DESC LIMIT -1 OFFSET ?)",
                 (self._max,),
             )
+            evict(db, {charged}, self._quota, self.usage)
 
-        await self._run(write)
+        await self._run(lambda db: _in_transaction(db, write))
 
     async def learned_windows(self) -> dict[str, int]:
         rows = await self._run(
@@ -169,29 +199,28 @@ class SqliteStore:
 
         return await self._read(get)
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        await self.put_blobs([(key, value, ttl_seconds)])
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        await self.put_blobs([Blob(key, value, ttl_seconds, owner)])
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+    async def put_blobs(self, items: list[Blob]) -> None:
         def put(db: sqlite3.Connection) -> None:
             now = time.time()
-            rows = [(key, value, now + ttl) for key, value, ttl in items]
-            db.execute("BEGIN")  # one transaction: one commit for all of them
-            try:
-                db.executemany(
-                    "INSERT INTO blobs VALUES (?, ?, ?) ON CONFLICT(key) "
-                    "DO UPDATE SET value=excluded.value, expires_at=excluded.expires_at",
-                    rows,
-                )
-                if secrets.randbelow(256) < len(rows):  # one write in 256, sweep the expired
-                    db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:  # never left open: the next BEGIN would fail
-                    db.execute("ROLLBACK")
-                raise
+            rows = [(b.key, b.value, now + b.ttl_seconds, b.owner, now) for b in items]
+            db.executemany(
+                "INSERT INTO blobs (key, value, expires_at, owner, at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value, "
+                "expires_at=excluded.expires_at, owner=excluded.owner, at=excluded.at",
+                rows,
+            )
+            if secrets.randbelow(256) < len(rows):  # one write in 256, sweep the expired
+                db.execute("DELETE FROM blobs WHERE expires_at<?", (now,))
+            owners = {b.owner for b in items if b.owner is not None}
+            evict(db, owners, self._quota, self.usage)
 
-        await self._run(put)
+        # One transaction: one commit for all of them, and their evictions.
+        await self._run(lambda db: _in_transaction(db, put))
 
     async def acquire(self, key: str, ttl_seconds: float) -> bool:
         def take(db: sqlite3.Connection) -> bool:

@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from proxy.stores.quota import Blob
+
 DELAY = 0.05
 
 
 class BatchStore(Protocol):
     async def get_blob(self, key: str) -> bytes | None: ...
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None: ...
+    async def put_blobs(self, items: list[Blob]) -> None: ...
 
 
 class BlobWriter:
@@ -40,8 +42,8 @@ class BlobWriter:
     def __init__(self, store: BatchStore, delay: float = DELAY) -> None:
         self._store = store
         self._delay = delay
-        self._waiting: dict[str, tuple[bytes, float]] = {}
-        self._writing: dict[str, tuple[bytes, float]] = {}  # the batch in flight
+        self._waiting: dict[str, Blob] = {}
+        self._writing: dict[str, Blob] = {}  # the batch in flight
         self._timer: asyncio.TimerHandle | None = None
         self._flight: asyncio.Task[None] | None = None
         self._flushed: asyncio.Future[None] | None = None  # done when what waits is written
@@ -50,16 +52,18 @@ class BlobWriter:
     async def get_blob(self, key: str) -> bytes | None:
         held = self._waiting.get(key) or self._writing.get(key)
         if held is not None:
-            return held[0]
+            return held.value
         return await self._store.get_blob(key)
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        self.put(key, value, ttl_seconds)
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        self.put(key, value, ttl_seconds, owner)
 
-    def put(self, key: str, value: bytes, ttl_seconds: float) -> None:
+    def put(self, key: str, value: bytes, ttl_seconds: float, owner: str | None = "") -> None:
         """Hold ``value`` for ``key`` (replacing one waiting); written within ``delay``
         seconds, or after the batch in flight."""
-        self._waiting[key] = (value, ttl_seconds)
+        self._waiting[key] = Blob(key, value, ttl_seconds, owner)
         if self._timer is None and self._flight is None:
             self._timer = asyncio.get_running_loop().call_later(self._delay, self._send)
 
@@ -72,7 +76,7 @@ class BlobWriter:
         self._flight = asyncio.ensure_future(self._write(flushed))
 
     async def _write(self, flushed: asyncio.Future[None] | None) -> None:
-        batch = [(key, value, ttl) for key, (value, ttl) in self._writing.items()]
+        batch = list(self._writing.values())
         try:
             await self._store.put_blobs(batch)
         except Exception:  # the store logged it; the writers keep their values in memory

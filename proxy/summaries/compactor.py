@@ -140,13 +140,15 @@ class Compactor:
         if not candidates and not self._flights.running(bare.key) and planned_cut(bare) is None:
             # Nothing stored to reuse and nothing to summarize (a running task's steps):
             # truncated, without digesting the whole conversation. Seen, as on_compact has it.
-            await self._seen.check(bare.key, not dry_run)
+            await self._seen.check(bare.key, not dry_run, ctx.owner)
             return None
         chain = prefix_chain(messages)
         choice = self._choice(candidates, messages, chain, budget, ctx)
         job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
         # Asked only when it matters (on_compact): it remembers the conversation.
-        seen = await self._seen.check(job.key, not dry_run) if choice.best is None else True
+        seen = True
+        if choice.best is None:
+            seen = await self._seen.check(job.key, not dry_run, ctx.owner)
         action = on_compact(choice, lambda: seen, ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
             assert choice.view is not None and choice.best is not None
@@ -185,7 +187,7 @@ class Compactor:
         job = Job(messages, head, None, cut_budget or budget, ctx)
         if self._flights.running(job.key):
             return
-        if first_sight_truncates(await self._seen.check(job.key), ctx.policy):
+        if first_sight_truncates(await self._seen.check(job.key, True, ctx.owner), ctx.policy):
             return  # prepared from its next request on, if there is one
         if planned_cut(job) is None:
             # Nothing to summarize from the start, nor then after any checkpoint (a later
@@ -295,7 +297,7 @@ class Compactor:
         if self._on_latency is not None:
             self._on_latency(time.monotonic() - began)
         try:
-            await self.store.put(ctx.scope, checkpoint)
+            await self.store.put(ctx.scope, checkpoint, ctx.owner)
         except Exception as exc:  # used for this request all the same
             self._store_fault(exc)
         self.stats.created += 1

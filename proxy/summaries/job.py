@@ -71,10 +71,14 @@ class Context:
     pinned: frozenset[int] = frozenset()  # ids of messages kept verbatim, never summarized
     running: bool = False  # the current turn is a running task: never summarized into
     continuing: frozenset[int] = frozenset()  # its user messages that are not the task
+    # Whose share of the store its checkpoints take (proxy/stores/quota.py); empty: the team's.
+    owner: str = ""
 
     def __post_init__(self) -> None:
         if not self.scope:
             object.__setattr__(self, "scope", self.team)
+        if not self.owner:
+            object.__setattr__(self, "owner", self.team)
 
 
 @dataclass(frozen=True, slots=True)

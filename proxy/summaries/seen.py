@@ -26,7 +26,9 @@ ENTRY = 300  # a mark's key object, the entry and its slot, beside the key's cha
 class Blobs(Protocol):
     async def get_blob(self, key: str) -> bytes | None: ...
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None: ...
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None: ...
 
 
 class SeenConversations:
@@ -35,9 +37,9 @@ class SeenConversations:
         self._ttl = ttl
         self._memory: Lru[str, bool] = Lru(limit)
 
-    async def check(self, key: str, remember: bool = True) -> bool:
+    async def check(self, key: str, remember: bool = True, owner: str = "") -> bool:
         """Whether the conversation ``key`` came by before; with ``remember``, it has now
-        (marked in the store when it was not)."""
+        (marked in the store, charged to ``owner``, when it was not)."""
         if self._memory.get(key):
             return True
         seen = await self._stored(key)
@@ -46,7 +48,7 @@ class SeenConversations:
         if remember and not seen and self._store is not None:
             # A write that fails leaves it seen here all the same.
             with suppress(Exception):
-                await self._store.put_blob(STORE_PREFIX + key, b"1", self._ttl)
+                await self._store.put_blob(STORE_PREFIX + key, b"1", self._ttl, owner)
         return seen
 
     async def _stored(self, key: str) -> bool:

@@ -170,7 +170,7 @@ async def cut(
         and not req.continuation
     ):
         recipe = record(original, result.messages, actions, full.messages, message_digest)
-        planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint))
+        planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint), req.owner)
     return plan_of_fit(req, full, before, result, actions, checkpoint, planner.recalls, dry_run)
 
 

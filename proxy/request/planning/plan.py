@@ -107,7 +107,7 @@ def _recalling(
     if not found:
         return None
     if recalls is not None and not dry_run:
-        recalls.keep(recall_key(req), found)
+        recalls.keep(recall_key(req), found, req.owner)
     if not req.offer_recall:
         return None
     name = req.recall_name or reserved(req.body, req.payload)

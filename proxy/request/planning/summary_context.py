@@ -41,4 +41,5 @@ def summary_context(
         ),
         req.view.atomic_current,
         req.view.continuing,
+        owner=req.owner,
     )

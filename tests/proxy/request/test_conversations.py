@@ -25,7 +25,9 @@ class SlowStore:
         self.reads += 1
         return self.blobs.get(key)
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
         await asyncio.sleep(0.05)
         self.blobs[key] = value
 

@@ -26,7 +26,9 @@ class Blobs:
     async def get_blob(self, key: str) -> bytes | None:
         return self.data.get(key)
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
         self.data[key] = value
 
 

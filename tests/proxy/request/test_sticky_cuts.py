@@ -20,7 +20,9 @@ class BrokenStore:
     async def get_blob(self, key: str) -> bytes | None:
         raise OSError("disk gone")
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
         raise OSError("disk gone")
 
 
@@ -75,7 +77,9 @@ class CountingStore:
         self.reads += 1
         return self.raw if key == STORE_PREFIX + "conv" else None
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
         return None
 
 

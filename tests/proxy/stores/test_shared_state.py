@@ -11,6 +11,7 @@ import pytest
 from proxy.request.conversations import PrefixTracker
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
+from proxy.stores.quota import Blob
 from proxy.stores.writer import BlobWriter
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.llm import AllowanceSpent
@@ -33,14 +34,16 @@ class Shared:
         self.reads += 1
         return self.blobs.get(key)
 
-    async def put_blob(self, key: str, value: bytes, ttl_seconds: float) -> None:
-        await self.put_blobs([(key, value, ttl_seconds)])
+    async def put_blob(
+        self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
+    ) -> None:
+        await self.put_blobs([Blob(key, value, ttl_seconds, owner)])
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+    async def put_blobs(self, items: list[Blob]) -> None:
         if self.down:
             raise OSError("the store is down")
         await asyncio.sleep(0.01)
-        self.blobs.update({key: value for key, value, _ in items})
+        self.blobs.update({b.key: b.value for b in items})
 
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         if self.down:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from proxy.stores.protocol import Store
+from proxy.stores.quota import Blob
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SqliteStore
 from strategies.checkpoints.chain import Checkpoint, Layer
@@ -105,7 +106,7 @@ async def test_blobs_expire(store: Store) -> None:
 
 async def test_blobs_put_together(store: Store) -> None:
     await store.put_blob("a", b"old", ttl_seconds=60)
-    await store.put_blobs([("a", b"1", 60), ("b", b"2", 0.05), ("c", b"3", 60)])
+    await store.put_blobs([Blob("a", b"1", 60), Blob("b", b"2", 0.05), Blob("c", b"3", 60)])
     assert [await store.get_blob(k) for k in "abc"] == [b"1", b"2", b"3"]
     await asyncio.sleep(0.1)
     assert [await store.get_blob(k) for k in "abc"] == [b"1", None, b"3"]
@@ -219,9 +220,9 @@ async def test_a_sqlite_batch_that_fails_is_rolled_back_and_the_next_one_lands(
     s = SqliteStore(tmp_path / "cw.sqlite3", ttl_seconds=3600, max_entries=100)
     bad: Any = object()  # not a value SQLite can bind
     with pytest.raises(sqlite3.Error):
-        await s.put_blobs([("a", b"1", 60), ("b", bad, 60)])
+        await s.put_blobs([Blob("a", b"1", 60), Blob("b", bad, 60)])
     assert await s.get_blob("a") is None  # the whole batch, or none of it
-    await s.put_blobs([("a", b"2", 60)])
+    await s.put_blobs([Blob("a", b"2", 60)])
     assert await s.get_blob("a") == b"2"
     await s.close()
 

@@ -10,6 +10,7 @@ import pytest
 
 from proxy.config.settings import load_settings
 from proxy.stores import open_store
+from proxy.stores.quota import Blob
 from proxy.stores.writer import BlobWriter
 
 
@@ -18,7 +19,7 @@ class Recording:
 
     def __init__(self, failures: int = 0) -> None:
         self.blobs: dict[str, bytes] = {}
-        self.batches: list[list[tuple[str, bytes, float]]] = []
+        self.batches: list[list[Blob]] = []
         self.pause: asyncio.Event | None = None
         self.failures = failures
         self.in_flight = 0
@@ -27,7 +28,7 @@ class Recording:
     async def get_blob(self, key: str) -> bytes | None:
         return self.blobs.get(key)
 
-    async def put_blobs(self, items: list[tuple[str, bytes, float]]) -> None:
+    async def put_blobs(self, items: list[Blob]) -> None:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -37,7 +38,7 @@ class Recording:
             if self.failures:
                 self.failures -= 1
                 raise OSError("the store is down")
-            self.blobs.update({key: value for key, value, _ in items})
+            self.blobs.update({b.key: b.value for b in items})
         finally:
             self.in_flight -= 1
 
@@ -50,7 +51,7 @@ async def test_writes_within_the_delay_go_in_one_batch_with_the_newest_value_per
     await writer.put_blob("prefix\tc1", b"2", 60)  # the conversation's next request
     assert store.batches == []  # nothing written on the request's path
     await asyncio.sleep(0.1)
-    assert store.batches == [[("prefix\tc1", b"2", 60), ("cut\tc1", b"cut", 60)]]
+    assert store.batches == [[Blob("prefix\tc1", b"2", 60), Blob("cut\tc1", b"cut", 60)]]
 
 
 async def test_reads_see_what_waits_and_what_is_being_written() -> None:

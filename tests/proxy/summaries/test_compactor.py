@@ -30,7 +30,7 @@ class RecordingStore:
         self.calls.append("candidates")
         return [c for c in self.saved if c.conversation == conversation]
 
-    async def put(self, team: str, checkpoint: Checkpoint) -> None:
+    async def put(self, team: str, checkpoint: Checkpoint, owner: str = "") -> None:
         self.calls.append("put")
         self.saved.append(checkpoint)
 

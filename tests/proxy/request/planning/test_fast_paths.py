@@ -341,7 +341,7 @@ async def test_a_counted_prompt_far_under_the_limit_writes_no_fingerprint(
         prefixes = app.state.runtime.prefixes
         written: list[str] = []
         original = prefixes._write
-        prefixes._write = lambda key, f: (written.append(key), original(key, f))
+        prefixes._write = lambda key, f, owner: (written.append(key), original(key, f, owner))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             small = {"model": "est", "messages": [{"role": "user", "content": "hi"}]}
