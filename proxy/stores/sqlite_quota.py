@@ -57,13 +57,22 @@ INSERT INTO usage SELECT owner, sum(bytes) FROM (
 
 
 def prepare(db: sqlite3.Connection) -> None:
-    """The bounds' columns, table, indexes and triggers on a file (made now or before them)."""
-    for table, column, kind in COLUMNS:
-        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-        if column not in have:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    """The bounds' columns, table, indexes and triggers on a file (made now or before them).
+    Under the file's write lock: the workers of ``serve --workers`` open it at once, and the
+    second finds the columns the first added."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, kind in COLUMNS:
+            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
     db.executescript(SCHEMA)
-    db.executescript(f"BEGIN; {RECOUNT} COMMIT;")
+    db.executescript(f"BEGIN IMMEDIATE; {RECOUNT} COMMIT;")
 
 
 def held(db: sqlite3.Connection) -> int:
