@@ -17,7 +17,14 @@ import pytest
 
 from tests.e2e.redis_server import redis_server
 from tests.e2e.topology import wait_for
-from tests.security.conftest import OTHER_KEY, TEAM_KEY, Capture, ProxyFactory, keys_config
+from tests.security.conftest import (
+    ADMIN_KEY,
+    OTHER_KEY,
+    TEAM_KEY,
+    Capture,
+    ProxyFactory,
+    keys_config,
+)
 
 TOTAL = 1 << 20  # the store's bound (the smallest max_bytes takes)
 PER_TEAM = 256 << 10
@@ -133,3 +140,17 @@ def test_a_day_of_recall_heavy_traffic_from_one_key_keeps_the_store_bounded(
     # It keeps what its share holds (the last writes land after the last answer).
     wait_for(lambda: stored.by_team().get("limited", 0) > PER_TEAM // 2, "the flood's writes")
     assert stored.recall_keys("other") == before  # one team's flood evicts only its own
+    with proxy.client(ADMIN_KEY) as admin:
+        figures = metric_values(admin.get("/metrics").text)
+    assert figures['contextwarden_store_evictions_total{bound="team"}'] > 0
+    assert 0 < figures["contextwarden_store_bytes"] <= TOTAL
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """Prometheus's text format: each sample's name and labels, and its value."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            sample, value = line.rsplit(" ", 1)
+            out[sample] = float(value)
+    return out
