@@ -16,7 +16,8 @@ from proxy.windows.bounds import Bounds
 from proxy.windows.sane import sane_window
 
 # Bounds kept for (team, model) pairs that were never refused: what a team's answers took,
-# waiting for a first refusal to make it useful. Past this many, new pairs are not tracked.
+# waiting for a first refusal to make it useful. Past this many, the least recently answered
+# pair that was never refused makes room.
 MAX_UNREFUSED = 4096
 
 
@@ -90,12 +91,23 @@ class LearnedWindows:
         """A request of ``need`` (``prompt`` and its reply limit) answered whole: the bounds,
         when they moved."""
         key = (team, model)
-        bounds = self._bounds.get(key)
+        bounds = self._bounds.pop(key, None)  # put back last: the most recently answered
         if bounds is None:
-            if len(self._bounds) >= MAX_UNREFUSED:
+            if len(self._bounds) >= MAX_UNREFUSED and not self._make_room():
                 return None
-            bounds = self._bounds[key] = Bounds()
+            bounds = Bounds()
+        self._bounds[key] = bounds
         return bounds if bounds.accept(need, prompt) else None
+
+    def _make_room(self) -> bool:
+        """One pair that was never refused let go, the least recently answered: a flood of new
+        callers or names (in passthrough anyone may bring a new credential) never stops the
+        others' pairs from being tracked. False when every pair holds a refusal."""
+        oldest = next((k for k, b in self._bounds.items() if b.refused is None), None)
+        if oldest is None:
+            return False
+        del self._bounds[oldest]
+        return True
 
     def restore_bounds(self, team: str, model: str, bounds: Bounds) -> None:
         self._bounds[(team, model)] = bounds

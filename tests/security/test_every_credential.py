@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from proxy.config.settings import load_settings
 from proxy.edge.auth import Authenticator
+from proxy.windows.learned import MAX_UNREFUSED, LearnedWindows
 from tests.security.conftest import Capture, ProxyFactory, Seen
 
 SMALL = "small-tier-account-1313"
@@ -196,3 +197,18 @@ def test_no_caller_recalls_anothers_original(
     sent = [s.body for s in capture.seen[before:]]
     assert len(sent) >= 2  # the recall was asked for and answered
     assert not any(SECRET.encode() in body for body in sent)
+
+
+def test_a_flood_of_new_callers_never_stops_anothers_window_being_tracked() -> None:
+    """In passthrough anyone may bring a new credential: 4,096 made-up callers answered once
+    each filled the table of pairs never refused, and a real caller's answers were no longer
+    tracked (its first refusal then had nothing to bisect from). The least recently answered
+    pair that was never refused makes room; one that holds a refusal is kept."""
+    learned = LearnedWindows()
+    learned.refuse("victim", "m", 9000)
+    for k in range(MAX_UNREFUSED + 10):
+        learned.accept(f"flood-{k}", "m", 100)
+    assert learned.accept("real", "m", 5000) is not None
+    assert learned.bounds("real", "m") is not None
+    bounds = learned.bounds("victim", "m")
+    assert bounds is not None and bounds.refused is not None  # a refusal is never let go
