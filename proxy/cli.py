@@ -148,7 +148,16 @@ async def _learned(args: argparse.Namespace) -> int:
     from proxy.stores import open_store
     from proxy.windows import stored
 
-    store = open_store(load_settings(args.config))
+    settings = load_settings(args.config)
+    path = Path(settings.data_dir) / "checkpoints.sqlite3"
+    if settings.checkpoints.backend != "redis" and not path.exists():
+        # Nothing was ever stored there (a list is no reason to make a store).
+        if args.action == "list":
+            print("{}")
+            return 0
+        print(f"nothing was learned: no store at {path}", file=sys.stderr)
+        return 1
+    store = open_store(settings)
     try:
         if args.action == "list":
             listed: object = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -137,7 +137,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     if req.context_edits is not None and reply.status == 200:
         report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
     if compacted is not None and reply.status == 200 and carry(reply, compacted, req.fmt.api):
-        more.append(("x-contextwarden-compaction", "served"))
+        plan = replace(plan, actions=[*plan.actions, "compaction-served"])
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,

@@ -211,6 +211,8 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             assert isinstance(models, list)
         except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError):
             return respond(replace(reply, body=raw, stream=None), [])  # relayed as it came
+        if who.config.models is not None:  # a team sees the models it may use
+            models = [m for m in models if isinstance(m, dict) and who.allows(str(m.get("id")))]
         data["data"] = [with_window(m, rt, who) if isinstance(m, dict) else m for m in models]
         return respond(replace(reply, body=orjson.dumps(data), stream=None), [])
     if upstream.base_url is not None and upstream.provider == "openai":
@@ -276,6 +278,9 @@ def with_window(model: dict[str, Any], rt: Runtime, who: Principal) -> dict[str,
         stated = told.get(field)
         if not isinstance(stated, int) or isinstance(stated, bool) or stated > window:
             told[field] = window
-    if spec.max_output and not isinstance(told.get("max_tokens"), int):
-        told["max_tokens"] = spec.max_output
+    limit = told.get("max_tokens")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        limit = spec.max_output
+    if limit:
+        told["max_tokens"] = min(limit, window)  # no reply is longer than the window
     return told

@@ -98,7 +98,8 @@ async def _answered(rt: Runtime, req: WireRequest) -> Response:
     # What the summarizer needs of a budget: the window its pieces are cut for, and the reply
     # reserve (never checked for room: the request itself is not fitted here).
     trimming = rt.settings.trimming
-    budget = Budget(req.window or HANDOFF_WINDOW, trimming.reserve_output_tokens, 0, 0)
+    window = req.window or HANDOFF_WINDOW
+    budget = Budget(window, min(trimming.reserve_output_tokens, window // 4), 0, 0)
     ctx = rt.planner.summary_context(req, budget)
     checkpoint = await rt.compactor.handoff(messages, ctx)
     actions = ["compaction-served"]

@@ -62,8 +62,11 @@ async def compaction_summary(rt: Runtime, req: WireRequest) -> str | None:
     messages = req.view.messages
     if at is None or not messages or count_prompt(req.counter(), messages) < at:
         return None
-    trimming = rt.settings.trimming
-    budget = Budget(req.window or HANDOFF_WINDOW, trimming.reserve_output_tokens, 0, 0)
+    window = req.window or HANDOFF_WINDOW
+    # The reply reserve at most a quarter of the window, as the budget keeps it elsewhere: a
+    # small model's window would leave the summary and the ledger no room at all.
+    reserve = min(rt.settings.trimming.reserve_output_tokens, window // 4)
+    budget = Budget(window, reserve, 0, 0)
     checkpoint = await rt.compactor.handoff(messages, rt.planner.summary_context(req, budget))
     if checkpoint is None:
         return None

@@ -85,3 +85,23 @@ def test_under_the_threshold_or_without_a_summary_no_item(make_stack: StackFacto
     )
     assert failed.status == "completed"
     assert all(o["type"] != "compaction" for o in dumped(failed)["output"])
+
+
+def test_at_a_small_window_the_item_still_holds_the_ledger(make_stack: StackFactory) -> None:
+    """A user's try: at a 4,096-token window the full reply reserve left the compaction no
+    room, and the ledger (the task, the rules) was dropped from the item; the summarizer's
+    own summary kept neither."""
+    stack = make_stack(window=4096)
+    items = history(6)
+    items[0] = {"role": "user", "content": f"Never use floating point for money. {FACTS}"}
+    answer = stack.client.responses.create(
+        model=MODEL,
+        input=items,
+        extra_body={"context_management": [{"type": "compaction", "compact_threshold": 300}]},
+    )
+    item = dumped(answer)["output"][0]
+    assert item["type"] == "compaction"
+    follow = [item, {"role": "user", "content": "What is the rule about money?"}]
+    stack.client.responses.create(model=MODEL, input=follow)
+    forwarded = str(stack.received[-1])
+    assert "floating point" in forwarded and "eu-west-3" in forwarded

@@ -406,3 +406,17 @@ def test_the_cli_lists_and_forgets_what_was_learned_without_the_admin_api(
     assert main(["capabilities", "forget", "default", "u", "--config", str(path)]) == 0
     left = asyncio.run(store.learned_windows())
     assert left == {"bounds-refused\tdefault~abc\tm": 20_000, "discovered\tu\tm": 32_768}
+
+
+def test_listing_where_nothing_was_stored_makes_no_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user's try: ``contextwarden windows list`` in a directory with no store made one
+    (``./.contextwarden/checkpoints.sqlite3``): a list writes nothing."""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"data_dir: {tmp_path / 'data'}\n")
+    assert main(["windows", "list", "--config", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out) == {}
+    assert main(["windows", "forget", "m", "--config", str(path)]) == 1
+    assert main(["capabilities", "list", "--config", str(path)]) == 0
+    assert not (tmp_path / "data").exists()

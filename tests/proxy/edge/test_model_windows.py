@@ -34,7 +34,8 @@ def openai_list(seen: Seen) -> Response:
 
 def anthropic_list(seen: Seen) -> Response:
     listed = {"data": [{"type": "model", "id": "claude-local", "display_name": "Local",
-                        "max_input_tokens": 200000, "max_tokens": 64000}],
+                        "max_input_tokens": 200000, "max_tokens": 64000},
+                       {"type": "model", "id": "claude-other", "display_name": "Other"}],
               "has_more": False, "first_id": "claude-local", "last_id": "claude-local"}  # fmt: skip
     return Response(orjson.dumps(listed), media_type="application/json")
 
@@ -57,7 +58,10 @@ def listing(tmp_path: Path) -> Iterator[dict[str, Any]]:
                 "claude-local": {"context_window": 24000, "upstream": "anthropic"},
                 "configured-only": {"context_window": 16000, "max_output_tokens": 4096},
             },
-            "teams": {"capped": {"max_context_tokens": 12000}},
+            "teams": {
+                "capped": {"max_context_tokens": 12000},
+                "limited": {"models": ["claude-local"]},
+            },
         }
         app = create_app(load_settings(None, **config))
         url = stack.enter_context(BackgroundServer(app)).url
@@ -94,6 +98,11 @@ def test_a_teams_cap_is_the_window_its_callers_are_told(listing: dict[str, Any])
 def test_the_anthropic_list_keeps_its_shape_with_the_window(listing: dict[str, Any]) -> None:
     body = listed(listing["url"], ANTHROPIC)
     assert body["has_more"] is False and body["first_id"] == "claude-local"
-    (model,) = body["data"]
+    model, other = body["data"]
     assert model["max_input_tokens"] == 24000  # 200,000 stated, 24,000 fitted to
-    assert model["max_tokens"] == 64000 and model["display_name"] == "Local"
+    assert model["max_tokens"] == 24000  # no reply is longer than the window
+    assert model["display_name"] == "Local"
+    assert other["id"] == "claude-other"
+    # A team limited to some models is listed those alone, in this shape too.
+    team = {**ANTHROPIC, "x-contextwarden-team": "limited"}
+    assert [m["id"] for m in listed(listing["url"], team)["data"]] == ["claude-local"]
