@@ -11,23 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.conftest import Stack, StackFactory
+from tests.e2e.test_responses_compaction import history
 
 CLAUDE = "claude-demo"
-FACTS = "The deploy target is eu-west-3 and the release train is Tuesday."
 EDIT = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1000}}
 
 
 def stack_of(make_stack: StackFactory) -> Stack:
     models = {CLAUDE: {"context_window": 32_000, "tokenizer": "estimate"}}
     return make_stack(window=32_000, models=models, apis=["messages"])
-
-
-def history(turns: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": FACTS}]
-    for i in range(turns):
-        messages.append({"role": "assistant", "content": f"Noted step {i}. " + "detail " * 40})
-        messages.append({"role": "user", "content": f"Step {i + 1}: " + "more context " * 30})
-    return messages
 
 
 def create(stack: Stack, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from proxy.config.settings import load_settings
 from proxy.edge.auth import Authenticator
 from proxy.windows.learned import MAX_UNREFUSED, LearnedWindows
 from tests.security.conftest import Capture, ProxyFactory, Seen
+from tests.security.test_passthrough_windows import body
 
 SMALL = "small-tier-account-1313"
 LARGE = "large-tier-account-1414"
@@ -87,14 +88,6 @@ def per_account(seen: Seen) -> Response:
                  "code": "context_length_exceeded"}  # fmt: skip
         return Response(orjson.dumps({"error": error}), 400, media_type="application/json")
     return Response(orjson.dumps({"id": "c", "choices": []}), media_type="application/json")
-
-
-def body() -> dict[str, object]:
-    turn = "Describe the next step of the plan and what could go wrong with it. " * 6
-    messages = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} {turn}"} for i in range(21)
-    ]
-    return {"model": "gpt-4o", "messages": messages, "max_tokens": 64}
 
 
 @pytest.mark.parametrize("form", FORMS)
