@@ -94,7 +94,7 @@ def _learned_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     windows = sub.add_parser(
         "windows", help="list or forget the windows learned from overflows (in the store)"
     )
-    act = windows.add_subparsers(dest="action", required=True)
+    act = windows.add_subparsers(dest="action", required=True, help="list or forget")
     act.add_parser("list", help="what was learned, per team and model").add_argument(
         "--config", help="YAML config (default: the embedded default config)"
     )
@@ -110,7 +110,7 @@ def _learned_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "capabilities",
         help="list or forget the upstreams learned not to compact (in the store)",
     )
-    act = caps.add_subparsers(dest="action", required=True)
+    act = caps.add_subparsers(dest="action", required=True, help="list or forget")
     act.add_parser("list", help="per caller scope, the upstreams").add_argument(
         "--config", help="YAML config (default: the embedded default config)"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.formats.base import View, WireFormat
+from proxy.formats.base import CompactionAsk, View, WireFormat
 from proxy.formats.chat import CHAT
 from proxy.windows.models import ModelSpec, ResolvedPolicy
 from strategies.tokens import Counter
@@ -20,19 +20,6 @@ class Credential:
 
     value: str = field(repr=False)  # never in a log line or a traceback
     header: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionAsk:
-    """A compaction a request asks for, to be served by the proxy (proxy/request/
-    context_compaction.py): past ``at`` input tokens (0: the proxy's own share of the
-    window), the answer carries the proxy's compaction first; with ``pause``, alone (no
-    model's turn); ``only``: the request is nothing but a compaction."""
-
-    at: int
-    pause: bool = False
-    only: bool = False
-    instructions: str | None = None
 
 
 UNSET = View([])

@@ -27,7 +27,7 @@ from proxy.errors import BadRequest, Forbidden
 from proxy.formats.anthropic_compaction import asked as anthropic_asked
 from proxy.formats.anthropic_compaction import expanded as anthropic_expanded
 from proxy.formats.anthropic_edits import FIELD, json_tokens, serve, strip
-from proxy.formats.base import WireFormat
+from proxy.formats.base import CompactionAsk, WireFormat
 from proxy.formats.chat import CHAT
 from proxy.formats.compaction import expand
 from proxy.formats.responses_context import FIELD as RESPONSES_FIELD
@@ -36,7 +36,7 @@ from proxy.formats.reused_items import RecentItems
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec
-from proxy.wire import CompactionAsk, WireRequest
+from proxy.wire import WireRequest
 from strategies.client_summaries import asks_compaction
 from strategies.messages import SOURCE, Message
 

@@ -5,11 +5,13 @@
     chat.py              chat completions: the engine's own shape, and its checks
     responses.py         OpenAI Responses (``/v1/responses``); responses_items.py: its items;
                          compaction.py: its compaction requests and items (Codex's), answered
-                         and expanded by the proxy
+                         and expanded by the proxy; responses_context.py: its
+                         context_management compaction, served for an upstream without it
     anthropic.py         Anthropic Messages (``/v1/messages``); anthropic_checks.py: its
                          request checks; anthropic_cache.py: its cache breakpoints on a trim;
                          anthropic_edits.py: its context editing, served or stripped for an
-                         upstream without it
+                         upstream without it; anthropic_compaction.py: its compaction (the
+                         compact edit, the parameter, the blocks), served the same way
     completions.py       the legacy ``POST /v1/completions``: a ``prompt`` (a string, strings,
                          token ids) cut at token boundaries, middle-out by default
     reused_items.py      each conversation's last request's items: the next request's equal

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from proxy.wire import CompactionAsk
+from proxy.formats.base import CompactionAsk
 from strategies.checkpoints.cut import SummaryText
 
 EDIT = "compact_20260112"

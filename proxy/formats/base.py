@@ -330,3 +330,16 @@ def check_request_basics(payload: dict[str, Any], anthropic: bool = False) -> No
         isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
     ):
         raise BadRequest(say("tools", "must be an array of objects"), param="tools")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionAsk:
+    """A compaction a request asks for, to be served by the proxy (proxy/request/
+    context_compaction.py): past ``at`` input tokens (0: the proxy's own share of the
+    window), the answer carries the proxy's compaction first; with ``pause``, alone (no
+    model's turn); ``only``: the request is nothing but a compaction."""
+
+    at: int
+    pause: bool = False
+    only: bool = False
+    instructions: str | None = None

@@ -12,6 +12,9 @@ lessons.py        what a request's outcome teaches about its model's window (ove
                   figures or without, answers, silent truncations)
 compaction.py     a Responses compaction request (Codex's), answered by the proxy for an
                   upstream that does not implement it
+context_compaction.py
+                  a compaction the client asks of the server (Responses context_management,
+                  Anthropic's compact edit and parameter), served for an upstream without it
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
 sticky_cuts.py    a conversation's last cut, remembered so later requests replay it (sticky),
                   and the key a request's cut is kept under (sticky_key)

@@ -92,7 +92,15 @@ def test_every_command_and_option_has_help() -> None:
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helped = {c.dest for c in commands._choices_actions if c.help}
     assert helped == set(commands.choices)
-    assert helped == {"serve", "check-config", "demo", "preview", "client-setup"}
+    assert helped == {
+        "serve",
+        "check-config",
+        "demo",
+        "preview",
+        "client-setup",
+        "windows",
+        "capabilities",
+    }
     for name, sub in commands.choices.items():
         for action in sub._actions:
             if not isinstance(action, argparse._HelpAction):
