@@ -240,6 +240,12 @@ def test_its_own_compactions_are_answered_by_the_proxy(make_agent: AgentFactory)
     summary = "[Conversation summary: earlier messages were compacted]"
     assert summary in same(forwarded[-1]["input"]).decode()
     assert len(agent.script.summaries) >= len(asked)  # each made by the summarizer
+    # The summary read back is history: the task Codex keeps stays the task, in every request.
+    steps = [b for b in sent if "compaction_trigger" not in kinds(b)]
+    with_task = sum(TASK in str(b["input"]) for b in steps)
+    shown = sum(TASK in str(b["input"]) for b in forwarded if "compaction_trigger" not in kinds(b))
+    print(f"the task in {with_task} of Codex's {len(steps)} steps, {shown} forwarded")
+    assert shown == with_task
 
 
 def test_after_its_own_compaction_the_task_stays_the_task(make_agent: AgentFactory) -> None:
