@@ -253,7 +253,31 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )
     listed = [with_window(m, rt, who) for m in listed]
+    if "anthropic-version" in request.headers:  # an Anthropic client of a server that is not
+        return Response(orjson.dumps(anthropic_list(listed)), media_type="application/json")
     return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")
+
+
+def anthropic_list(listed: list[dict[str, Any]]) -> dict[str, Any]:
+    """An OpenAI-shaped model list in Anthropic's shape (an Anthropic client, Claude Code, of an
+    OpenAI-compatible server that also serves Messages): its SDK reads ``type``, ``id``,
+    ``display_name``, ``created_at`` and the page's ``has_more``, ``first_id``, ``last_id``."""
+    models = []
+    for m in listed:
+        created = m.get("created")
+        stamp = created if isinstance(created, int) and not isinstance(created, bool) else 0
+        model = {
+            "type": "model",
+            "id": m.get("id"),
+            "display_name": m.get("display_name") or m.get("id"),
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp)),
+        }
+        models.append(model | {k: m[k] for k in WINDOW_FIELDS if k in m})
+    first, last = (models[0]["id"], models[-1]["id"]) if models else (None, None)
+    return {"data": models, "has_more": False, "first_id": first, "last_id": last}
+
+
+WINDOW_FIELDS = ("context_window", "max_input_tokens", "max_tokens")
 
 
 def with_window(model: dict[str, Any], rt: Runtime, who: Principal) -> dict[str, Any]:

@@ -106,3 +106,25 @@ def test_the_anthropic_list_keeps_its_shape_with_the_window(listing: dict[str, A
     # A team limited to some models is listed those alone, in this shape too.
     team = {**ANTHROPIC, "x-contextwarden-team": "limited"}
     assert [m["id"] for m in listed(listing["url"], team)["data"]] == ["claude-local"]
+
+
+def test_an_anthropic_client_of_an_openai_compatible_server_gets_anthropics_shape(
+    tmp_path: Path,
+) -> None:
+    """A user's try: Claude Code in front of a vLLM-like server that serves Messages too got
+    OpenAI's list (no ``has_more``, ``type`` or ``display_name``) from ``/v1/models``."""
+    with ExitStack() as stack:
+        server = stack.enter_context(contextmanager(serving)())
+        server.answer = openai_list
+        apis = ["chat_completions", "responses", "messages"]
+        config = {
+            "data_dir": str(tmp_path),
+            "upstreams": {"local": {"base_url": f"{server.url}/v1", "apis": apis}},
+            "models": {"local-coder": {"context_window": 32768}},
+        }
+        url = stack.enter_context(BackgroundServer(create_app(load_settings(None, **config)))).url
+        body = listed(url, ANTHROPIC)
+    assert body["has_more"] is False and body["first_id"] == "local-coder"
+    coder = body["data"][0]
+    assert coder["type"] == "model" and coder["display_name"] == "local-coder"
+    assert coder["max_input_tokens"] == 32768 and coder["created_at"].endswith("Z")
