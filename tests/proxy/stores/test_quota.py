@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +17,6 @@ from proxy.request.recall import RecallMemory
 from proxy.stores.quota import Blob, Quota, charged
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SqliteStore
-from tests.e2e.redis_server import redis_server
 from tests.proxy.stores.test_stores import ck
 
 PER_OWNER = 10_000
@@ -26,12 +25,6 @@ QUOTA = Quota(total=TOTAL, per_owner=PER_OWNER)
 VALUE = b"x" * 1_000  # a blob of about a tenth of an owner's bound
 
 Store = SqliteStore | RedisStore
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,6 @@ from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SqliteStore
 from strategies.checkpoints.chain import Checkpoint, Layer
 from strategies.checkpoints.cut import FileLists
-from tests.e2e.redis_server import redis_server
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
 
 
 @pytest.fixture(params=["sqlite", "redis"])
