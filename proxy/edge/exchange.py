@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -47,7 +46,7 @@ from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
 from proxy.upstreams import litellm_client as litellm_upstream
-from proxy.upstreams.forwarding import Reply, decoded, join_url, respond
+from proxy.upstreams.forwarding import Reply, decoded, join_url, respond, rewrite_answer
 from proxy.windows.advice import annotated, refusal_note
 from proxy.wire import WireRequest
 from strategies.cost import PromptCosts, prompt_costs
@@ -285,28 +284,9 @@ async def observe_usage(
 
 def report_edits(reply: Reply, applied: list[dict[str, Any]], stream: bool) -> None:
     """A 200 Messages answer to a request whose context editing the proxy served, with what
-    the edits did where Anthropic's API says it (proxy/formats/anthropic_edits.py). An answer
-    the upstream encoded (gzip...) is left as it came."""
-    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
-        return
-    if reply.body is not None:
-        reply.body = reported_body(reply.body, applied)
-        return
-    if reply.stream is None:
-        return
-    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
-    if stream:
-        reply.stream = reported_stream(reply.stream, applied)
-    else:
-        reply.stream = _whole(reply.stream, applied)
-
-
-async def _whole(
-    stream: AsyncIterator[bytes], applied: list[dict[str, Any]]
-) -> AsyncIterator[bytes]:
-    """A Message sent as one JSON body, read whole and relayed with the report."""
-    body = b"".join([chunk async for chunk in stream])
-    yield reported_body(body, applied)
+    the edits did where Anthropic's API says it (proxy/formats/anthropic_edits.py)."""
+    whole = partial(reported_body, applied=applied)
+    rewrite_answer(reply, whole, partial(reported_stream, applied=applied), stream)
 
 
 def recalling(

@@ -44,25 +44,25 @@ def asked(payload: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
     return rest, threshold
 
 
-def carried_body(body: bytes, item: dict[str, Any]) -> bytes:
-    """A Response object with ``item`` first in its ``output`` (a body that is no Response
-    object is left as it came)."""
+def carried_body(body: bytes, made: dict[str, Any]) -> bytes:
+    """A Response object with ``made`` (the compaction item) first in its ``output`` (a body
+    that is no Response object is left as it came)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         return body
     if not isinstance(data, dict) or not isinstance(data.get("output"), list):
         return body
-    return orjson.dumps({**data, "output": [item, *data["output"]]})
+    return orjson.dumps({**data, "output": [made, *data["output"]]})
 
 
 async def carried_stream(
-    stream: AsyncIterator[bytes], item: dict[str, Any]
+    stream: AsyncIterator[bytes], made: dict[str, Any]
 ) -> AsyncIterator[bytes]:
-    """A Responses event stream with ``item`` first (see the module's docstring). Events are
-    relayed one by one as each is whole."""
+    """A Responses event stream with ``made`` (the compaction item) first (see the module's
+    docstring). Events are relayed one by one as each is whole."""
     pending = b""
-    state = _State(item)
+    state = _State(made)
     async for chunk in stream:
         pending += chunk
         *whole, pending = pending.split(b"\n\n")

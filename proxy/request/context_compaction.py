@@ -18,7 +18,7 @@ only a compaction gets Anthropic's failed one (content null, which the API ignor
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -30,7 +30,7 @@ from proxy.formats.anthropic_compaction import alone, block, events
 from proxy.formats.compaction import item_of
 from proxy.formats.responses_context import DEFAULT
 from proxy.request.planning.ledger import cap
-from proxy.upstreams.forwarding import Reply, is_event_stream
+from proxy.upstreams.forwarding import Reply, is_event_stream, rewrite_answer
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.ledger import extract, fitted
@@ -89,30 +89,10 @@ def made(req: WireRequest, summary: str | None) -> dict[str, Any]:
 def carry(reply: Reply, compaction: dict[str, Any], api: str) -> bool:
     """A 200 answer with ``compaction`` first in its output or content; whether it carries it
     (an answer the upstream encoded is left as it came)."""
-    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
-        return False
-    body, stream = (
-        (anthropic.carried_body, anthropic.carried_stream)
-        if api == "messages"
-        else (responses.carried_body, responses.carried_stream)
-    )
-    if reply.body is not None:
-        reply.body = body(reply.body, compaction)
-        return True
-    if reply.stream is None:
-        return False
-    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
-    if is_event_stream(reply.headers):
-        reply.stream = stream(reply.stream, compaction)
-    else:
-        reply.stream = _whole(reply.stream, compaction, body)
-    return True
-
-
-async def _whole(
-    chunks: AsyncIterator[bytes], compaction: dict[str, Any], body: Callable[..., bytes]
-) -> AsyncIterator[bytes]:
-    yield body(b"".join([chunk async for chunk in chunks]), compaction)
+    wire = anthropic if api == "messages" else responses
+    whole = partial(wire.carried_body, made=compaction)
+    events = partial(wire.carried_stream, made=compaction)
+    return rewrite_answer(reply, whole, events, is_event_stream(reply.headers))
 
 
 def paused(req: WireRequest, summary: str | None) -> Response:

@@ -29,8 +29,13 @@ Step = Literal["compact", "prepare", "none"]
 Action = Literal["reuse", "reuse-and-refresh", "make", "truncate"]
 
 
-def summarizes(config: PolicyConfig, session_memory: str | None = None) -> bool:
-    return config.summarize or bool(session_memory)
+def summarizes(
+    config: PolicyConfig, session_memory: str | None = None, client_compaction: bool = False
+) -> bool:
+    """Whether a request may be summarized: its policy summarizes (or it carries session
+    memory), and it is not a client's own compaction request (cut, never summarized: a summary
+    of what it asks to have summarized lost how far the task went)."""
+    return (config.summarize or bool(session_memory)) and not client_compaction
 
 
 def soft_limit(budget: int, config: PolicyConfig) -> int:
@@ -38,10 +43,14 @@ def soft_limit(budget: int, config: PolicyConfig) -> int:
 
 
 def on_request(
-    tokens: int, budget: int, config: PolicyConfig, session_memory: str | None = None
+    tokens: int,
+    budget: int,
+    config: PolicyConfig,
+    session_memory: str | None = None,
+    client_compaction: bool = False,
 ) -> Step:
     """What a request of ``tokens`` (against ``budget`` for messages) calls for."""
-    if not summarizes(config, session_memory):
+    if not summarizes(config, session_memory, client_compaction):
         return "none"
     if tokens > budget:
         return "compact"

@@ -185,3 +185,31 @@ def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
         response = StreamingResponse(reply.stream, reply.status)
     response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return response
+
+
+def rewrite_answer(
+    reply: Reply,
+    whole: Callable[[bytes], bytes],
+    events: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]],
+    streamed: bool,
+) -> bool:
+    """A 200 answer the proxy adds to (what a served edit did, a served compaction): ``whole``
+    rewrites a body, ``events`` an event stream (``streamed``); a body the upstream streamed
+    unframed is read whole first. An answer the upstream encoded (gzip...) is left as it came;
+    whether it was rewritten."""
+    if any(k.lower() == "content-encoding" for k, _ in reply.headers):
+        return False
+    if reply.body is not None:
+        reply.body = whole(reply.body)
+        return True
+    if reply.stream is None:
+        return False
+    reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-length"]
+    reply.stream = events(reply.stream) if streamed else _rewritten_whole(reply.stream, whole)
+    return True
+
+
+async def _rewritten_whole(
+    chunks: AsyncIterator[bytes], whole: Callable[[bytes], bytes]
+) -> AsyncIterator[bytes]:
+    yield whole(b"".join([chunk async for chunk in chunks]))

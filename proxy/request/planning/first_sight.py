@@ -70,9 +70,8 @@ async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_
     planner.recent.keep(key, model, messages, counts, entry_bytes(fmt, len(req.body), len(counts)))
     if tokens > budget.messages or req.policy.engine.repair_tool_calls:
         return await fitted_or_uncertain(planner, req, budget, tokens, memo, dry_run)
-    step = on_request(tokens, budget.messages, req.policy.config, req.session_memory)
-    if req.client_compaction:
-        step = "none"  # a client's own compaction request: cut, never summarized
+    config = req.policy.config
+    step = on_request(tokens, budget.messages, config, req.session_memory, req.client_compaction)
     if step == "prepare" and planner.compactor is not None and not dry_run:
         await prepare(planner, req, budget, tokens, memo)
     counted = "exact" if pricing.exact else "estimate"

@@ -96,9 +96,8 @@ async def cut(
     ``cut_newest``: see ``fitted``)."""
     original = req.view.messages
     messages, checkpoint, actions, pending = original, None, [], 0
-    step = on_request(before, budget.messages, req.policy.config, req.session_memory)
-    if req.client_compaction:
-        step = "none"  # a client's own compaction request: cut, never summarized
+    config = req.policy.config
+    step = on_request(before, budget.messages, config, req.session_memory, req.client_compaction)
     if step == "compact" and planner.compactor is not None:
         ctx = summary_context(planner.settings, req, budget, counter)
         deep = budget.messages if budget is not full else None

@@ -47,7 +47,7 @@ async def replay_last_cut(
         return None
     config = req.policy.config
     past_soft = tokens > soft_limit(budget.messages, config)
-    summarizing = summarizes(config, req.session_memory) and not req.client_compaction
+    summarizing = summarizes(config, req.session_memory, req.client_compaction)
     if past_soft and planner.compactor is not None and summarizing:
         await prepare(planner, req, budget, before, counter)
     actions = [*recipe.actions, "sticky"]
