@@ -95,6 +95,10 @@ _ABBREVIATION = re.compile(
 _BULLET = re.compile(r"^[\s\-*•>#\d.)]*")
 _QUESTION = re.compile(r"[?\uff1f][\"')\]]*\s*$")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{3,}")
+# A "Task:" the user wrote before the task: the section's own title says it (not "Task: Task:").
+_TASK_LABEL = re.compile(
+    r"^[*_#>\s]{0,4}task[*_]{0,3}\s*[:\-\u2013\u2014][*_]{0,3}\s*(?=\S)", re.IGNORECASE
+)
 
 # A rule or constraint, anywhere in the sentence: the standing-rule reader's openings
 # (strategies/standing.py), and the words people use for one.
@@ -612,7 +616,8 @@ def render(entries: Sequence[Entry]) -> str:
         if not picked:
             continue
         if kind == TASK:
-            parts.append(f"{TITLES[kind]}: " + " ".join(e.text for e in picked))
+            text = " ".join(e.text for e in picked)
+            parts.append(f"{TITLES[kind]}: " + _TASK_LABEL.sub("", text, count=1))
             continue
         if kind in (READ, CHANGED):
             parts.append(f"{TITLES[kind]}: " + "; ".join(e.text for e in picked))

@@ -193,3 +193,15 @@ def test_a_long_task_with_many_entries_keeps_what_fits_beside_it() -> None:
         assert text is not None
         assert "Hard rule 0: never touch table t0." in text
         assert COUNTER.message({"role": "user", "content": text}) <= cap
+
+
+@pytest.mark.parametrize("opening", ["Task: ", "TASK - ", "**Task:** ", "task — "])
+def test_a_task_the_user_labelled_is_not_labelled_twice(opening: str) -> None:
+    messages = [
+        user(f"{opening}migrate the billing jobs to the new queue."),
+        assistant("On it."),
+        user("What next?"),
+    ]
+    text = render(extract(messages, removed_indices(messages, [messages[-1]])))
+    assert "Task: migrate the billing jobs to the new queue." in text
+    assert text.lower().count("task") == 1
