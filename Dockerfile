@@ -5,8 +5,9 @@
 # the wheel, and a user that is not root.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md requirements.lock ./
-RUN pip install --no-cache-dir --require-hashes -r requirements.lock
+COPY pyproject.toml README.md requirements-pip.lock requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements-pip.lock \
+    && pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY proxy ./proxy
 COPY strategies ./strategies
 RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .

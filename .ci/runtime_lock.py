@@ -8,8 +8,13 @@ packages its ``# via`` lines say need it (uv writes them). ``pip install --requi
 refuses a set that lacks a dependency, so a pin left out here fails the image's build, never
 its run; tests/test_supply_chain.py checks the result against what is installed.
 
-``python .ci/runtime_lock.py`` rewrites requirements-runtime.lock (.ci/lock runs it);
-``--check`` says whether it is up to date. Standard library only.
+The installer's lock (requirements-pip.lock) is the lock's own ``pip`` pin alone: a new
+virtualenv's bundled pip may be too old to resolve the lock in hash-checking mode (pip 23.2
+refuses an extra a locked package asks of another, ``httpx[http2]``), so every install takes
+pip from it first, hash-checked like the rest.
+
+``python .ci/runtime_lock.py`` rewrites both (.ci/lock runs it); ``--check`` says whether
+they are up to date. Standard library only.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 OUT = ROOT / "requirements-runtime.lock"
+PIP = ROOT / "requirements-pip.lock"
 PROJECT = "contextwarden"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 HEADER = """\
@@ -76,14 +82,34 @@ def runtime(lock: str, pyproject: str) -> str:
     return HEADER + "".join(f"{pin.text}\n" for pin in pins if pin.name in needed)
 
 
+PIP_HEADER = """\
+# requirements-pip.lock: requirements.lock's pin of pip alone, made by .ci/runtime_lock.py (run
+# by .ci/lock); do not edit. Installed first, so the lock is resolved by the pip it pins:
+#   pip install --require-hashes -r requirements-pip.lock
+"""
+
+
+def installer(lock: str) -> str:
+    """The installer's lock's text: the full lock's ``pip`` entry, as it stands there."""
+    pins = [pin for pin in entries(lock) if pin.name == "pip"]
+    if len(pins) != 1:
+        raise SystemExit("requirements.lock must pin pip exactly once")
+    return PIP_HEADER + f"{pins[0].text}\n"
+
+
 def main(argv: list[str]) -> int:
-    text = runtime(LOCK.read_text(), (ROOT / "pyproject.toml").read_text())
+    lock = LOCK.read_text()
+    made = {
+        OUT: runtime(lock, (ROOT / "pyproject.toml").read_text()),
+        PIP: installer(lock),
+    }
     if "--check" in argv:
-        if OUT.read_text() != text:
-            print(f"{OUT.name} is out of date: run .ci/runtime_lock.py")
-            return 1
-        return 0
-    OUT.write_text(text)
+        stale = [path.name for path, text in made.items() if path.read_text() != text]
+        for name in stale:
+            print(f"{name} is out of date: run .ci/runtime_lock.py")
+        return 1 if stale else 0
+    for path, text in made.items():
+        path.write_text(text)
     return 0
 
 

@@ -22,6 +22,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 INSTALL = re.compile(r"pip install [^\n&]*--require-hashes -r requirements\.lock")
+INSTALLER = re.compile(r"pip install [^\n&]*--require-hashes -r requirements-pip\.lock")
 PROJECT = re.compile(r"pip install [^\n&]*--no-deps --no-build-isolation (-e )?\.")
 KNOWN_BAD = ROOT / ".ci" / "known_bad.toml"
 
@@ -168,6 +169,30 @@ def test_the_runtime_lock_is_the_locks_runtime_part() -> None:
     assert runtime <= pinned, runtime - pinned
     assert not pinned & dev_only, pinned & dev_only
     assert {"pytest", "ruff", "mypy", "pip-audit", "setuptools"} <= dev_only
+
+
+def installs_pip_first(text: str) -> bool:
+    """Whether ``text`` installs pip from requirements-pip.lock before it installs the lock."""
+    first, lock = INSTALLER.search(text), INSTALL.search(text)
+    return bool(first and lock and first.start() < lock.start())
+
+
+def test_every_install_takes_pip_from_the_lock_first() -> None:
+    """CI went red on a fresh machine: the venv's bundled pip (23.2) refused the lock in
+    hash-checking mode over the ``httpx[http2]`` extra litellm asks. requirements-pip.lock is
+    the lock's own pip pin, line for line, and CI, the README's two commands and the image's
+    build all install it before the lock."""
+    made = runtime_lock().installer(LOCK.read_text())
+    text = (ROOT / "requirements-pip.lock").read_text()
+    assert text == made, "requirements-pip.lock is out of date: run .ci/runtime_lock.py"
+    assert re.search(r"^pip==\S+ \\\n\s+--hash=sha256:", text, re.M)
+    assert text.split("\n", 3)[3].split("\n    # via")[0] in LOCK.read_text()
+    assert installs_pip_first((ROOT / ".ci" / "run").read_text())
+    assert installs_pip_first(" ".join(args for op, args in stages()[0] if op == "RUN"))
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```sh\n(.*?)\n```", quick, re.S)
+    assert commands and all(installs_pip_first(c) for c in commands)
 
 
 def test_the_readmes_two_commands_install_from_the_lock() -> None:
