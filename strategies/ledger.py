@@ -286,6 +286,7 @@ def read_user(text: str, standing: bool | None = None) -> list[tuple[str, str]]:
     if standing is None:
         standing = states_rule(text)
     whole = text.lower()
+    short = len(text) <= SHORT_CHARS  # the user speaking: what is pasted runs longer
     rules = standing or _has(whole, RULE_WORDS)
     decisions = _has(whole, DECISION_WORDS)
     opens = _has(whole, OPEN_WORDS)
@@ -294,25 +295,55 @@ def read_user(text: str, standing: bool | None = None) -> list[tuple[str, str]]:
         question = bool(_QUESTION.search(s))
         if question and not _REQUEST_QUESTION.search(s):
             continue
-        if (
-            not question
-            and rules
-            and ((_has(low, RULE_WORDS) and _RULE.search(s)) or (standing and states_rule(s)))
+        first = low.split(" ", 1)[0].strip(",;:")
+        if not question and (
+            (
+                rules
+                and _has(low, RULE_WORDS)
+                and _RULE.search(s)
+                and (short or _addressed(low, first))
+            )
+            or (standing and states_rule(s))
+            or (first in INSTRUCTION_OPENERS and _INSTRUCTION.search(s))
         ):
             out.append((RULE, s))
-        elif not question and decisions and _has(low, DECISION_WORDS) and _DECISION.search(s):
+        elif (
+            not question
+            and decisions
+            and _has(low, DECISION_WORDS)
+            and _DECISION.search(s)
+            and (short or _addressed(low, first))
+        ):
             out.append((DECISION, s))
         elif not question and _states_fact(s, low):
             out.append((FACT, s))
-        elif (
-            (opens and _has(low, OPEN_WORDS)) or low.split(" ", 1)[0].strip(",;:") in OPENERS
-        ) and _OPEN.search(s):
+        elif ((opens and _has(low, OPEN_WORDS)) or first in OPENERS) and _OPEN.search(s):
             out.append((OPEN, s))
     return out
 
 
 def _has(low: str, words: tuple[str, ...]) -> bool:
     return any(w in low for w in words)
+
+
+def _addressed(low: str, first: str) -> bool:
+    """Whether a sentence that reads as a rule or a decision is the user's own, about the work
+    at hand: an imperative ("never...", "make sure...", "use..."), the user or the team
+    speaking ("we", "our", "let's", "you", "I want"), a rule's own words ("hard rule",
+    "mandatory"), or the work named as theirs ("this project", "my essay"). Prose the user
+    pasted ("Contemporary managers must wrestle with...", "Instead, he preaches...") is none
+    of these: it is left to the summary and the verbatim turns. Asked only of a long message
+    (``SHORT_CHARS``); measured by bench/ledger_reads.py."""
+    if first in _LEAD_INS:  # "Also, never...", "And please make sure..."
+        words = low.split(None, 3)
+        first = words[1].strip(",;:") if len(words) > 1 else ""
+        if first in _LEAD_INS and len(words) > 2:
+            first = words[2].strip(",;:")
+    return (
+        first in IMPERATIVE_OPENERS
+        or _ADDRESSED.search(low) is not None
+        or _RULE_VOCABULARY.search(low) is not None
+    )
 
 
 # The words without which each pattern cannot match (lowercase substrings).
@@ -345,6 +376,66 @@ _OPENER_WORDS = (
     "also", "now", "next", "and", "so", "ok", "okay", "please",
 )  # fmt: skip
 OPENERS = frozenset(_OPENER_WORDS)
+
+
+# A user message this short is the user's own words, not a document pasted in: its rules and
+# decisions need not be addressed (``_addressed``) to be read.
+SHORT_CHARS = 600
+# A sentence that opens with one of these is an imperative, or a rule's lead-in.
+_LEAD_INS = frozenset(
+    ("for", "on", "in", "about", "with", "once", "when", "after", "before", "then", "also",
+     "now", "next", "and", "so", "ok", "okay", "please", "but", "oh", "btw", "plus")
+)  # fmt: skip
+IMPERATIVE_OPENERS = frozenset(
+    (
+        *(w for w in _OPENER_WORDS if w not in _LEAD_INS),
+        "do", "don't", "dont", "never", "always", "ensure", "avoid", "only", "no", "note",
+        "important", "critical", "crucial", "rule", "constraint", "requirement", "must",
+        "pls", "kindly", "change", "replace", "rename", "pick", "choose", "go",
+        "stick", "drop", "scratch", "reply", "respond", "answer",
+        "restate", "end", "show", "wait", "give", "cite", "include", "explain", "mention",
+        "summarize", "translate", "format", "limit", "focus", "treat", "be", "stay", "refer",
+    )
+)  # fmt: skip
+_ADDRESSED = re.compile(
+    r"\b(?:you|your|yours|u|we|we're|we've|we'll|our|ours|us|let's|lets)\b"
+    r"|\bi(?:'d| would)? (?:want|need|like|prefer|require|expect|insist|don't want|do not want|"
+    r"decided|chose|picked|settled|agreed|will|'ll|have decided|'ve decided)\b"
+    r"|\bi'(?:d|ll|ve) (?:like|prefer|rather|use|go|decided|chosen|picked|settled)\b"
+    r"|\b(?:this|my) (?:project|repo|repository|codebase|session|conversation|chat|app|"
+    r"application|service|api|code|script|function|task|assignment|course|essay|article|post|"
+    r"answer|response|reply|output|document|report|email|letter|story|program|website|site|"
+    r"design|plan|team|product|book|paper|thesis|game|campaign|prompt)s?\b"
+)
+_RULE_VOCABULARY = re.compile(
+    r"\b(?:hard rule|golden rule|ground rule|the rule is|rule:|constraints?:|requirements?:|"
+    r"non[- ]negotiable|no exceptions?|under no circumstances|mandatory|forbidden|prohibited|"
+    r"off[- ]limits|not (?:allowed|permitted)|treat (?:that|this|it) as)"
+)
+# A standing instruction in an imperative's own shape: "When you cite something, use the
+# primary source", "Before you answer, restate my question", "Reply in bullet points only",
+# "End every reply with ..." (conpact's side constraints said bare: no "must", no "never").
+INSTRUCTION_OPENERS = frozenset(
+    (
+        "when", "whenever", "before", "after", "if", "reply", "respond", "answer", "write",
+        "format", "end", "start", "begin", "keep", "put", "give", "use", "cite", "list",
+        "include", "always", "please",
+    )
+)  # fmt: skip
+_INSTRUCTION = re.compile(
+    r"^(?:please\s+)?(?:"
+    r"(?:when|whenever|before|after|each time|every time|any time|if)\s+(?:you|i)\b"
+    r"[^.!?]{0,160}?,\s*(?:please\s+)?(?:always\s+)?"
+    r"(?:use|pick|prefer|choose|restate|end|start|begin|reply|respond|answer|show|wait|ask|"
+    r"give|cite|say|list|include|avoid|explain|summari[sz]e|mention|format|write|put|add|"
+    r"keep|mark|label|check|confirm|double-check|run|tell|let|stop|make|do|don't|never|"
+    r"always)\b"
+    r"|(?:reply|respond|answer|write|format|end|start|begin|keep|put|give|use|cite|list|"
+    r"include)\b[^.!?]*\b(?:every|each|always|never|only)\b[^.!?]*"
+    r"\b(?:repl(?:y|ies)|answers?|responses?|messages?|outputs?)\b"
+    r"|(?:reply|respond|answer)\b[^.!?]*\bonly\b)",
+    re.IGNORECASE,
+)
 
 
 def _states_fact(sentence: str, low: str = "") -> bool:

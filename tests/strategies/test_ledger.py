@@ -62,6 +62,49 @@ def test_rules_are_read_in_any_sentence_position(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
+        "When you finish a task, end your reply with a one-line summary of what you did.",
+        "Before you answer, restate my question in one sentence in your own words.",
+        "When you recommend papers, pick arXiv ones over peer-reviewed venues.",
+        "Before you run a command, send a message, or make a change, show me what you're "
+        "about to do and wait for my go-ahead.",
+        "Write every number in your replies as an English word, not as digits.",
+        "Reply in bullet points only, no paragraphs.",
+    ],
+)
+def test_instructions_said_bare_are_rules(text: str) -> None:
+    """conpact's side constraints without "must" or "never" (bench/rules.py): 6 of its 15
+    were read as rules, 3 not at all; now all 15 are (bench/ledger_reads.py)."""
+    assert (RULE, text) in read_user(text)
+
+
+PASTED = (
+    "Here is the article I mentioned, for context. Contemporary managers must wrestle with "
+    "problems, attend seemingly endless meetings and make and take telephone calls. It is "
+    "crucial for the firm to build its resources, and critically, its competitors never "
+    "rest. Instead, the best of them preach a gospel of curiosity and resilience, and the "
+    "board approved the plan on Monday. A leading manufacturer identified the penetration "
+    "of electric vehicles as a critical factor. They are generally minor faults and do not "
+    "stop the project from reaching completion. At least one supplier decided to switch to "
+    "rail instead of trucks, rather than pay the new tolls. "
+) * 2
+
+
+def test_prose_pasted_in_is_not_read_as_rules_or_decisions() -> None:
+    """A long message's third-person prose is the document the user pasted, not a rule or a
+    decision of theirs; the instruction beside it still is."""
+    assert len(PASTED) > 600
+    read = read_user(PASTED)
+    assert not [s for kind, s in read if kind in (RULE, DECISION)], read
+    ask = "Please make sure every bullet of the summary cites its paragraph."
+    assert (RULE, ask) in read_user(PASTED + ask)
+    assert read_user("We must not store raw card numbers.") == [
+        (RULE, "We must not store raw card numbers.")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         "I don't know much about gardening.",
         "I've never been to Lisbon.",
         "By the way, how long have you been working with me today?",
