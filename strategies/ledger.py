@@ -132,6 +132,19 @@ _OVERRIDE = re.compile(
     r"overrid(?:e|es|ing)|supersed(?:e|es|ing)|replac(?:e|es|ing))\b",
     re.IGNORECASE,
 )
+# A value that changed, said as a fact ("the branch cut is now 2024-02-25", "the launch
+# slipped to May"): read as a decision that overrides, so it outlasts what it replaced.
+_UPDATE = re.compile(
+    r"\b(?:(?:is|are) now|now (?:is|are)|slipped|moved (?:to|up|back|out)|pushed (?:to|back|out)|"
+    r"postponed|delayed|brought forward|changed to|bumped (?:to|up)|no longer)\b"
+)  # on the lowercased sentence
+
+
+def _overrides(text: str) -> bool:
+    """Whether a decision says it overrides an earlier one ("actually", "instead", "is now")."""
+    return _OVERRIDE.search(text) is not None or _UPDATE.search(text.lower()) is not None
+
+
 _BINDING = re.compile(
     r"\b(?:is|are|was|were|owns?|leads?|handles?|runs?|manages?|maintains?|reports? to|"
     r"responsible for|in charge of|called|named|known as|refers? to|stands? for|means|"
@@ -316,7 +329,7 @@ def read_user(text: str, standing: bool | None = None) -> list[tuple[str, str]]:
         ):
             out.append((DECISION, s))
         elif not question and _states_fact(s, low):
-            out.append((FACT, s))
+            out.append((DECISION if _UPDATE.search(low) else FACT, s))
         elif ((opens and _has(low, OPEN_WORDS)) or first in OPENERS) and _OPEN.search(s):
             out.append((OPEN, s))
     return out
@@ -686,7 +699,7 @@ def _mark_replaced(entries: list[Entry]) -> list[Entry]:
     replaced: set[int] = set()
     for pos, n in enumerate(decisions):
         later = entries[n]
-        if not _OVERRIDE.search(later.text):
+        if not _overrides(later.text):
             continue
         words = _subjects(later.text)
         for m in decisions[:pos]:
@@ -803,7 +816,7 @@ def _gives_way(entry: Entry) -> float:
     as the rules (the one it replaced may be shown verbatim, pinned as a standing rule)."""
     if entry.replaced:
         return GIVES_WAY.index("replaced")
-    if entry.kind == DECISION and _OVERRIDE.search(entry.text):
+    if entry.kind == DECISION and _overrides(entry.text):
         return GIVES_WAY.index(RULE) + 0.5
     return GIVES_WAY.index(entry.kind)
 

@@ -248,3 +248,20 @@ def test_a_task_the_user_labelled_is_not_labelled_twice(opening: str) -> None:
     text = render(extract(messages, removed_indices(messages, [messages[-1]])))
     assert "Task: migrate the billing jobs to the new queue." in text
     assert text.lower().count("task") == 1
+
+
+def test_a_value_that_changed_outlasts_the_one_it_replaced() -> None:
+    """The fidelity bench's first-sight arm showed "branch cut on 2024-08-12" without "the
+    branch cut is now 2024-02-25" (2 of 96): both were read as facts, and a tight ledger sheds
+    the newest fact first. A change said as a fact is a decision that overrides."""
+    update = "And the date slipped: the branch cut is now 2024-02-25."
+    assert read_user(update) == [(DECISION, update)]
+    messages = [user("We cut the release branch on 2024-08-12, Wen runs the release.")]
+    for k in range(30):
+        messages += [assistant("ok"), user(f"Service s{k} runs on host h{k}.example.com.")]
+    messages += [assistant("ok"), user(update), assistant("ok")]
+    entries = extract(messages, range(len(messages)))
+    whole = COUNTER.message({"role": "user", "content": render(entries)})
+    text = fitted(entries, whole // 3, COUNTER)
+    assert text is not None and "2024-02-25" in text
+    assert "host h29" not in text  # the newest facts went; the change did not
