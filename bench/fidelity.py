@@ -66,6 +66,7 @@ GROWTH = 4  # a conversation grows to 4x its base at most while waiting for its 
 WORKERS = 8
 NOTHING = "proxy, summarizer remembers nothing"
 FAILING = "proxy, summarizer fails"
+FIRST_SIGHT = "proxy, first sight"
 CONFIGURED = "proxy, configured summarizer"
 TRUNCATE = "truncate-last-n, same budget"
 EMPTY = "empty artifact (system + last user turn)"
@@ -183,15 +184,23 @@ def forwarded_of(received: list[dict[str, Any]], model: str) -> list[Message]:
     raise RuntimeError(f"the upstream received nothing for {model}")
 
 
-def drive(job: Job, url: str, received: list[dict[str, Any]]) -> dict[int, Point]:
-    """Send ``job``'s conversation request by request; the points at the cycles wanted."""
+def drive(
+    job: Job, url: str, received: list[dict[str, Any]], first_sight: bool = False
+) -> dict[int, Point]:
+    """Send ``job``'s conversation request by request; the points at the cycles wanted. With
+    ``first_sight`` each request comes from a caller of its own (a credential never seen), so
+    the proxy meets every request as it would after a restart or on a replica without the
+    shared store: no checkpoint, no sticky cut, no summary of its own to reuse."""
     points: dict[int, Point] = {}
     previous: list[Message] | None = None
     cuts = 0
     with httpx.Client(timeout=120) as client:
-        for sent in conversation(job.case):
+        for n, sent in enumerate(conversation(job.case)):
             body = {"model": job.model, "messages": sent, "max_tokens": MAX_TOKENS}
-            response = client.post(f"{url}/v1/chat/completions", json=body)
+            headers = (
+                {"authorization": f"Bearer first-sight-{job.model}-{n}"} if first_sight else {}
+            )
+            response = client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
             response.raise_for_status()
             forwarded = forwarded_of(received, job.model)
             continues = previous is not None and forwarded[: len(previous)] == previous
@@ -208,7 +217,11 @@ def drive(job: Job, url: str, received: list[dict[str, Any]]) -> dict[int, Point
 
 
 def run_arm(
-    jobs: list[Job], *, fail: bool = False, summarizer: Summarizer | None = None
+    jobs: list[Job],
+    *,
+    fail: bool = False,
+    summarizer: Summarizer | None = None,
+    first_sight: bool = False,
 ) -> list[dict[int, Point]]:
     """Every job through one proxy and one demo upstream, ``WORKERS`` conversations at once."""
     upstream = create_upstream(window=max(j.window for j in jobs))
@@ -235,7 +248,7 @@ def run_arm(
         received = upstream.state.received
         # litellm prints a banner to stdout on every failed call: not into the bench's table.
         with ThreadPoolExecutor(WORKERS) as pool, redirect_stdout(io.StringIO()):
-            return list(pool.map(lambda j: drive(j, proxy.url, received), jobs))
+            return list(pool.map(lambda j: drive(j, proxy.url, received, first_sight), jobs))
 
 
 def make_jobs(all_cases: list[Case]) -> list[Job]:
@@ -333,6 +346,7 @@ def fidelity_rows(
     arms = {NOTHING: run_arm(jobs)}
     if not quick:  # the smoke test's run: the floor's one arm, in half the time
         arms[FAILING] = run_arm(jobs, fail=True)
+        arms[FIRST_SIGHT] = run_arm(jobs, first_sight=True)
     if summarizer is not None:
         arms[CONFIGURED] = run_arm(jobs, summarizer=summarizer)
     names = [*arms, TRUNCATE, EMPTY, EVERYTHING]
