@@ -39,6 +39,7 @@ from bench.fidelity import Summarizer, fidelity_rows
 from bench.formats import format_rows
 from bench.hostile import HEADER as HOSTILE_HEADER
 from bench.hostile import hostile_rows
+from bench.ledger_reads import ledger_rows
 from bench.load import load_rows
 from bench.outputs import output_rows
 from bench.quality import quality_rows
@@ -595,6 +596,8 @@ async def main_async(sizes: Sizes) -> str:
 OWN = {
     "fidelity": "Fidelity: items a model still sees after 2 and 3 trim cycles (CompactBench, "
     "hard-needle; weighted kept, controls on the same budget)",
+    "ledger": "The ledger's reading: recall on the fidelity set (ledger alone), what it reads "
+    "of real user turns (ShareGPT) and how much of it is false (labelled sample)",
     "outputs": "Tool outputs re-encoded, by kind (tokens, o200k)",
     "recall": "Recall on the long-task workload (scripted agent; re-runs of a tool)",
     "rules": "Standing rules kept without a pin (conpact's 15 side constraints, 4k budget)",
@@ -605,6 +608,7 @@ OWN = {
 def own_sections(names: list[str], quick: bool, summarizer: Summarizer | None = None) -> str:
     rows: dict[str, Callable[[bool], tuple[list[str], list[list[str]]]]] = {
         "fidelity": lambda q: fidelity_rows(q, summarizer),
+        "ledger": ledger_rows,
         "outputs": output_rows,
         "recall": recall_rows,
         "rules": rules_rows,
