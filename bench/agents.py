@@ -8,7 +8,9 @@ tests/clients``). It prints, per run: the steps the task finished, the upstream'
 (each one an overflow retry), what reached the client, the share of consecutive requests
 that kept the previous forwarded prompt as their prefix, and the share of prompt tokens (the
 tools and instructions included) in a prefix equal to the previous request's: what a
-provider's prompt cache serves.
+provider's prompt cache serves; beside it, that share's ceiling, were every request the
+previous one whole with only its new items after it (a step's new tool output is new tokens
+whatever a cut does: at 16k, a 120-line step is about a sixth of the prompt).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def main() -> int:
         "client errors",
         "prefix kept",
         "prompt tokens in the previous prefix",
+        "ceiling: only the new items after the previous prompt",
         "seconds",
     ]
     print()
@@ -122,6 +125,7 @@ def measure(run: Run) -> list[str]:
     items = [unmarked(prompt_items(b, path)) for b in taken]
     kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(items))
     share = prefix_token_share(items)
+    ceiling = append_ceiling(items)
     return [
         run.label + ("" if run.lines == 120 else f", {run.lines}-line steps"),
         "yes" if finished else f"no (exit {done.returncode})",
@@ -129,6 +133,7 @@ def measure(run: Run) -> list[str]:
         "0" if done.returncode == 0 else "1",
         f"{kept}/{max(0, len(taken) - 1)}",
         f"{share:.0%}",
+        f"{ceiling:.0%}",
         f"{seconds:.0f}",
     ]
 
@@ -168,6 +173,25 @@ def prefix_token_share(items: list[list[Any]]) -> float:
         shared += sum(costs[:k])
         total += sum(costs)
     return shared / total if total else 0.0
+
+
+def append_ceiling(items: list[list[Any]]) -> float:
+    """The most ``prefix_token_share`` could be: every request the previous one whole with
+    only its new trailing items after it (the items of a request that the previous one did
+    not hold, from its end back to the first it did, are new whatever a cut does)."""
+    from proxy.demo.own import encoding
+
+    enc = encoding("o200k_base")
+    fresh = total = 0
+    for a, b in itertools.pairwise(items):
+        seen = {orjson.dumps(item) for item in a}
+        costs = [len(enc.encode_ordinary(orjson.dumps(item).decode())) for item in b]
+        n = len(b)
+        while n > 0 and orjson.dumps(b[n - 1]) not in seen:
+            n -= 1
+        fresh += sum(costs[n:])
+        total += sum(costs)
+    return 1 - fresh / total if total else 0.0
 
 
 def unmarked(value: Any) -> Any:

@@ -1,4 +1,4 @@
-from bench.agents import prefix_token_share, prompt_items
+from bench.agents import append_ceiling, prefix_token_share, prompt_items
 
 
 def test_the_prefix_share_counts_the_leading_items_equal_to_the_previous_requests() -> None:
@@ -26,3 +26,15 @@ def test_the_prompt_is_read_as_a_cache_reads_it_tools_and_instructions_first() -
         {"instructions": "be brief"},
         {"type": "message"},
     ]
+
+
+def test_the_ceiling_counts_only_the_new_trailing_items_as_lost() -> None:
+    system = {"role": "system", "content": "You are an agent. " * 20}
+    step = {"role": "tool", "content": "output line " * 40}
+    first = [system, {"role": "user", "content": "task"}, {"role": "assistant", "content": "ok"}]
+    grown = [*first, step]
+    recut = [system, first[2], step]  # the task dropped: the prefix breaks after the system
+    # An append keeps all it can; a re-cut keeps less, but its step is the only new item.
+    assert abs(prefix_token_share([first, grown]) - append_ceiling([first, grown])) < 1e-9
+    assert append_ceiling([first, grown]) < 1.0
+    assert prefix_token_share([first, recut]) < append_ceiling([first, recut]) < 1.0
