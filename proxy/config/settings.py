@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -56,9 +56,32 @@ class Trimming(Strict):
     )
 
 
+# A Redis Sentinel's address: [host, port], or "host:port" (Checkpoints._nodes).
+SentinelNode = tuple[Annotated[str, Field(min_length=1)], Annotated[int, Field(ge=1, le=65535)]]
+# What only the Sentinels' store takes (a url carries its own password and database).
+SENTINEL_ONLY = ("service_name", "sentinel_password_env", "password_env", "db")
+
+
 class Checkpoints(Strict):
     backend: Literal["sqlite", "redis"] = "sqlite"
     url: str | None = Field(None, description="redis://host:port/db, for backend: redis")
+    sentinel_nodes: list[SentinelNode] = Field(
+        default_factory=list,
+        description="for backend: redis instead of url: the Redis Sentinels that name the "
+        "primary, each host:port or [host, port] (LiteLLM's sentinel_nodes)",
+    )
+    service_name: str | None = Field(
+        None, description="with sentinel_nodes: the name they monitor the primary by"
+    )
+    sentinel_password_env: str | None = Field(
+        None,
+        description="with sentinel_nodes: env var holding the Sentinels' own password "
+        "(LiteLLM's sentinel_password)",
+    )
+    password_env: str | None = Field(
+        None, description="with sentinel_nodes: env var holding the primary's password"
+    )
+    db: int = Field(0, ge=0, description="with sentinel_nodes: the database number")
     ttl_seconds: float = Field(7 * 24 * 3600, gt=0)
     max_entries: int = Field(100_000, gt=0)
     max_per_conversation: int = Field(16, gt=0)
@@ -78,13 +101,68 @@ class Checkpoints(Strict):
         "own oldest go; null: a quarter of max_bytes",
     )
 
+    # The passwords sentinel_password_env and password_env name, read when the config is loaded.
+    _passwords: tuple[str | None, str | None] = PrivateAttr(default=(None, None))
+
+    @field_validator("sentinel_nodes", mode="before")
+    @classmethod
+    def _nodes(cls, nodes: Any) -> Any:
+        if not isinstance(nodes, list):
+            return nodes  # pydantic says what is wrong with it
+        return [_host_port(n) if isinstance(n, str) else n for n in nodes]
+
     @model_validator(mode="after")
     def _url(self) -> Checkpoints:
-        if self.backend == "redis" and not self.url:
-            raise ValueError("backend: redis needs url (e.g. redis://localhost:6379/0)")
+        if self.backend == "redis" and not (self.url or self.sentinel_nodes):
+            raise ValueError(
+                "backend: redis needs url (e.g. redis://localhost:6379/0), or sentinel_nodes "
+                "and service_name (the Redis Sentinels that name the primary)"
+            )
+        if self.sentinel_nodes:
+            self._passwords = _sentinel_passwords(self)
+        elif given := [key for key in SENTINEL_ONLY if getattr(self, key)]:
+            raise ValueError(
+                f"{', '.join(given)}: only with sentinel_nodes (a url carries its own "
+                "password and database: redis://:password@host:6379/0)"
+            )
         if self.max_bytes_per_team is not None and self.max_bytes_per_team > self.max_bytes:
             raise ValueError("max_bytes_per_team is more than max_bytes")
         return self
+
+    @property
+    def sentinel_password(self) -> str | None:
+        """The Sentinels' password, read from ``sentinel_password_env`` at load."""
+        return self._passwords[0]
+
+    @property
+    def password(self) -> str | None:
+        """The primary's password (with ``sentinel_nodes``), read from ``password_env``."""
+        return self._passwords[1]
+
+
+def _host_port(node: str) -> tuple[str, str]:
+    host, colon, port = node.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ValueError(f"{node!r} is not host:port (e.g. sentinel-1:26379)")
+    return host.strip("[]"), port  # [::1]:26379 too
+
+
+def _sentinel_passwords(config: Checkpoints) -> tuple[str | None, str | None]:
+    """The passwords the Sentinels' settings name, once they hold together."""
+    if config.backend != "redis":
+        raise ValueError("sentinel_nodes is for backend: redis")
+    if config.url:
+        raise ValueError("url or sentinel_nodes, not both: the Sentinels name the primary")
+    if not config.service_name:
+        raise ValueError(
+            "sentinel_nodes needs service_name: the name the Sentinels monitor the primary by "
+            "(`sentinel monitor <name> <host> <port> <quorum>` in sentinel.conf), e.g. mymaster"
+        )
+    # An unset one is said at start (proxy/config/startup.py), as an unset key is: without it
+    # the store connects without a password, and is refused until it is set.
+    envs = (config.sentinel_password_env, config.password_env)
+    sentinels, primary = ((os.environ.get(name) or None) if name else None for name in envs)
+    return sentinels, primary
 
 
 class Limits(Strict):

@@ -5,7 +5,8 @@ self_loop_problem  an upstream at the proxy's own address (clients and the proxy
                    every request would come back to the proxy, so it does not start
 client_url         where a client on this machine reaches the proxy (loopback for a wildcard)
 key_notes          each key variable the config names that is unset (or empty), and what that
-                   means for who can call and which upstream gets which key
+                   means for who can call and which upstream gets which key (and the store's
+                   password variables)
 """
 
 from __future__ import annotations
@@ -115,7 +116,19 @@ def key_notes(settings: Settings) -> list[str]:
         else:
             who = "the admin key only" if opened else "anybody (it is open)"
         out.append(f"{metrics} is not set: /metrics takes {who}")
+    out += _store_notes(settings)
     return out
+
+
+def _store_notes(settings: Settings) -> list[str]:
+    """The Redis Sentinel store's password variables that are unset (proxy/stores/sentinel.py)."""
+    config = settings.checkpoints
+    named = {"the Sentinels": config.sentinel_password_env, "the primary": config.password_env}
+    return [
+        f"{env} is not set: the checkpoint store logs in to {whom} without a password"
+        for whom, env in named.items()
+        if config.sentinel_nodes and env and not os.environ.get(env)
+    ]
 
 
 def _upstream_note(settings: Settings, name: str, keys: bool) -> str | None:

@@ -8,6 +8,7 @@ warning, and ``contextwarden_checkpoints_disabled`` in /metrics).
     protocol.py  the Store protocol: checkpoints, learned windows, calibration, prefixes, locks
     sqlite.py    the embedded store: one SQLite file under ``data_dir``
     redis.py     the shared store, for several replicas
+    sentinel.py  its Redis found through Redis Sentinel, followed through failovers
     guarded.py   any store, each call bounded in time and a fault remembered
     writer.py    the request path's blob writes, gathered and written together
     codec.py     checkpoints to and from JSON, one format for every backend
@@ -29,6 +30,7 @@ from proxy.stores.guarded import GuardedStore, StoreFault
 from proxy.stores.quota import Quota
 
 if TYPE_CHECKING:
+    from proxy.stores.sentinel import SentinelTarget
     from proxy.stores.sqlite import SqliteStore
 
 __all__ = ["GuardedStore", "StoreFault", "open_store"]
@@ -41,10 +43,8 @@ def open_store(settings: Settings) -> GuardedStore:
     if config.backend == "redis":
         from proxy.stores.redis import RedisStore
 
-        assert config.url is not None
-        redis = RedisStore(
-            config.url, config.ttl_seconds, config.max_per_conversation, timeout, quota(settings)
-        )
+        at, ttl, most = _redis_at(settings), config.ttl_seconds, config.max_per_conversation
+        redis = RedisStore(at, ttl, most, timeout, quota(settings))
         return GuardedStore(redis, timeout)
     path = Path(settings.data_dir) / "checkpoints.sqlite3"
     try:
@@ -61,6 +61,23 @@ def quota(settings: Settings) -> Quota:
     config = settings.checkpoints
     return Quota(
         total=config.max_bytes, per_owner=config.max_bytes_per_team or config.max_bytes // 4
+    )
+
+
+def _redis_at(settings: Settings) -> str | SentinelTarget:
+    """The Redis of ``checkpoints``: its url, or the Sentinels that name the primary."""
+    from proxy.stores.sentinel import SentinelTarget
+
+    config = settings.checkpoints
+    if config.url is not None:
+        return config.url
+    assert config.service_name is not None  # validated with sentinel_nodes (proxy/config)
+    return SentinelTarget(
+        nodes=config.sentinel_nodes,
+        service_name=config.service_name,
+        sentinel_password=config.sentinel_password,
+        password=config.password,
+        db=config.db,
     )
 
 

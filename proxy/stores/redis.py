@@ -6,6 +6,10 @@ with the TTL and keeps at most ``max_per_conversation`` entries; single-flight l
 a sorted set taken by a script, so replicas share a team's quota. Every object a request made
 is charged to its owner and the oldest evicted past the store's bounds, by one script per write
 (proxy/stores/redis_quota.py).
+
+The Redis is one server at a URL, or the primary a set of Redis Sentinels names, followed through
+failovers (proxy/stores/sentinel.py). Not Redis Cluster: the scripts touch keys they are not
+passed (the quota's accounting), which a cluster's slots forbid.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ import secrets
 
 from redis import asyncio as aioredis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.stores.codec import dump, load
 from proxy.stores.quota import Blob, Quota, Usage, charged
 from proxy.stores.redis_quota import DROP, PUT, object_name
+from proxy.stores.sentinel import SentinelTarget, connect
 from strategies.checkpoints.chain import Checkpoint
 
 LEARNED = "cw:learned"
@@ -47,22 +53,18 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. (t - tonumber(ARGV[1])), '+inf')
 class RedisStore:
     def __init__(
         self,
-        url: str,
+        url: str | SentinelTarget,
         ttl_seconds: float,
         max_per_conversation: int,
         timeout: float = 1.0,
         quota: Quota | None = None,
     ) -> None:
-        # One retry at once, on a new connection (those of a Redis that restarted are dead),
-        # and no backoff: redis-py's own (ten retries, up to a second apart) would keep a
-        # command on a dead Redis past the store's timeout (GuardedStore), which bounds every
-        # call and rests the store after a fault.
-        self._redis = aioredis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
-        )
+        """``url``: redis://host:port/db, or the Sentinels that name the primary."""
+        self._sentinel: Sentinel | None = None
+        if isinstance(url, SentinelTarget):
+            self._sentinel, self._redis = connect(url, timeout)
+        else:
+            self._redis = _standalone(url, timeout)
         self._ttl = int(ttl_seconds)
         self._max = max_per_conversation
         self._take = self._redis.register_script(TAKE_SLOT)
@@ -174,3 +176,18 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._redis.aclose()
+        if self._sentinel is not None:
+            await self._sentinel.aclose()
+
+
+def _standalone(url: str, timeout: float) -> aioredis.Redis:
+    # One retry at once, on a new connection (those of a Redis that restarted are dead), and
+    # no backoff: redis-py's own (ten retries, up to a second apart) would keep a command on a
+    # dead Redis past the store's timeout (GuardedStore), which bounds every call and rests
+    # the store after a fault.
+    return aioredis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1, (RedisConnectionError,)),
+    )
