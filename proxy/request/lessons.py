@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from proxy.formats.references import holds_references
 from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
+from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan
 from proxy.windows.calibration import LOW as CALIBRATION_LOW
 from proxy.windows.calibration import Sample
@@ -69,18 +70,21 @@ class Lessons:
         self.trial = trial  # let through past a learned window
         self._uncountable: bool | None = None
 
-    @property
-    def uncountable(self) -> bool:
-        """Whether the request holds content the proxy cannot count (read once)."""
+    async def uncountable(self) -> bool:
+        """Whether the request holds content the proxy cannot count (read once; a large
+        body's scan, four passes over its bytes, off the event loop)."""
         if self._uncountable is None:
-            self._uncountable = holds_references(self.req.body, self.req.payload)
+            req = self.req
+            self._uncountable = await off_loop(
+                work_of(req), holds_references, req.body, req.payload
+            )
         return self._uncountable
 
     async def stated(self, lesson: Lesson, plan: Plan) -> int | None:
         """An overflow that states the window; the window now in force (the proxy's count)."""
         req = self.req
         self._overflowed()
-        theirs = None if self.uncountable else lesson.theirs  # else its count is no sample
+        theirs = None if await self.uncountable() else lesson.theirs  # else its count is no sample
         sample = self.fitting.sample(theirs, plan) if theirs else None
         estimated = not req.spec.pricing.exact
         await self.rt.windows.learn(self.learner, req.spec.name, lesson, sample, estimated)
@@ -96,7 +100,7 @@ class Lessons:
         self._overflowed()
         if not self.fitting.conversation or plan.budget is None or plan.tokens_after is None:
             return None
-        if self.uncountable:
+        if await self.uncountable():
             log.info(
                 "team %s: a figure-free overflow of %s holds content the proxy cannot count "
                 "(a file, a document): no window is learned from it", req.team, req.spec.name,
@@ -124,7 +128,7 @@ class Lessons:
             count = plan.tokens_after
         # A count the proxy could not make whole is no sample (nor, beside the next one's, a
         # sign of a silent truncation).
-        if theirs and count and not self.uncountable:
+        if theirs and count and not await self.uncountable():
             sample = self._sample(plan, theirs, count)
             if sample is not None:
                 before = rt.usages.swap(key_of(req), sample)

@@ -52,6 +52,16 @@ from strategies.tokens import count_messages, count_prompt
 log = logging.getLogger("contextwarden.compaction")
 
 SESSION_MEMORY_CHARS = 20000
+# A conversation's whole chain digests each message (its memo found by the object, else by its
+# bytes): about 4 us a message, 0.1 s of a 25,000-turn body's event loop (bench/hostile.py).
+CHAIN_INLINE = 1000  # messages: a longer conversation's chain is made in a worker thread
+
+
+async def whole_chain(messages: list[Message]) -> list[str]:
+    """``prefix_chain(messages)``, off the event loop for a long conversation."""
+    if len(messages) < CHAIN_INLINE:
+        return prefix_chain(messages)
+    return await asyncio.to_thread(prefix_chain, messages)
 
 
 @dataclass(slots=True)
@@ -142,7 +152,7 @@ class Compactor:
             # truncated, without digesting the whole conversation. Seen, as on_compact has it.
             await self._seen.check(bare.key, not dry_run, ctx.owner)
             return None
-        chain = prefix_chain(messages)
+        chain = await whole_chain(messages)
         choice = self._choice(candidates, messages, chain, budget, ctx)
         job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
         # Asked only when it matters (on_compact): it remembers the conversation.
@@ -193,7 +203,7 @@ class Compactor:
             # Nothing to summarize from the start, nor then after any checkpoint (a later
             # start cuts no sooner): a running task's steps, or recent turns only.
             return
-        chain = prefix_chain(messages)
+        chain = await whole_chain(messages)
         candidates = await self._candidates(ctx.scope, chain[1])
         choice = self._choice(candidates, messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from proxy.request.conversations import Fingerprint, key_of
+from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.planner_state import PlannerState
 from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
@@ -92,6 +93,6 @@ async def prepare(
     assert planner.compactor is not None
     last = await last_prompt(planner, req) if sticky_key(planner.cuts, req) else None
     target = deeper(req, budget, tokens, last, counter) or budget
-    ctx = summary_context(planner.settings, req, budget, counter)
+    ctx = await off_loop(work_of(req), summary_context, planner.settings, req, budget, counter)
     work = planner.compactor.precompact(req.view.messages, budget.messages, ctx, target.messages)
     planner.compactor.soon(work)

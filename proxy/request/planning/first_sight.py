@@ -22,7 +22,7 @@ from proxy.request.budget import budget_for, settled
 from proxy.request.conversations import key_of
 from proxy.request.planning.allowances import fitted_or_uncertain
 from proxy.request.planning.deep_cuts import prepare
-from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan
 from proxy.request.planning.planner_state import PlannerState
 from proxy.summaries.decision import on_request, soft_limit, summarizes
@@ -63,7 +63,7 @@ async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_
     memo = MemoCounter(counter)
     key, model, fmt = _recent_key(req), req.spec.pricing.counter, req.fmt.name
     known = planner.recent.seed(key, model, messages, memo)
-    fresh = req.fresh if known else len(req.body)  # none known: every message is tokenized
+    fresh = work_of(req) if known else len(req.body)  # none known: every message is tokenized
     rest = messages[len(known) :] if known else messages
     counts = known + await off_loop(fresh, each_message, memo, rest)
     tokens = sum(counts) + memo.priming

@@ -26,7 +26,7 @@ from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
 from proxy.request.planning.deep_cuts import deeper, last_prompt
 from proxy.request.planning.ledger import Reserved, add_ledger, reserve, summary_front
-from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan, plan_of_fit
 from proxy.request.planning.planner_state import PlannerState
 from proxy.request.planning.sticky_replay import replay_last_cut
@@ -99,7 +99,7 @@ async def cut(
     config = req.policy.config
     step = on_request(before, budget.messages, config, req.session_memory, req.client_compaction)
     if step == "compact" and planner.compactor is not None:
-        ctx = summary_context(planner.settings, req, budget, counter)
+        ctx = await off_loop(work_of(req), summary_context, planner.settings, req, budget, counter)
         deep = budget.messages if budget is not full else None
         compacted = await planner.compactor.compact(
             original, full.messages, ctx, req.session_memory, dry_run, deep
@@ -125,7 +125,7 @@ async def cut(
         # it costs the growth room no more than the verbatim tail would).
         whole = fit_budget if budget is full else replace(full, margin=full.margin + pending)
         reserved: Reserved | None = await off_loop(
-            req.fresh, reserve, req, original, before, fit_budget, full, counter, messages, whole
+            work_of(req), reserve, req, original, before, fit_budget, full, counter, messages, whole
         )
         room = reserved.tokens if reserved is not None else 0
         try:
@@ -150,7 +150,7 @@ async def cut(
                 result = await fitting(fit_budget, kept=summary, tokens=tokens, cut_newest=True)
         front = summary_front(messages, original) if summary else frozenset()
         result = await off_loop(
-            req.fresh, add_ledger, req, original, result, whole, full, counter, reserved, front
+            work_of(req), add_ledger, req, original, result, whole, full, counter, reserved, front
         )
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages
@@ -168,7 +168,8 @@ async def cut(
         and replayable
         and not req.continuation
     ):
-        recipe = record(original, result.messages, actions, full.messages, message_digest)
+        cut_by = (original, result.messages, actions, full.messages, message_digest)
+        recipe = await off_loop(work_of(req), record, *cut_by)
         planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint), req.owner)
     return plan_of_fit(req, full, before, result, actions, checkpoint, planner.recalls, dry_run)
 
@@ -192,7 +193,7 @@ async def engine_fit(
         share = cut_share(prices, growth(messages, counter), budget.messages)
     try:
         return await off_loop(
-            req.fresh,
+            work_of(req),
             fit,
             messages,
             budget.messages,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from proxy.request.conversations import message_digest
 from proxy.request.planning.deep_cuts import prepare
-from proxy.request.planning.off_loop import off_loop
+from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan, plan_of_fit
 from proxy.request.planning.planner_state import PlannerState
 from proxy.summaries.decision import soft_limit, summarizes
@@ -37,12 +37,13 @@ async def replay_last_cut(
     grid = req.policy.engine.cache_cut_share
     if recipe is None or budget.messages > recipe.budget * (1 + grid):
         return None  # a budget a grid step larger keeps more: worth a new cut
-    messages = replay(recipe, req.view.messages, message_digest)
+    work = work_of(req)
+    messages = await off_loop(work, replay, recipe, req.view.messages, message_digest)
     if messages is None:
         return None
     if req.policy.engine.repair_tool_calls:
-        messages = repair_tool_calls(messages)[0]
-    tokens = await off_loop(req.fresh, count_prompt, counter, messages)
+        messages = (await off_loop(work, repair_tool_calls, messages))[0]
+    tokens = await off_loop(work, count_prompt, counter, messages)
     if tokens > budget.messages:
         return None
     config = req.policy.config
