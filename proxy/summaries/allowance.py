@@ -50,8 +50,9 @@ class TeamQuota:
             return 0
         return max(0, self.per_hour - taken)
 
-    async def take(self) -> bool:
-        """One call of the team's quota; False (and counted as refused) when none is left."""
+    async def take(self, refusal: bool = True) -> bool:
+        """One call of the team's quota; False (and counted as refused, with ``refusal``)
+        when none is left."""
         if self.per_hour is not None:
             try:
                 taken = await self.store.take_slot(self.key, self.per_hour, HOUR)
@@ -59,7 +60,7 @@ class TeamQuota:
                 log.warning("team %s: its summarizer quota cannot be counted: %s", self.team, exc)
                 taken = False
             if not taken:
-                self.refused += 1
+                self.refused += refusal
                 return False
         self.calls += 1
         return True
@@ -70,27 +71,38 @@ class Allowance:
     calls: int
     deadline: float  # time.monotonic()
     quota: TeamQuota
+    # The team's calls taken ahead for this checkpoint's pieces (``affordable``), spent by
+    # ``take``: a job never starts pieces its team's quota cannot finish.
+    reserved: int = 0
 
     @classmethod
     def start(cls, calls: int, seconds: float, quota: TeamQuota) -> Allowance:
         return cls(calls, time.monotonic() + seconds, quota)
 
     async def affordable(self, wanted: int) -> int:
-        """How many of ``wanted`` calls this request and its team may still make (none left
-        in the team's quota: counted as refused by it)."""
-        team = await self.quota.left()
-        if team == 0 and wanted > 0:
-            self.quota.refused += 1
-        return max(0, min(wanted, self.calls, wanted if team is None else team))
+        """How many of ``wanted`` calls this request and its team may still make, taken from
+        the team's quota now: concurrent checkpoints (of this process or another replica)
+        that each read what was left and then spent it call by call would start more pieces
+        than the quota holds, and a checkpoint cut short by it is calls spent for nothing
+        (#56: 1 checkpoint for 4 calls). A call none was left for is counted as refused."""
+        # Refused once, when not one call is left (fewer pieces summarized is no refusal).
+        while self.reserved < min(wanted, self.calls):
+            if not await self.quota.take(refusal=self.reserved == 0):
+                break
+            self.reserved += 1
+        return min(wanted, self.reserved)
 
     async def take(self, timeout: float) -> float:
-        """Spend one call; returns its time-out (never past the deadline)."""
+        """Spend one call (a reserved one first); returns its time-out (never past the
+        deadline)."""
         left = self.deadline - time.monotonic()
         if self.calls <= 0:
             raise AllowanceSpent("the request's summarizer calls are used up")
         if left < MIN_CALL_SECONDS:
             raise AllowanceSpent("the request's summarizing deadline has passed")
-        if not await self.quota.take():
+        if self.reserved > 0:
+            self.reserved -= 1
+        elif not await self.quota.take():
             raise AllowanceSpent("the team's summarizer calls for this hour are used up")
         self.calls -= 1
         return min(timeout, self.deadline - time.monotonic())

@@ -195,6 +195,23 @@ async def test_replicas_take_a_teams_calls_from_one_quota() -> None:
         await allowance.take(10)
 
 
+async def test_concurrent_checkpoints_never_start_pieces_the_quota_cannot_finish() -> None:
+    """Two checkpoints of three pieces each on a team's hour of 4 calls, their calls
+    interleaved (two requests, or two replicas): the first takes its three, the second the one
+    left (it summarizes its last piece). Read-then-spend let both start, each spent two calls
+    and was cut short: 4 calls, no checkpoint."""
+    store = Shared()
+    quota = TeamQuota("t", 4, store)
+    first, second = Allowance.start(8, 30, quota), Allowance.start(8, 30, quota)
+    assert [await first.affordable(3), await second.affordable(3)] == [3, 1]
+    for _ in range(3):
+        await first.take(10)
+    await second.take(10)
+    assert await quota.left() == 0
+    with pytest.raises(AllowanceSpent, match="team's summarizer calls"):
+        await second.take(10)  # past what it was given: the quota holds
+
+
 async def test_a_quota_the_store_cannot_count_holds() -> None:
     store = Shared()
     store.down = True
