@@ -137,6 +137,8 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
     if compacted is not None and reply.status == 200 and carry(reply, compacted, req.fmt.api):
         plan = replace(plan, actions=[*plan.actions, "compaction-served"])
+    if req.context_edits:  # served before the request was fitted: named first, by their type
+        plan = replace(plan, actions=[*(e["type"] for e in req.context_edits), *plan.actions])
     response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
     outcome = Outcome(
         team=req.team,

@@ -14,9 +14,10 @@ not permitted"), and Claude Code sends it on every request.
 The edits, as documented:
     clear_thinking_20251015  ``keep``: ``"all"`` (or ``{"type": "all"}``), or
                              ``{"type": "thinking_turns", "value": N}``
-                             (default 1): the thinking blocks of the assistant turns before the
-                             newest N are removed (a turn: the assistant's messages between two
-                             user prompts, tool rounds included)
+                             (default 1): the thinking blocks of all but the newest N assistant
+                             turns are removed (an assistant turn: the assistant's messages
+                             between two user prompts, tool rounds included; the newest prompt,
+                             not answered yet, is none)
     clear_tool_uses_20250919 past ``trigger`` (``input_tokens``, default 100,000, or
                              ``tool_uses``), the oldest tool results are replaced by a
                              placeholder, all but the newest ``keep`` tool uses (default 3) and
@@ -91,15 +92,20 @@ def _clear_thinking(
         return messages, None
     turns = _amount(keep, "thinking_turns", f"{where}.keep")
     starts = [i for i, m in enumerate(messages) if _prompt(m)]
-    # Turn t holds the messages after the t-th user prompt; the newest ``turns`` keep theirs.
-    last_cleared = len(starts) - turns
+    # Turn t holds the messages after the t-th user prompt. Only assistant turns count: the
+    # newest prompt, not answered yet, is none, and the newest ``turns`` of them keep theirs.
+    answered = [
+        (i, bisect_right(starts, i))
+        for i, m in enumerate(messages)
+        if isinstance(m, dict) and m.get("role") == "assistant"
+    ]
+    assistant_turns = sorted({turn for _, turn in answered})
+    kept_turns = set(assistant_turns[-turns:]) if turns else set()
     out, cleared_turns, cleared = list(messages), set(), 0
-    for i, m in enumerate(messages):
-        if not (isinstance(m, dict) and m.get("role") == "assistant"):
+    for i, turn in answered:
+        if turn in kept_turns:
             continue
-        turn = bisect_right(starts, i)
-        if turn > last_cleared:
-            continue
+        m = messages[i]
         content = m.get("content")
         if not isinstance(content, list):
             continue

@@ -204,6 +204,79 @@ def test_codex(quick_start: QuickStart, release: str) -> None:
     assert not quick_start.anthropic.received and not quick_start.anthropic.summaries
 
 
+WEBSOCKET_ERROR = (
+    "ERROR codex_api::endpoint::responses_websocket: failed to connect to Responses WebSocket"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("provider", ["built-in", "its own", "its own, with websockets"])
+def test_codex_logs_one_error_line_for_the_refused_websocket(
+    quick_start: QuickStart, release: str, provider: str
+) -> None:
+    """docs/codex.md: with the README's line (the built-in provider) Codex opens a WebSocket
+    first, the proxy answers the handshake with a 426, and Codex logs one ERROR line for the
+    failed handshake, then goes by HTTPS and finishes; so does a provider of its own that says
+    ``supports_websockets = true``. One that does not never opens one, and logs nothing."""
+    handshakes: list[tuple[str, int]] = []
+    app = quick_start.recorder.app
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        async def sending(message: Any) -> None:
+            if message["type"] == "websocket.http.response.start":
+                handshakes.append((scope["path"], message["status"]))
+            await send(message)
+
+        await app(scope, receive, sending if scope["type"] == "websocket" else send)
+
+    quick_start.recorder.app = watched
+    try:
+        run = codex_run(quick_start, release, provider)
+    finally:
+        quick_start.recorder.app = app  # the fixture's checks read the proxy's own app
+    assert run.returncode == 0 and f"Done after {STEPS} steps" in run.stdout, run
+    errors = [line for line in (run.stdout + run.stderr).splitlines() if " ERROR " in line]
+    if provider != "its own":
+        assert handshakes == [("/v1/responses", 426)]
+        assert len(errors) == 1 and WEBSOCKET_ERROR in errors[0], run
+        assert WEBSOCKET_ERROR in run.stderr
+    else:
+        assert handshakes == [] and errors == [], run
+    assert len(quick_start.openai.received) == STEPS + 1  # every request went by HTTPS
+
+
+def codex_run(quick_start: QuickStart, release: str, provider: str) -> Run:
+    """``codex exec`` on the task, with the README's line or a provider of its own."""
+    codex_home = quick_start.home / ".codex"
+    codex_home.mkdir()
+    env = {"OPENAI_API_KEY": OPENAI_KEY}
+    if provider == "built-in":
+        config = snippet("Codex CLI").replace(PROXY, quick_start.url)
+    else:
+        config = (
+            'model_provider = "contextwarden"\n[model_providers.contextwarden]\n'
+            f'name = "contextwarden"\nbase_url = "{quick_start.url}/v1"\n'
+            'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n'
+        )
+        if provider.endswith("with websockets"):
+            config += "supports_websockets = true\n"
+    (codex_home / "config.toml").write_text(config)
+    if provider == "built-in":
+        subprocess.run(  # the user's key, saved as Codex's own sign-in
+            [str(client("codex", release)), "login", "--with-api-key"],
+            input=f"{OPENAI_KEY}\n",
+            env={"PATH": os.environ["PATH"], "HOME": str(quick_start.home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        env = {}
+    argv = [str(client("codex", release)), "exec", "--skip-git-repo-check"]
+    return quick_start.run([*argv, "--dangerously-bypass-approvals-and-sandbox", TASK], env)
+
+
 async def test_openai_agents(quick_start: QuickStart, monkeypatch: pytest.MonkeyPatch) -> None:
     from agents import Agent, Runner, function_tool, set_tracing_disabled
     from agents.models import _openai_shared

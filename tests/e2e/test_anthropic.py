@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from proxy.demo.anthropic import AnthropicCounter, invalid_request
+from proxy.demo.anthropic import AnthropicCounter, invalid_request, sign
 from tests.e2e.conftest import Stack, StackFactory
 
 CLAUDE = "claude-demo"
@@ -342,3 +342,46 @@ def test_context_management_is_served_for_an_upstream_without_it(make_stack: Sta
         extra_body={"context_management": {"edits": [newer]}},
     )
     assert "context_management" not in stack.received[-1]
+
+
+def test_the_actions_header_names_the_context_edits_it_served(make_stack: StackFactory) -> None:
+    """``x-contextwarden-actions`` names each edit the proxy applied (by its type, as the
+    answer's ``applied_edits`` does), and only those: Claude Code's ``keep: "all"`` clears
+    nothing and reads ``none``."""
+    stack = claude_stack(make_stack)
+    messages: list[dict[str, Any]] = []
+    for k in range(3):
+        thought = {"type": "thinking", "thinking": f"plan {k}", "signature": sign(f"plan {k}")}
+        use = {"type": "tool_use", "id": f"toolu_{k}", "name": "Read", "input": {"path": f"{k}"}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": f"file {k}"}
+        messages += [
+            {"role": "user", "content": f"Read file {k}."},
+            {"role": "assistant", "content": [thought, use]},
+            {"role": "user", "content": [result]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"Read {k}."}]},
+        ]
+    messages.append({"role": "user", "content": "Now summarize them."})
+    tools = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 1},
+        "keep": {"type": "tool_uses", "value": 1},
+    }
+    thinking = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+
+    def sent(*edits: dict[str, Any]) -> tuple[str, list[str]]:
+        raw = sdk(stack).messages.with_raw_response.create(
+            model=CLAUDE,
+            max_tokens=MAX_TOKENS,
+            messages=messages,  # type: ignore[arg-type]
+            extra_body={"context_management": {"edits": list(edits)}},
+        )
+        assert raw.http_response.status_code == 200
+        applied = raw.http_response.json().get("context_management", {}).get("applied_edits")
+        return raw.headers["x-contextwarden-actions"], [a["type"] for a in applied or []]
+
+    assert sent(tools, thinking) == (
+        "clear_tool_uses_20250919,clear_thinking_20251015",
+        ["clear_tool_uses_20250919", "clear_thinking_20251015"],
+    )
+    assert sent(thinking) == ("clear_thinking_20251015", ["clear_thinking_20251015"])
+    assert sent({"type": "clear_thinking_20251015", "keep": "all"}) == ("none", [])

@@ -146,6 +146,71 @@ def test_clear_thinking_keeps_the_newest_turns() -> None:
         assert out["messages"] == messages and applied == []
 
 
+def turns(n: int) -> list[dict[str, Any]]:
+    """``n`` finished turns (a prompt, a thinking answer), then the newest prompt, unanswered:
+    what a client sends for the next turn."""
+    messages: list[dict[str, Any]] = []
+    for i in range(n):
+        messages.append({"role": "user", "content": f"Question {i}."})
+        thought = {"type": "thinking", "thinking": f"thought {i}", "signature": f"s{i}"}
+        messages.append(
+            {"role": "assistant", "content": [thought, {"type": "text", "text": f"Answer {i}."}]}
+        )
+    return [*messages, {"role": "user", "content": "Next question."}]
+
+
+def thought(messages: list[dict[str, Any]]) -> list[int]:
+    """The indexes of the messages that hold thinking."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m["content"], list) and any(b["type"] == "thinking" for b in m["content"])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("keep", "kept", "cleared"),
+    [
+        # As documented: the thinking of the most recent ``value`` assistant turns is kept;
+        # the default (no keep) is ``{"type": "thinking_turns", "value": 1}``: the last
+        # assistant turn's. The newest prompt, not answered yet, is no assistant turn.
+        (None, [5], 2),
+        ({"type": "thinking_turns", "value": 1}, [5], 2),
+        ({"type": "thinking_turns", "value": 2}, [3, 5], 1),
+        ({"type": "thinking_turns", "value": 3}, [1, 3, 5], 0),
+        ({"type": "thinking_turns", "value": 9}, [1, 3, 5], 0),
+    ],
+)
+def test_clear_thinking_keeps_the_last_n_assistant_turns(
+    keep: Any, kept: list[int], cleared: int
+) -> None:
+    messages = turns(3)
+    edit = {"type": "clear_thinking_20251015"} | ({} if keep is None else {"keep": keep})
+    out, applied = serve(body(messages, edit), count)
+    assert thought(messages) == [1, 3, 5]
+    assert thought(out["messages"]) == kept
+    assert [a["cleared_thinking_turns"] for a in applied] == ([cleared] if cleared else [])
+    # The cleared turns keep their answers.
+    assert [m["content"][-1]["text"] for m in out["messages"][1::2]] == [
+        f"Answer {i}." for i in range(3)
+    ]
+
+
+def test_clear_thinking_counts_a_running_tool_loop_as_one_assistant_turn() -> None:
+    """A turn is the assistant's messages between two prompts, tool rounds included; the
+    newest prompt after them is no turn yet."""
+    messages = [*loop(2), {"role": "assistant", "content": "Done."}]
+    messages += [*turns(1)[:2], {"role": "user", "content": "Next question."}]
+    edit = {"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}
+    out, applied = serve(body(messages, edit), count)
+    assert thought(messages) == [1, 3, 7]
+    assert thought(out["messages"]) == [7]
+    assert applied[0]["cleared_thinking_turns"] == 1
+    two = {**edit, "keep": {"type": "thinking_turns", "value": 2}}
+    out, applied = serve(body(messages, two), count)
+    assert out["messages"] == messages and applied == []
+
+
 def test_strip_leaves_the_rest_as_it_is() -> None:
     original = body(loop(1), {"type": "clear_thinking_20251015", "keep": "all"})
     assert strip(original) == {k: v for k, v in original.items() if k != "context_management"}

@@ -3,7 +3,10 @@ table; what it needs said first (the model, a window nothing states)."""
 
 from __future__ import annotations
 
+import ast
+import re
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +90,24 @@ def test_an_address_that_would_not_read_back() -> None:
     assert tomllib.loads("\n".join(lines("codex", setup)))["openai_base_url"] == "http://h:9000/v1"
     with pytest.raises(SetupError, match="not a model name"):
         setup_for(settings, URL, "a\nb", 8000)
+
+
+def test_agents_prints_what_its_page_says(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/openai-agents.md: on the embedded default config, ``--model`` is needed (and a
+    window for it); given, the page's set-up statements under a comment naming the model and
+    its window."""
+    assert main(["client-setup", "agents"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "client-setup: name the model the client will use: --model M (none is configured)"
+    )
+    assert main(["client-setup", "agents", "--model", "my-local-model"]) == 2
+    assert "no context window is known for 'my-local-model'" in capsys.readouterr().err
+    assert main(["client-setup", "agents", "--model", "gpt-4.1"]) == 0
+    printed = capsys.readouterr().out
+    first = printed.splitlines()[0]
+    assert first.startswith("# openai-agents through the proxy, 'gpt-4.1': window ")
+    assert "give each Agent its model" in first
+    page = (Path(__file__).parents[3] / "docs" / "openai-agents.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert snippet is not None
+    assert ast.dump(ast.parse(printed)) == ast.dump(ast.parse(snippet.group(1)))
