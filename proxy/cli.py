@@ -271,7 +271,11 @@ def banner(settings: Settings, path: str | None) -> str:
             known = table.lookup(
                 upstream.model if upstream.provider == "litellm" and upstream.model else name
             )
-            window, source = (str(known.window), "litellm's table") if known else ("?", "unknown")
+            window, source = (
+                (str(known.window), known.source or "litellm's table")
+                if known
+                else ("?", "unknown")
+            )
             if asks(upstream):
                 source += f"; the server is asked ({upstream.discovery})"
         if is_pattern(name) and not entry.context_window:

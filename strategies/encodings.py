@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from strategies.images import ImageCosts
 
-_O200K = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+# gpt-6*: Codex's default models (gpt-6.1-sol, gpt-6.2-sol) are OpenAI's, after gpt-5 (o200k in
+# tiktoken's own table); counted as an estimate they ran 1.23-1.27 times the upstream's count.
+_O200K = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "gpt-6", "o1", "o3", "o4")
 _CL100K = ("gpt-4", "gpt-3.5", "gpt-35")
 
 # gpt-4o-mini charges images far more tokens than gpt-4o (2833 base, 5667 a tile).

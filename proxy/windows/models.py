@@ -202,7 +202,8 @@ class Models:
         if entry is not None and entry.context_window:
             source = f"configured under models: {found[0] if found else name!r}"
         else:
-            source = f"litellm's model table ({self._table_name(name, upstream)})" if table else ""
+            listed = f"litellm's model table ({self._table_name(name, upstream)})"
+            source = (table.source or listed) if table else ""
         max_output = (entry.max_output_tokens if entry else None) or (
             table.max_output if table else None
         )

@@ -2,6 +2,11 @@
 
 Importing litellm takes seconds; its table is a JSON file inside the package, so we read that
 file directly (the same data ``litellm.model_cost`` holds with LITELLM_LOCAL_MODEL_COST_MAP=True).
+
+A model the table does not know yet that an agent CLI asks for by default falls back to the
+window the CLI's own model catalog gives it (``CLIENT_CATALOG``): the current Codex asks for
+``gpt-6.2-sol`` with no ``-m``, a name litellm's table (and its bundled Codex 0.166.0 catalog)
+does not have, so its requests went untrimmed and ``client-setup codex`` had no window to print.
 """
 
 from __future__ import annotations
@@ -22,6 +27,17 @@ class TableEntry:
     window: int
     max_output: int | None
     prices: Prices | None = None
+    source: str | None = None  # where the window comes from, when not litellm's table
+
+
+# Windows of the models agent CLIs ask for that litellm's table lacks: each model's
+# ``context_window`` in the CLI's bundled catalog (Codex: codex-rs/models-manager/models.json,
+# embedded in its binary), the window the CLI itself budgets and compacts against.
+CODEX_CATALOG = "Codex 0.171.0's model catalog"
+CLIENT_CATALOG: dict[str, tuple[int, str]] = {
+    "gpt-6.2-sol": (500_000, CODEX_CATALOG),  # its default model
+    "gpt-6.2-astra": (272_000, CODEX_CATALOG),
+}
 
 
 class ModelTable:
@@ -48,7 +64,8 @@ class ModelTable:
                 if isinstance(window, int) and window > 0:
                     out = entry.get("max_output_tokens")
                     return TableEntry(window, out if isinstance(out, int) else None, _prices(entry))
-        return None
+        known = CLIENT_CATALOG.get(model.split("/", 1)[-1])
+        return TableEntry(known[0], None, None, known[1]) if known else None
 
 
 def _prices(entry: dict[str, Any]) -> Prices | None:

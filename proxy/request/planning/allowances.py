@@ -3,10 +3,14 @@
     roomy        a reply reserve the client did not ask for (then the safety margin), or a
                  limit it asked for that the policy may lower, shrinks to what the window
                  leaves by the proxy's own count
-    uncertain    for a model the proxy only estimates, the estimate's known error given to
-                 the window (never past a team's cap): the request goes (``uncertain-
+    uncertain    the count's known error given to the window (never past a team's cap):
+                 for a model the proxy only estimates, the estimate's ratio; until the
+                 upstream's answers have calibrated the count, what it charges that the
+                 upstream may not count (a Responses request's item envelopes, ``uncounted``,
+                 tried after ``roomy`` for an exact count). The request goes (``uncertain-
                  forwarded``) and the upstream decides, a large asked reply limit lowered to
-                 what the window itself leaves (``within``)
+                 what the window itself leaves (``within``): its overflow's figures, if it
+                 refuses, are what the retry fits to
 
     step cut     the newest step's largest outputs cut to a head, a tail and their error
                  lines (strategies/step_cut.py), at the budget itself: the last resort
@@ -23,6 +27,7 @@ from dataclasses import replace
 import orjson
 
 from proxy.errors import ContextTooLarge
+from proxy.formats.responses_items import envelope_text
 from proxy.request.budget import output_floor
 from proxy.request.planning.fit_to_budget import fitted
 from proxy.request.planning.plan import Plan
@@ -59,7 +64,10 @@ async def fitted_or_uncertain(
     try:
         return await fitted(planner, req, budget, tokens, memo, dry_run)
     except ContextTooLarge as certain:
-        loose = _loose(planner, req, budget)
+        # An exact count is over the upstream's by its envelopes alone: the reply reserve
+        # gives way first, then that gap, before the newest step's outputs are cut.
+        exact = req.spec.pricing.exact
+        loose = None if exact else _loose(planner, req, budget, tokens)
         asked = req.fmt.requested_output(req.payload)
         # A large reply limit the policy lowers gives way first, once the count is known.
         giving = req.calibrated and output_floor(req, asked) is not None
@@ -71,26 +79,52 @@ async def fitted_or_uncertain(
             return await roomy(planner, req, budget, tokens, memo, dry_run)
         except ContextTooLarge:
             pass
+        if exact and (loose := _loose(planner, req, budget, tokens)) is not None:
+            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+            if plan is not None:
+                return plan
         try:  # the last resort: the newest step's largest outputs cut (strategies/step_cut.py)
             return await roomy(planner, req, budget, tokens, memo, dry_run, cut_newest=True)
         except ContextTooLarge:
             pass
-        if loose is not None and giving:
+        if loose is not None and giving and not exact:
             plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
             if plan is not None:
                 return plan
         raise certain from None
 
 
-def _loose(planner: PlannerState, req: WireRequest, budget: Budget) -> Budget | None:
-    """``budget`` with the estimate's known error given to its window (never past a team's
-    cap); None for an exact count, or when that gives nothing."""
-    loose_window = math.floor(budget.window * planner.settings.trimming.estimate_ratio)
+def _loose(planner: PlannerState, req: WireRequest, budget: Budget, tokens: int) -> Budget | None:
+    """``budget`` with the count's known error given to its window (never past a team's
+    cap): an estimate's ratio, and, until the upstream's answers have calibrated the count,
+    what it charges that the upstream may not count (``uncounted``). None when that gives
+    nothing."""
+    loose_window = budget.window
+    if not req.spec.pricing.exact:
+        loose_window = math.floor(budget.window * planner.settings.trimming.estimate_ratio)
+    if not req.calibrated and tokens > 0:
+        # The envelopes' share of the request's count, of the window: what is kept of it
+        # is over the upstream's count by about that share, not by all the request's.
+        loose_window += math.floor(budget.window * min(1.0, uncounted(req) / tokens))
     if req.cap is not None:
         loose_window = min(loose_window, req.cap)
-    if req.spec.pricing.exact or loose_window <= budget.window:
+    if loose_window <= budget.window:
         return None
     return replace(budget, window=loose_window)
+
+
+def uncounted(req: WireRequest) -> int:
+    """The tokens the proxy's count charges for a Responses request's item envelopes (ids,
+    types, statuses, Codex's per-item metadata: proxy/formats/responses_items.py), which the
+    upstream bills as a few tokens of role markers an item: by this much the count may be
+    over the upstream's before any answer has calibrated it. 0 for other formats."""
+    if req.fmt.name != "responses":
+        return 0
+    text = envelope_text(req.view.messages)
+    if not text:
+        return 0
+    counter = req.spec.pricing.counter
+    return max(0, counter.message({"content": text}) - counter.message({}))
 
 
 async def _uncertain(
