@@ -2,6 +2,7 @@
 
     cut_output(text, cap, counter, how_back) -> str | None
     cut_step(messages, indices, need, counter, handles) -> StepCut | None
+    cut_part(original, shown) -> str | None   what a cut left out: what its recall gives back
 
 The newest step (the last assistant message's calls and their outputs) is what the model acts
 on next, so every plan keeps it whole. When it cannot fit beside the instructions and the task
@@ -13,8 +14,15 @@ the smaller ones are left whole), until the step fits:
 - an output keeps its head and its tail (a file's opening, a test run's summary) and, between
   them, every line that reads as an error (``strategies/error_output.py``), in order;
 - its first line says it was cut, how much, and how to get the rest: ``recall: <handle>`` when
-  the policy offers recall (the proxy keeps the original, ``proxy/request/recall.py``), else a
-  narrower call to run again;
+  the policy offers recall, else a narrower call to run again. The handle is the cut's own
+  (``cut_handle``): the proxy keeps under it the part the cut left out (``cut_part``), so a
+  recall gives the model what it did not see, not the head and tail again
+  (``proxy/request/recall.py``). The marker is priced as sent, handle and all;
+- the error lines come before the head and the tail: when the room is too small for those, an
+  output is its marker and its error lines alone, and when it is too small for every error
+  line, it keeps as many as fit, taken alternately from the first and the last (the first
+  failure, and the runner's summary at the end), its marker saying how many. Every output
+  keeps at least its marker (``least``): a step is never refused while its markers fit;
 - calls, call ids and the assistant message are never touched; an output with no text (a
   screenshot, shell output objects) is never cut; images in an output that is cut are dropped.
 
@@ -23,18 +31,28 @@ Pure: the caller gives a counter; the result is new message dicts, the others un
 
 from __future__ import annotations
 
+import hashlib
+import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from strategies.error_output import is_error_line
 from strategies.messages import ANSWERING, Message
-from strategies.outputs import named, output_text, with_text
+from strategies.outputs import handle_for, output_text, with_text
 from strategies.tokens import Counter, MemoCounter
 
 STEP_CUT = "step-outputs-cut"  # the action, followed by how many outputs were cut
-MIN_KEEP = 100  # tokens an output is never cut below: its markers and a few lines of it
+MIN_KEEP = 100  # tokens an output's least cut (its frame and marker, ``least``) stays under
 RERUN = "for the rest, run the tool again narrower (a line range, a filter)"
+OPENING = "[Output cut to fit the context window: "  # a cut output's first line starts so
+PLACEHOLDER = "recall: r" + "0" * 12  # a handle's place while the cut is made (as long as one)
+HEAD_AND_TAIL = 16  # tokens, at the least, worth a head and a tail beside the error lines
+# The line between the head and the tail, saying what it stands for.
+GAP = re.compile(
+    r"\[\.\.\. (?:lines ([\d,]+)-([\d,]+) cut \([\d,]+ lines\)"
+    r"|([\d,]+) characters of line ([\d,]+) cut)(?:; [^\]]*)? \.\.\.\]"
+)
 ESCAPED_LINES = 16  # an output with fewer real lines and at least this many escaped ones
 ROUNDS = 6  # tries to bring a cut under its cap (a recount after each: merges at the cut)
 
@@ -55,45 +73,71 @@ def cut_step(
     others: Sequence[int] = (),
 ) -> StepCut | None:
     """``messages`` with the outputs among ``indices`` cut, the largest first, to save at least
-    ``need`` tokens; None when no output can be cut. The result may save less than ``need``
-    when the outputs cannot go lower (each keeps at least ``MIN_KEEP``); the caller checks.
+    ``need`` tokens; None when no output can be cut. Each output keeps at least its marker and
+    every error line, or, when that cannot save ``need``, at least its marker (``least``); the
+    result may save less than ``need`` even so: the caller checks.
     ``others``: the sizes of messages the caller cuts next (a running task's statement), which
     share the cut: no output is cut below the level they are cut to."""
-    sizes: dict[int, int] = {}
-    least: dict[int, int] = {}  # each output's own floor: its frame and MIN_KEEP of text
-    for i in indices:
-        m = messages[i]
-        if m.get("role") not in ANSWERING or _text_of(m) is None:
-            continue
-        size, floor = counter.message(m), counter.message(with_text(m, "")) + MIN_KEEP
-        if size > floor:
-            sizes[i], least[i] = size, floor
-    if not sizes or need <= 0:
-        return None
-    cap = water_level([*sizes.values(), *others], need)
-    if all(size <= max(cap, least[i]) for i, size in sizes.items()):
+    if need <= 0:
         return None
     best: StepCut | None = None
+    for errors in (True, False):
+        sizes: dict[int, int] = {}
+        floors: dict[int, int] = {}  # each output's own floor (``least``)
+        for i in indices:
+            m = messages[i]
+            if m.get("role") not in ANSWERING or _text_of(m) is None:
+                continue
+            size, floor = counter.message(m), least(m, counter, handles, errors)
+            if size > floor:
+                sizes[i], floors[i] = size, floor
+        cut, enough = _cut_to(messages, sizes, floors, need, counter, handles, others)
+        if cut is not None and (best is None or cut.saved > best.saved):
+            best = cut
+        if enough:
+            break
+    return best
+
+
+def _cut_to(
+    messages: Sequence[Message],
+    sizes: dict[int, int],
+    floors: dict[int, int],
+    need: int,
+    counter: Counter,
+    handles: bool,
+    others: Sequence[int],
+) -> tuple[StepCut | None, bool]:
+    """The outputs of ``sizes`` cut to a common level, none below its floor, to save ``need``;
+    and whether the best cut, with what the others give at its level, saves it."""
+    if not sizes:
+        return None, False
+    cap = water_level([*sizes.values(), *others], need)
+    if all(size <= max(cap, floors[i]) for i, size in sizes.items()):
+        return None, False
+    best: StepCut | None = None
+    enough = False
     for _ in range(ROUNDS):
         out, saved, cut = list(messages), 0, 0
         for i, size in sizes.items():
-            if size <= max(cap, least[i]):
+            if size <= max(cap, floors[i]):
                 continue
-            shorter = _cut_message(messages[i], max(cap, least[i]), counter, handles)
+            shorter = _cut_message(messages[i], max(cap, floors[i]), counter, handles)
             if shorter is None:
                 continue
             out[i] = shorter
             saved += size - counter.message(shorter)
             cut += 1
-        if cut and (best is None or saved > best.saved):
-            best = StepCut(out, saved, cut)
         # what the others give at this level (the caller cuts them to it next)
         shared = sum(max(0, size - cap) for size in others)
-        if saved + shared >= need or all(cap <= floor for floor in least.values()):
+        if cut and (best is None or saved > best.saved):
+            best = StepCut(out, saved, cut)
+            enough = saved + shared >= need
+        if saved + shared >= need or all(cap <= floor for floor in floors.values()):
             break
         over = max(1, cut or len(sizes))
         cap = max(0, cap - -(-(need - saved) // over))
-    return best
+    return best, enough
 
 
 def water_level(sizes: Sequence[int], need: int) -> int:
@@ -121,28 +165,75 @@ def _text_of(message: Message) -> str | None:
     return None
 
 
+def _images(message: Message) -> int:
+    """The output's parts that are not text (images): a cut drops them."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", None))
+
+
+def _how_back(message: Message, handles: bool) -> tuple[str, Callable[[str], str] | None]:
+    """What a cut of ``message`` says to get the rest, and what names its handle in the cut
+    (None: nothing to name): the handle's place is held by ``PLACEHOLDER`` while the cut is
+    made, and every size is measured with the handle in it."""
+    if not handles or handle_for(message) is None:
+        return RERUN, None
+
+    def finish(cut: str) -> str:
+        return cut.replace(PLACEHOLDER, f"recall: {cut_handle(message, cut)}", 1)
+
+    return PLACEHOLDER, finish
+
+
+def cut_handle(original: Message, cut: str) -> str:
+    """The handle a cut names: of the call, its original and the cut made of it (another cut
+    leaves out another part, kept under another handle)."""
+    h = hashlib.blake2b(digest_size=6, person=b"step-cut")
+    for piece in (str(original.get("tool_call_id", "")), output_text(original), cut):
+        h.update(piece.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return "r" + h.hexdigest()
+
+
+def least(message: Message, counter: Counter, handles: bool = False, errors: bool = False) -> int:
+    """What ``message`` costs cut as far as a cut goes: its frame and its marker alone (with
+    ``errors``: and every error line)."""
+    text = _text_of(message) or ""
+    price = text_cost(counter)
+    how_back, finish = _how_back(message, handles)
+    sep = _separator(text)
+    found = [line for line in text.split(sep) if line and is_error_line(line)]
+    shown = found if errors else []
+    total = price(text)
+    bare = "\n".join(
+        [_header(total, total, how_back, _images(message), len(shown), len(found)), *shown]
+    )
+    bare = finish(bare) if finish else bare
+    return counter.message(with_text(message, bare))
+
+
 def _cut_message(message: Message, cap: int, counter: Counter, handles: bool) -> Message | None:
     """``message`` with its text cut so that the message costs at most ``cap`` tokens."""
     text = _text_of(message)
     if text is None:
         return None
     frame = counter.message(with_text(message, ""))
-    content = message.get("content")
-    images = (
-        sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", None))
-        if isinstance(content, list)
-        else 0
-    )
-    how_back = "recall: HANDLE" if handles else RERUN
-    cut = cut_output(text, cap - frame, counter, how_back, images)
+    how_back, finish = _how_back(message, handles)
+    cut = cut_output(text, cap - frame, counter, how_back, _images(message), finish)
     if cut is None:
         return None
-    if handles:
-        cut = named(cut.replace("; recall: HANDLE", "", 1), message, True)
     shorter = with_text(message, cut)
-    if counter.message(shorter) > cap:  # the handle's few characters
-        return None
-    return shorter
+    # the text's price is the message's less its frame, give or take a merge at the seam
+    for _ in range(ROUNDS):
+        over = counter.message(shorter) - cap
+        if over <= 0:
+            return shorter
+        cut = cut_output(text, cap - frame - over, counter, how_back, _images(message), finish)
+        if cut is None:
+            return None
+        shorter = with_text(message, cut)
+    return None
 
 
 def text_cost(counter: Counter) -> Callable[[str], int]:
@@ -158,60 +249,102 @@ def text_cost(counter: Counter) -> Callable[[str], int]:
     return price
 
 
-def cut_output(
-    text: str, cap: int, counter: Counter, how_back: str = RERUN, images: int = 0
-) -> str | None:
-    """``text`` in at most ``cap`` tokens: its head and tail, the error lines between them and
-    a first line saying what was cut; None when even that does not fit (or nothing needs
-    cutting)."""
-    price = text_cost(counter)
-    total = price(text)
-    if total <= cap and not images:
-        return None
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """An output's text as a cut reads it: its lines, where each starts, its error lines."""
+
+    text: str
+    total: int  # its price
+    sep: str
+    lines: list[str]
+    starts: list[int]
+    errors: list[int]  # the indices of its error lines
+
+
+def _read(text: str, price: Callable[[str], int]) -> _Text:
     sep = _separator(text)
     lines = text.split(sep)
     starts = [0]
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + len(sep))
     errors = [k for k, line in enumerate(lines) if line and is_error_line(line)]
+    return _Text(text, price(text), sep, lines, starts, errors)
+
+
+def cut_output(
+    text: str,
+    cap: int,
+    counter: Counter,
+    how_back: str = RERUN,
+    images: int = 0,
+    finish: Callable[[str], str] | None = None,
+) -> str | None:
+    """``text`` in at most ``cap`` tokens: its head and tail, the error lines between them and
+    a first line saying what was cut; when the room holds no head and tail beside the error
+    lines, the first line and the error lines alone (as many as fit). None when even the first
+    line does not fit (or nothing needs cutting). ``finish``: what the cut becomes as sent
+    (its handle named), measured as such."""
+    price = text_cost(counter)
+    t = _read(text, price)
+    if t.total <= cap and not images:
+        return None
+    done = finish or (lambda s: s)
     room = cap
     for _ in range(ROUNDS):
-        result = _assemble(text, total, room, price, how_back, images, lines, starts, errors, sep)
+        result = _assemble(t, room, price, how_back, images)
         if result is None:
-            return None
+            break
+        result = done(result)
         size = price(result)
         if size <= cap:
             return result
         room -= size - cap + max(1, (size - cap) // 4)
+    return _bare(t, cap, price, how_back, images, done)
+
+
+def _bare(
+    t: _Text,
+    cap: int,
+    price: Callable[[str], int],
+    how_back: str,
+    images: int,
+    done: Callable[[str], str],
+) -> str | None:
+    """The first line and as many error lines as ``cap`` holds (every one, else as many as
+    fit taken alternately from the first and the last); None when the first line alone does
+    not fit."""
+    every = len(t.errors)
+    widest = price(done(_header(t.total, t.total, how_back, images, every, every)))
+    room = cap - widest - 1
+    chosen = t.errors  # every one first, priced as sent
+    for _ in range(ROUNDS + 2):
+        kept = sum(price(t.lines[k]) + 1 for k in chosen)
+        header = _header(t.total - kept, t.total, how_back, images, len(chosen), every)
+        result = done("\n".join([header, *(t.lines[k] for k in chosen)]))
+        size = price(result)
+        if size <= cap:
+            return result
+        if not chosen:
+            return None
+        if len(chosen) < every:
+            room -= size - cap + max(1, (size - cap) // 4)
+        chosen = _spread(t.errors, t.lines, room, price) if room > 0 else []
     return None
 
 
 def _assemble(
-    text: str,
-    total: int,
-    room: int,
-    price: Callable[[str], int],
-    how_back: str,
-    images: int,
-    lines: list[str],
-    starts: list[int],
-    errors: list[int],
-    sep: str,
+    t: _Text, room: int, price: Callable[[str], int], how_back: str, images: int
 ) -> str | None:
-    """One try at a cut of ``text`` in ``room`` tokens (the caller recounts it)."""
-    widest = _header(total, total, how_back, images, len(errors), len(errors))
+    """One try at a cut of ``t`` in ``room`` tokens with a head and a tail (the caller
+    recounts it); None when the room holds no head and tail beside every error line."""
+    text, lines, starts, errors, sep = t.text, t.lines, t.starts, t.errors, t.sep
+    widest = _header(t.total, t.total, how_back, images, len(errors), len(errors))
     marker = f"[... lines {len(lines):,}-{len(lines):,} cut ({len(lines):,} lines) ...]"
     body = room - price(widest) - price(marker) - 3
-    if body <= 0:
+    # The error lines first: the head and the tail have what they leave, if it is worth it.
+    left = body - sum(price(lines[k]) + 2 for k in errors) - (2 if errors else 0)
+    if left < HEAD_AND_TAIL:
         return None
-    # The error lines first (the head and tail give way to them); past half the room, as
-    # many as it holds from both ends (the first failure and the runner's summary).
-    chosen = errors
-    cost = sum(price(lines[k]) + 1 for k in chosen)
-    if cost > body // 2:
-        chosen = _spread(errors, lines, body // 2, price)
-        cost = sum(price(lines[k]) + 1 for k in chosen)
-    left = body - cost
     head_end = _prefix_within(text, left // 2, price, sep)
     tail_start = _suffix_within(text, left - price(text[:head_end]), price, head_end, sep)
     if tail_start <= head_end:
@@ -222,23 +355,50 @@ def _assemble(
     last = bisect_right(starts, tail_start - 1) - 1  # the line it ends in
     # the error lines the cut touches: not wholly in the head, nor wholly in the tail
     inside = [k for k in errors if starts[k] + len(lines[k]) > head_end and starts[k] < tail_start]
-    picked = set(chosen)
-    shown = [k for k in inside if k in picked]
     kept = price(text[:head_end]) + price(text[tail_start:])
-    kept += sum(price(lines[k]) + 1 for k in shown)
-    header = _header(total - kept, total, how_back, images, len(shown), len(inside))
+    kept += sum(price(lines[k]) + 1 for k in inside)
+    header = _header(t.total - kept, t.total, how_back, images, len(inside), len(inside))
     if first == last:
         said = f"{tail_start - head_end:,} characters of line {first + 1:,} cut"
     else:
         said = f"lines {first + 1:,}-{last + 1:,} cut ({last - first + 1:,} lines)"
-    if shown:
-        among = "the error lines" if len(shown) == len(inside) else f"{len(shown):,} of the "
-        among += "" if len(shown) == len(inside) else f"{len(inside):,} error lines"
-        gap = f"[... {said}; {among} among them follow ...]"
-        parts = [header, text[:head_end], gap, *(lines[k] for k in shown), "[...]"]
+    if inside:
+        gap = f"[... {said}; the error lines among them follow ...]"
+        parts = [header, text[:head_end], gap, *(lines[k] for k in inside), "[...]"]
     else:
         parts = [header, text[:head_end], f"[... {said} ...]"]
     return "\n".join([*(p for p in parts if p), text[tail_start:]])
+
+
+def cut_part(original: str, shown: str) -> str | None:
+    """The part of ``original`` that ``shown``, a cut of it, left out (what a recall of the
+    cut's handle gives back): the lines its gap line names, or the characters of the one
+    line; the whole of it for a cut to its marker and error lines alone; None when ``shown``
+    is not a cut of ``original``."""
+    header, newline, rest = shown.partition("\n")
+    if not header.startswith(OPENING):
+        return None
+    if not newline:
+        return original
+    pos = 0
+    while pos <= len(rest):
+        end = rest.find("\n", pos)
+        end = len(rest) if end == -1 else end
+        found = GAP.fullmatch(rest, pos, end)
+        head = rest[: max(0, pos - 1)]
+        if found is not None and original.startswith(head):
+            return _named_part(original, found, len(head))
+        pos = end + 1
+    return original  # no head and no tail: everything but the error lines was cut
+
+
+def _named_part(original: str, gap: re.Match[str], head: int) -> str:
+    first, last, chars, _ = gap.groups()
+    if chars is not None:
+        return original[head : head + int(chars.replace(",", ""))]
+    sep = _separator(original)
+    lines = original.split(sep)
+    return sep.join(lines[int(first.replace(",", "")) - 1 : int(last.replace(",", ""))])
 
 
 def _separator(text: str) -> str:

@@ -36,6 +36,7 @@ from strategies.bounded_memory import Lru
 from strategies.messages import Message
 from strategies.outputs import HANDLE, handle_for, output_text
 from strategies.prompt_cut import cut_message_middle
+from strategies.step_cut import cut_part
 from strategies.tokens import Counter
 
 if TYPE_CHECKING:
@@ -186,7 +187,9 @@ def _text_bytes(text: str) -> int:
 def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str, tuple[str, str]]:
     """handle -> (original text, the call it answered), for each forwarded tool output whose
     text names a handle and differs from the output the client sent with the same call id,
-    and for each output the client sent that is not forwarded at all (its step was dropped)."""
+    and for each output the client sent that is not forwarded at all (its step was dropped).
+    For an output of the newest step cut to fit (strategies/step_cut.py), what its handle
+    keeps is the part the cut left out: the model has its head, tail and error lines."""
     calls = _calls(sent)
     by_id = {m.get("tool_call_id"): m for m in sent if m.get("role") == "tool"}
     shown = set()
@@ -199,7 +202,7 @@ def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str
         found = NAMED.search(text.split("\n", 1)[0])
         original = by_id.get(m.get("tool_call_id"))
         if found is not None and original is not None and output_text(original) != text:
-            _add(out, found.group(1), original, calls)
+            _add(out, found.group(1), original, calls, cut_part(output_text(original), text))
     for call_id, original in by_id.items():
         if call_id not in shown and isinstance(call_id, str):
             _add(out, handle_for(original) or "", original, calls)
@@ -207,9 +210,13 @@ def originals(sent: Sequence[Message], forwarded: Sequence[Message]) -> dict[str
 
 
 def _add(
-    out: dict[str, tuple[str, str]], handle: str, original: Message, calls: dict[str, str]
+    out: dict[str, tuple[str, str]],
+    handle: str,
+    original: Message,
+    calls: dict[str, str],
+    part: str | None = None,
 ) -> None:
-    text = output_text(original)
+    text = output_text(original) if part is None else part
     if handle and len(text.encode("utf-8", "surrogatepass")) <= MAX_ORIGINAL_BYTES:
         out[handle] = (text, calls.get(str(original.get("tool_call_id")), ""))
 

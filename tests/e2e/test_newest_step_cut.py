@@ -2,11 +2,13 @@
 real SDKs: the hidden corpus's shape (three calls at once, 847 + 640 + 485 tokens of output, at
 a 2,048-token window) and a test run of 5,000 lines at a 4,096 window. The release before this
 one refused both with a 400; now the step's outputs are cut (strategies/step_cut.py) and the
-upstream, counting with its own tokenizer, accepts the request."""
+upstream, counting with its own tokenizer, accepts the request. Under ``recall: true`` each cut
+names its handle (the marker priced as sent: it was refused or lost its error line)."""
 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -61,17 +63,24 @@ def chat_messages(outputs: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def check(text: str, window: int, counted: int) -> None:
+def check(text: str, window: int, counted: int, recall: bool) -> None:
     """The outputs' ``text`` as forwarded, ``counted`` by the upstream's own tokenizer."""
     assert counted <= window
     assert CUT_MARK in text
     assert ERROR in text  # every error line kept
+    named = re.findall(r"^\[Output cut .*; recall: r[0-9a-f]{12}\]$", text, re.MULTILINE)
+    assert bool(named) is recall
+    assert ("run the tool again narrower" in text) is not recall
 
 
+RECALL = pytest.mark.parametrize("recall", [False, True], ids=["", "recall"])
+
+
+@RECALL
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_chat_completions(make_stack: StackFactory, shape: str) -> None:
+def test_chat_completions(make_stack: StackFactory, shape: str, recall: bool) -> None:
     window, outputs = SHAPES[shape]
-    stack = make_stack(window=window)
+    stack = make_stack(window=window, policies={"default": {"recall": recall}})
     tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]
     for _ in range(2):  # the same request again is cut afresh (never replayed, no fallback)
         raw = stack.client.chat.completions.with_raw_response.create(
@@ -84,13 +93,14 @@ def test_chat_completions(make_stack: StackFactory, shape: str) -> None:
     tail = sent["messages"][-len(outputs) - 1 :]
     assert [c["id"] for c in tail[0]["tool_calls"]] == [f"c{k}" for k in range(len(outputs))]
     text = "\n".join(m["content"] for m in tail[1:])
-    check(text, window - 256, stack.upstream_count(sent))
+    check(text, window - 256, stack.upstream_count(sent), recall)
 
 
+@RECALL
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_responses(make_stack: StackFactory, shape: str) -> None:
+def test_responses(make_stack: StackFactory, shape: str, recall: bool) -> None:
     window, outputs = SHAPES[shape]
-    stack = make_stack(window=window)
+    stack = make_stack(window=window, policies={"default": {"recall": recall}})
     items: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     for k in range(len(outputs)):
         items.append({"type": "function_call", "call_id": f"c{k}", "name": "sh", "arguments": "{}"})
@@ -109,14 +119,16 @@ def test_responses(make_stack: StackFactory, shape: str) -> None:
     shown = [i for i in sent["input"] if i.get("type") == "function_call_output"]
     assert [i["call_id"] for i in shown] == [f"c{k}" for k in range(len(outputs))]
     text = "\n".join(i["output"] for i in shown)
-    check(text, window - 256, ResponsesCounter("o200k_base").prompt(sent))
+    check(text, window - 256, ResponsesCounter("o200k_base").prompt(sent), recall)
 
 
+@RECALL
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_anthropic_messages(make_stack: StackFactory, shape: str) -> None:
+def test_anthropic_messages(make_stack: StackFactory, shape: str, recall: bool) -> None:
     window, outputs = SHAPES[shape]
     models = {CLAUDE: {"context_window": window, "tokenizer": "estimate"}}
-    stack: Stack = make_stack(window=window, models=models, apis=["messages"])
+    policies = {"default": {"recall": recall}}
+    stack: Stack = make_stack(window=window, models=models, apis=["messages"], policies=policies)
     uses = [
         {"type": "tool_use", "id": f"toolu_{k}", "name": "Bash", "input": {"k": k}}
         for k in range(len(outputs))
@@ -142,4 +154,4 @@ def test_anthropic_messages(make_stack: StackFactory, shape: str) -> None:
     text = "\n".join(
         b["content"] if isinstance(b["content"], str) else b["content"][0]["text"] for b in blocks
     )
-    check(text, window - 256, AnthropicCounter().prompt(sent))
+    check(text, window - 256, AnthropicCounter().prompt(sent), recall)

@@ -12,13 +12,14 @@ import re
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.rules import pairs_whole
-from strategies.step_cut import MIN_KEEP, cut_output, cut_step, water_level
+from strategies.step_cut import cut_output, cut_part, cut_step, least, water_level
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
 from tests.strategies.invariants import CUT_MARK, assert_newest_step_kept
@@ -115,51 +116,127 @@ def test_a_cut_output_names_its_recall_handle_under_recall() -> None:
     assert first.startswith(CUT_MARK) and "recall: r" in first
 
 
+@pytest.mark.parametrize("budget", [250, 300, 500, 600, 900, 1150])
+def test_under_recall_the_marker_is_priced_with_its_handle(budget: int) -> None:
+    """The handle the marker names (``r`` and 12 hex digits) costs more than the word the cut
+    held its place with: the cut came out over its cap and was given up (the request refused
+    at each of these budgets). Priced as sent, it keeps its error line, and about as much as
+    a cut without recall."""
+    messages = [SYSTEM, TASK, *step([log(3000, 2, errors=(1500,))])]
+    result = fit(messages, budget, COUNTER, Policy(recall=True))
+    plain = fit(messages, budget, COUNTER)
+    assert count_prompt(COUNTER, result.messages) <= budget
+    out = result.messages[-1]["content"]
+    first = out.split("\n", 1)[0]
+    assert first.startswith(CUT_MARK) and re.search(r"; recall: r[0-9a-f]{12}\]$", first)
+    assert "FAILED tests/test_mod1500.py::test_case_1500 " in out
+    mine, theirs = COUNTER.message(result.messages[-1]), COUNTER.message(plain.messages[-1])
+    assert abs(mine - theirs) <= 12
+
+
+def test_a_room_for_the_markers_alone_keeps_the_markers_and_the_error_lines() -> None:
+    """Below a head and a tail's room, an output is its marker and its error lines; below
+    those, its marker and as many error lines as fit, the first and the last first; below
+    its marker, it is not cut (the caller refuses)."""
+    text = log(3000, 4, errors=(5, 1500, 2990))
+    failed = [line for line in text.split("\n") if line.startswith("FAILED")]
+    bare = least({"role": "tool", "tool_call_id": "c0", "content": text}, COUNTER)
+    every = least({"role": "tool", "tool_call_id": "c0", "content": text}, COUNTER, errors=True)
+    frame = COUNTER.message({"role": "tool", "tool_call_id": "c0", "content": ""})
+    cut = cut_output(text, every - frame, COUNTER)
+    assert cut is not None and cut.split("\n")[1:] == failed
+    assert "every error line kept" in cut.split("\n", 1)[0]
+    cut = cut_output(text, every - frame - 1, COUNTER)
+    assert cut is not None and cut.split("\n")[1:] == [failed[0], failed[2]]
+    assert "2 of its 3 error lines kept" in cut.split("\n", 1)[0]
+    cut = cut_output(text, bare - frame, COUNTER)
+    assert cut is not None and cut.split("\n")[1:] == []
+    assert "0 of its 3 error lines kept" in cut
+    assert cut_output(text, bare - frame - 1, COUNTER) is None
+
+
+def test_what_a_cut_left_out_is_its_part_to_recall() -> None:
+    """``cut_part``: the lines the gap line names, the characters of the one line, or, for a
+    cut to its marker and error lines, the whole: with what the cut shows, the original."""
+    text = log(3000, 6, errors=(1500,))
+    cut = cut_output(text, 400, COUNTER)
+    assert cut is not None
+    lines = cut.split("\n")
+    gap = next(k for k, line in enumerate(lines) if line.startswith("[... lines"))
+    end = lines.index("[...]")
+    part = cut_part(text, cut)
+    assert part is not None and lines[gap + 1] in part  # the error line, in its place
+    assert "\n".join([*lines[1:gap], part, *lines[end + 1 :]]) == text
+    one = "".join(str(k) for k in range(20_000))  # one long line
+    cut = cut_output(one, 300, COUNTER)
+    assert cut is not None
+    head, _, tail = cut.split("\n")[1:]
+    assert head + (cut_part(one, cut) or "") + tail == one
+    bare = cut_output(text, 60, COUNTER)
+    assert bare is not None and cut_part(text, bare) == text
+    assert cut_part(text, text) is None  # not a cut
+
+
 def test_an_output_with_no_text_is_never_cut() -> None:
     shot = {"role": "tool", "tool_call_id": "c0", "content": None}
     assert cut_step([shot], [0], 500, COUNTER) is None
 
 
-@settings(max_examples=60, deadline=None)
+MARKER = 50  # tokens, about, of a cut output's marker and frame: the rooms' scale
+
+
+@settings(max_examples=400, deadline=None)
 @given(
-    sizes=st.lists(st.integers(10, 200), min_size=1, max_size=5),
-    per=st.integers(300, 600),
+    sizes=st.lists(st.integers(1, 200), min_size=1, max_size=5),
+    extra=st.integers(0, 600),
+    errors=st.integers(0, 3),
     seed=st.integers(0, 1000),
     history=st.integers(0, 3),
+    recall=st.booleans(),
 )
-def test_no_refusal_while_the_frame_fits(
-    sizes: list[int], per: int, seed: int, history: int
+def test_no_refusal_while_the_markers_fit(
+    sizes: list[int], extra: int, errors: int, seed: int, history: int, recall: bool
 ) -> None:
     """Newest steps of 1-5 calls, each output up to 20 times the room (``sizes`` in tenths of
-    it), two error lines in each, after ``history`` older steps; the room ``per`` output
-    holds its markers and its error lines (a room too small for them keeps as many as fit:
-    ``test_a_room_too_small_for_every_error_line_says_how_many_it_kept``)."""
+    it), with up to three error lines, after ``history`` older steps, under recall or not; the
+    room from what the instructions, the task, the calls and each output's bare marker take
+    (``least``) to ``extra`` tokens an output more. Never refused; every call keeps its
+    result; the prompt within its budget; every error line kept whenever the room holds each
+    output's marker and error lines, and otherwise as many as the marker says, none made up."""
     rnd = random.Random(seed)
-    room = per * len(sizes)
+    n = len(sizes)
+    scale = n * (MARKER + extra)
     outputs = []
     for k, tenths in enumerate(sizes):
-        lines = max(4, room * tenths // 10 // 14)  # about 14 tokens a line
-        errors = tuple(sorted(rnd.sample(range(lines), min(2, lines))))
-        outputs.append(log(lines, seed + k, errors))
+        lines = max(2, scale * tenths // 10 // 14)  # about 14 tokens a line
+        failing = tuple(sorted(rnd.sample(range(lines), min(errors, lines))))
+        outputs.append(log(lines, seed + k, failing))
     older = [m for j in range(history) for m in step([words(200, seed + j)], 100 + j)]
     messages = [SYSTEM, TASK, *older, *step(outputs)]
-    frame = count_prompt(COUNTER, [SYSTEM, TASK, messages[-len(outputs) - 1]])
-    budget = frame + room
-    need = len(outputs) * MIN_KEEP  # the least a cut keeps of each
-    result = fit(messages, budget, COUNTER)  # never DoesNotFit: room >= 5 * MIN_KEEP + ...
+    tail = messages[-n:]
+    frame = count_prompt(COUNTER, [SYSTEM, TASK, messages[-n - 1]])
+    sized = [(COUNTER.message(m), m) for m in tail]
+    budget = frame + sum(min(size, least(m, COUNTER, recall)) for size, m in sized) + n * extra
+    room_for_errors = frame + sum(min(size, least(m, COUNTER, recall, True)) for size, m in sized)
+    result = fit(messages, budget, COUNTER, Policy(recall=recall))  # never DoesNotFit
     kept = result.messages
-    assert room >= need
     assert count_prompt(COUNTER, kept) <= budget
     assert pairs_whole(kept)
-    assert_newest_step_kept(messages, kept, len(messages) - len(outputs) - 1, cut=True)
-    for original, mine in zip(outputs, kept[-len(outputs) :], strict=True):
+    assert_newest_step_kept(messages, kept, len(messages) - n - 1, cut=True)
+    for original, mine in zip(outputs, kept[-n:], strict=True):
         shown = mine["content"]
         if shown == original:
             continue
-        assert shown.split("\n", 1)[0].startswith(CUT_MARK)
-        for line in original.split("\n"):
-            if line.startswith("FAILED"):
-                assert line in shown
+        first = shown.split("\n", 1)[0]
+        assert first.startswith(CUT_MARK)
+        assert ("recall: r" in first) is recall
+        failed = [line for line in original.split("\n") if line.startswith("FAILED")]
+        kept_lines = [line for line in shown.split("\n") if line.startswith("FAILED")]
+        assert set(kept_lines) <= set(failed)
+        if budget >= room_for_errors:
+            assert set(kept_lines) == set(failed)
+        if len(set(kept_lines)) < len(failed):
+            assert f"{len(kept_lines)} of its {len(failed)} error lines kept" in first
 
 
 def test_a_room_too_small_for_every_error_line_says_how_many_it_kept() -> None:

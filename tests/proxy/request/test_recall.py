@@ -12,10 +12,13 @@ from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.chat import CHAT
 from proxy.formats.recall import RECALL, answer_of, continued, offer, reserved, scrubbed
 from proxy.formats.responses import RESPONSES
-from proxy.request.recall import LIMIT, NOT_KEPT, RecallMemory, Round, originals, settle
+from proxy.request.recall import LIMIT, NAMED, NOT_KEPT, RecallMemory, Round, originals, settle
 from proxy.upstreams.forwarding import Reply
+from strategies.engine import Policy, fit
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.outputs import handle_of
+from strategies.tokens import ChatCounter
+from tests.conftest import O200K
 from tests.counters import FixedCounter
 
 
@@ -68,6 +71,31 @@ def test_originals_of_cleared_and_dropped_outputs_and_recall_by_handle_or_file()
     import asyncio
 
     asyncio.run(check())
+
+
+def test_a_step_cut_output_recalls_the_part_it_cut() -> None:
+    """The newest step's output cut to fit (strategies/step_cut.py): its handle keeps the lines
+    the cut left out, which with its head and tail make the original; the whole original
+    came back, of which a recall at half the budget showed the head and the tail again."""
+    words = ("alpha", "beta", "gamma", "delta", "build", "module")
+    lines = [f"{k:5d} | " + " ".join(words[(k * 7 + j) % 6] for j in range(6)) for k in range(3000)]
+    lines[1500] = "FAILED tests/test_a.py::test_a - AssertionError: 1 != 0"
+    text = "\n".join(lines)
+    sent = [{"role": "user", "content": "fix it"}, *loop(0, text, "build.log")]
+    counter = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
+    forwarded = fit(sent, 1500, counter, Policy(recall=True)).messages
+    shown = forwarded[-1]["content"].split("\n")
+    found = originals(sent, forwarded)
+    handle = NAMED.search(shown[0])
+    assert handle is not None
+    part, call = found[handle.group(1)]
+    assert call == 'read_file {"path":"build.log"}'
+    gap = next(k for k, line in enumerate(shown) if line.startswith("[... lines"))
+    end = shown.index("[...]")
+    assert "\n".join([*shown[1:gap], part, *shown[end + 1 :]]) == text
+    assert shown[1] not in part and shown[-1] not in part and lines[1500] in part
+    # the cut's own handle: the output's, in a later request's placeholder, keeps it whole
+    assert handle.group(1) != handle_of(sent[-1])
 
 
 @pytest.mark.parametrize("fmt", [CHAT, RESPONSES, ANTHROPIC], ids=lambda f: f.name)
