@@ -66,15 +66,20 @@ def json_nodes(body: bytes, stop: int | None = None) -> int:
     return count
 
 
+# Every byte but the three that can open a value after the root: what ``node_bound`` deletes.
+_NOT_OPENERS = bytes(b for b in range(256) if b not in b",{[")
+
+
 def node_bound(body: bytes, step: int = 1 << 20) -> int:
     """An upper bound on ``json_nodes``: every value but the root follows a comma or opens an
-    object or array. Counted a mebibyte at a time: each count is one call that holds the
-    interpreter, and over 32 MiB three of them held it for over 100 ms."""
+    object or array. One pass deletes every other byte (a third of three ``count`` passes' time
+    on a resent agent body); a mebibyte at a time: each pass is one call that holds the
+    interpreter, and over 32 MiB whole-body passes held it for over 100 ms."""
+    if len(body) <= step:
+        return 1 + len(body.translate(None, _NOT_OPENERS))
     bound = 1
     for start in range(0, len(body), step):
-        end = start + step
-        bound += body.count(b",", start, end) + body.count(b"{", start, end)
-        bound += body.count(b"[", start, end)
+        bound += len(body[start : start + step].translate(None, _NOT_OPENERS))
     return bound
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.edge.admission import json_nodes, node_bound
 from tests.security.conftest import OTHER_KEY, Capture, ProxyFactory, keys_config
@@ -68,3 +70,35 @@ def test_json_nodes_table() -> None:
     assert json_nodes(b'{"a": [1, {"b": []}], "c": "{[{["}') == 6
     assert json_nodes(b"not json") == -1
     assert node_bound(b'{"c": "{[{["}') == 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=4_000), step=st.integers(min_value=1, max_value=5_000))
+def test_node_bound_counts_every_opener_in_any_chunking(body: bytes, step: int) -> None:
+    """The bound is one plus the commas, braces and brackets, strings' included, whatever the
+    chunk size, so a chunk's edge never loses one."""
+    expected = 1 + body.count(b",") + body.count(b"{") + body.count(b"[")
+    assert node_bound(body, step) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(alphabet=",{[]}\"\\ab"),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=3), inner, max_size=5),
+))  # fmt: skip
+def test_node_bound_is_never_below_the_exact_count(value: object) -> None:
+    body = orjson.dumps(value)
+    assert json_nodes(body) <= node_bound(body)
+    assert json_nodes(body) <= node_bound(body, step=3)
+
+
+def test_node_bound_over_a_mebibyte_and_at_the_cap() -> None:
+    """Past one chunk, and a body whose bound is the cap exactly is let through uncounted."""
+    item = b'{"role":"user","content":"a, {b} [c]"},'
+    body = b"[" + item * 40_000 + b"{}]"
+    assert len(body) > 1 << 20
+    assert (
+        node_bound(body) == 1 + 1 + 40_000 * 6 + 1
+    )  # each item: two braces, a bracket, three commas
+    at_cap = b"[" + b"1," * 99_998 + b"1]"
+    assert node_bound(at_cap) == 100_000 == json_nodes(at_cap)
