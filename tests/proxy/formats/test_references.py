@@ -39,3 +39,22 @@ def message(part: dict[str, Any]) -> dict[str, Any]:
 )  # fmt: skip
 def test_what_the_counter_cannot_count(payload: dict[str, Any], holds: bool) -> None:
     assert holds_references(orjson.dumps(payload), payload) is holds
+
+
+@pytest.mark.parametrize(
+    ("body", "holds"),
+    [
+        (rb'{"model":"m","input":[{"role":"user","content":[{"type":"input_fil\u0065",'
+         rb'"file_id":"file-1"}]}]}', True),
+        (rb'{"model":"m","messages":[{"role":"user","content":[{"type":"\u0064ocument",'
+         rb'"source":{"type":"url","url":"https://x/y.pdf"}}]}]}', True),
+        (rb'{"model":"m","messages":[{"role":"user","content":[{"type":"container\u005Fupload",'
+         rb'"file_id":"f"}]}]}', True),
+        (rb'{"model":"m","messages":[{"role":"user","content":"\u001b[31mred\u001b[0m \u00e9"}]}',
+         False),
+    ],
+)  # fmt: skip
+def test_a_letter_spelled_as_an_escape_hides_nothing(body: bytes, holds: bool) -> None:
+    """JSON lets any letter be written ``\\u00XX``: the parsed type is the same, so the cheap
+    byte test must not let it pass unwalked (terminal colours and accents stay cheap)."""
+    assert holds_references(body, orjson.loads(body)) is holds
