@@ -9,6 +9,7 @@ rejects, so an answered run is a run whose every forwarded request was valid.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -345,3 +346,25 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     compactions = sum(b"Respond with TEXT ONLY" in same(b["messages"][-1]) for b in sent)
     print(f"\n{len(sent)} requests: Claude Code compacted {compactions} "
           f"times, the proxy trimmed {trimmed(agent.script.received)}")  # fmt: skip
+
+
+def test_its_cuts_at_32k_go_deep_so_the_next_requests_only_append(
+    make_agent: AgentFactory,
+) -> None:
+    """A fresh cut of a running task aims deep (proxy/request/planning/deep_cuts.py), so its
+    next requests replay it and keep the cached prefix. Claude Code sends its attachments (the
+    agent types) as a message of their own after the task, which is kept whole too; the deep
+    target counted only the task and the newest step, never fitted beside that message, and
+    every cut went to the budget itself: 19 of 40 requests kept their prefix, 80% of the
+    prompt tokens were cached against a ceiling of 88% (now 27-28 and 87%, the ceiling)."""
+    from bench.agents import append_ceiling, prefix_token_share, prompt_items, unmarked
+
+    agent = make_agent(32_000, steps=40, models=[MODEL])
+    run = agent.run(claude(agent, TASK), env(agent), timeout=300)
+    assert run.returncode == 0, run
+    assert "Done after 40 steps" in run.stdout, run
+    taken = [r.body for r in agent.script.received if r.path == "messages" and r.status == 200]
+    items = [unmarked(prompt_items(b, "messages")) for b in taken]
+    kept = sum(b[: len(a)] == a for a, b in pairwise(items))
+    assert kept >= 25, kept
+    assert prefix_token_share(items) >= append_ceiling(items) - 0.01

@@ -72,8 +72,23 @@ async def fitted(
         # what must be kept does not fit that deep, the cut is made to the budget itself.
         try:
             return await cut(planner, req, deep, budget, before, counter, last, sticky, dry_run)
-        except ContextTooLarge:
-            pass
+        except ContextTooLarge as exc:
+            # The deep target counts the protected messages alone; what the policy keeps
+            # besides them (a system message mid-conversation: Claude Code's attachments)
+            # made it too shallow for them, and the cut went to the budget itself: it dropped
+            # a step or two, so the next request had to cut again (a broken prefix two
+            # requests in three). Once more, at what the engine said it must keep.
+            deepest = getattr(exc, "kept", None)
+            if deepest is None or not deep.messages < deepest < budget.messages:
+                deepest = None
+        if deepest is not None:
+            again = replace(budget, margin=budget.margin + budget.messages - deepest)
+            try:
+                return await cut(
+                    planner, req, again, budget, before, counter, last, sticky, dry_run
+                )
+            except ContextTooLarge:
+                pass
     return await cut(
         planner, req, budget, budget, before, counter, last, sticky, dry_run, cut_newest
     )
