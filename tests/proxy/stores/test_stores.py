@@ -154,15 +154,17 @@ async def test_a_store_answers_a_ping(store: Store) -> None:
 
 
 async def test_a_renewed_lock_outlives_its_first_ttl_and_is_seen_held(store: Store) -> None:
+    """TTLs of a second and a half: on a loaded run (the full suite on 2 cores) a sleep of 0.2 s
+    overshot the 0.1 s a 0.3 s TTL left, and a held lock read as gone."""
     key = f"lock-{uuid.uuid4()}"
     assert not await store.locked(key)
-    assert await store.acquire(key, 0.3)
+    assert await store.acquire(key, 1.5)
     assert await store.locked(key)
-    await asyncio.sleep(0.2)
-    await store.renew(key, 0.3)
-    await asyncio.sleep(0.2)  # past the first ttl
-    assert await store.locked(key) and not await store.acquire(key, 0.3)
-    await asyncio.sleep(0.3)  # not renewed: gone
+    await asyncio.sleep(1.0)
+    await store.renew(key, 1.5)
+    await asyncio.sleep(0.8)  # past the first ttl, with 0.7 s of the renewed one to spare
+    assert await store.locked(key) and not await store.acquire(key, 1.5)
+    await asyncio.sleep(1.5)  # not renewed: gone
     assert not await store.locked(key)
     await store.renew(key, 60)  # renewing a lock nobody holds takes nothing
     assert not await store.locked(key)
