@@ -113,7 +113,8 @@ def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
     weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)
     extra = round(req.message_weight) * len(forwarded)
     ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
-    return Sample(theirs, ours, min(hidden, ours), len(forwarded))
+    tools = min(plan.budget.tools if plan.budget else 0, ours - min(hidden, ours))
+    return Sample(theirs, ours, min(hidden, ours), len(forwarded), tools)
 
 
 class PromptFitting:

@@ -17,8 +17,10 @@ fitted, by least squares, to
 
 each sample's error taken relative to its count, so a small prompt weighs as much as a large
 one. Among the fits the samples can tell apart (a hidden weight needs samples whose hidden share
-differs; a fixed cost needs prompts of different sizes; a per-message cost, prompts of
-different message sizes; each, a sample more than its unknowns), the one
+differs; a fixed cost needs prompts of different sizes, or, beside a client's frame of tool
+definitions that is the same on every request, messages of different sizes, and then two
+prompts tell it; a per-message cost, prompts of different message sizes; each, a sample more
+than its unknowns), the one
 taken spreads the samples' ratios to it least, with the fewest unknowns on a near tie. It is
 made conservative: scaled by the largest factor by which any sample ran over it, plus
 ``SLACK``, so the room it wastes on any sample is its spread. With no sample that can tell,
@@ -59,6 +61,7 @@ class Sample:
     ours: int
     hidden: int = 0
     messages: int = 0  # the messages it held (a per-message cost of the upstream's own)
+    tools: int = 0  # of ``ours``, the tool definitions (a client's frame, the same each request)
 
     @property
     def shown(self) -> int:
@@ -264,7 +267,16 @@ def _candidates(samples: list[Sample], weight: float) -> list[tuple[Fit, int]]:
     sizes = [s.ours for s in samples]
     shares = [s.hidden / s.ours for s in samples]
     density = [s.messages / s.ours for s in samples]
-    sized = max(sizes) - min(sizes) >= SIZE_SPREAD * max(sizes)
+    sized = _spread(sizes)
+    # A client's frame of tool definitions, the same on every request (Claude Code's 16k), is
+    # a fixed cost of its own that the upstream may count at another rate than the messages:
+    # the messages' sizes, differing, tell it apart, however large the frame is beside them.
+    # Two prompts tell it, without a third to check them: the fit is then exact on both, and
+    # the frame it stands for is the same on every request it is used for.
+    tools = {s.tools for s in samples}
+    framed = not sized and len(tools) == 1 and min(tools) > 0
+    framed = framed and _spread([s.ours - s.tools for s in samples])
+    sized = sized or framed
     # Hidden tokens: weighed as before, or not at all (when weighing them as before would take
     # a ratio out of bounds); freely, when shares differ.
     modes = ["tied", "zero"] if max(shares) > 0 else ["tied"]
@@ -278,9 +290,15 @@ def _candidates(samples: list[Sample], weight: float) -> list[tuple[Fit, int]]:
             for mode in modes:
                 unknowns = 1 + (mode == "free") + fixed + per_message
                 fit = _solve(samples, weight, mode, fixed, per_message)
-                if fit is not None and points > unknowns:
+                told = points > unknowns or (framed and fixed and points == unknowns == 2)
+                if fit is not None and told:
                     out.append((fit, unknowns))
     return out
+
+
+def _spread(sizes: list[int]) -> bool:
+    """Whether ``sizes`` differ by ``SIZE_SPREAD`` of the largest: a fixed cost can be told."""
+    return max(sizes) > 0 and max(sizes) - min(sizes) >= SIZE_SPREAD * max(sizes)
 
 
 def _solve(

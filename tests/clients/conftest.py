@@ -24,7 +24,7 @@ from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from tests.clients.metadata import Metadata
-from tests.clients.scripted import KEY, Script, create_scripted
+from tests.clients.scripted import KEY, Script, Skew, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
 
 BIN = Path(__file__).parent / "node_modules" / ".bin"
@@ -170,12 +170,14 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
             metadata: Metadata | None = None,
             strict: bool = False,
             upstream: dict[str, Any] | None = None,
+            skew: Skew | None = None,
             **settings: Any,
         ) -> Agent:
             """``lines``: of each step file (about 20 tokens a line); ``figures``: False for
             an upstream whose overflow errors state no figures; ``metadata``: a local server's
             metadata endpoints, served by the upstream; ``strict``: an upstream that refuses
-            fields it does not know (context_management); ``upstream``: more of its config."""
+            fields it does not know (context_management); ``upstream``: more of its config;
+            ``skew``: how its count departs from the demo tokenizer's (scripted.py)."""
             script = Script(
                 steps=steps,
                 window=window,
@@ -184,6 +186,7 @@ def make_agent(tmp_path: Path) -> Iterator[AgentFactory]:
                 figures=figures,
                 metadata=metadata,
                 strict=strict,
+                skew=skew,
             )
             server = stack.enter_context(BackgroundServer(create_scripted(script)))
             apis = ["chat_completions", "responses", "messages"]

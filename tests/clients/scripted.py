@@ -19,6 +19,11 @@ Anthropic's tokenizer for Messages, o200k for Responses), a call without its out
 output without its call, a reasoning item without its following item, more than four
 ``cache_control`` breakpoints, a thinking block whose signature does not match its text. Every
 body it is sent is kept in ``received`` (with the path and headers), accepted or not.
+
+With ``skew`` (Messages only) it counts as a real Anthropic upstream does rather than as the
+proxy estimates (:class:`Skew`): a tool-use system prompt of its own, tool definitions and
+message text at other rates than the demo's tokenizer, thinking blocks and their signatures,
+a cost per message. Its usage and its overflow figures state that count.
 """
 
 from __future__ import annotations
@@ -59,6 +64,56 @@ OUTPUTS = {
 }
 
 
+@dataclass(frozen=True)
+class Skew:
+    """How an upstream's count of a Messages prompt departs from the demo's tokenizer's:
+    ``tool_system`` tokens of its own when tools are given (Anthropic's tool-use system prompt,
+    346 for the current models), each tool definition scaled by ``tools`` plus ``per_tool``,
+    message text (text, tool results, tool calls) scaled by ``text``, thinking by ``thinking``
+    and its signature counted at ``signature`` tokens a character, and ``per_message`` more
+    for each message."""
+
+    tool_system: int = 0
+    tools: float = 1.0
+    per_tool: int = 0
+    text: float = 1.0
+    thinking: float = 1.0
+    signature: float = 0.0
+    per_message: int = 0
+
+
+# The distortions a real Anthropic upstream shows beside the proxy's estimate: its tool-use
+# system prompt, tool definitions counted 8% over the demo's tokenizer, message text 5% under,
+# thinking 10% over with its signature, a few tokens of framing per message.
+ANTHROPIC_SKEW = Skew(
+    tool_system=346, tools=1.08, per_tool=4, text=0.95, thinking=1.1, signature=0.25,
+    per_message=3,
+)  # fmt: skip
+
+
+def skewed_prompt(counter: AnthropicCounter, payload: dict[str, Any], skew: Skew) -> int:
+    """The Messages prompt of ``payload`` as an upstream with ``skew`` counts it."""
+    tools = payload.get("tools") or []
+    total = skew.tool_system if tools else 0
+    for tool in tools:
+        rest = {k: v for k, v in tool.items() if k != "cache_control"}
+        total += round((8 + counter.n(orjson.dumps(rest).decode())) * skew.tools) + skew.per_tool
+    system = payload.get("system")
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
+    total += sum(round((3 + counter.n(b.get("text"))) * skew.text) for b in blocks)
+    for m in payload["messages"]:
+        content = m["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        total += 4 + skew.per_message
+        for b in blocks:
+            if b.get("type") == "thinking":
+                thought = (2 + counter.n(b.get("thinking"))) * skew.thinking
+                total += round(thought + skew.signature * len(b.get("signature") or ""))
+            else:
+                total += round(counter.block(b) * skew.text)
+    return total
+
+
 @dataclass
 class Received:
     path: str
@@ -86,6 +141,8 @@ class Script:
     # True: a server that validates Messages bodies strictly (a local server behind a
     # pydantic model with extra="forbid"): it refuses context_management, as such servers do.
     strict: bool = False
+    # How the upstream's count departs from the demo's tokenizer (Messages): None, not at all.
+    skew: Skew | None = None
     received: list[Received] = field(default_factory=list)
     summaries: list[Received] = field(default_factory=list)
     compactions: int = 0  # the client's own compaction requests answered
@@ -140,7 +197,11 @@ def create_scripted(script: Script) -> Starlette:
         broken = invalid_request(payload)
         if broken is None and script.strict and "context_management" in payload:
             broken = "context_management: Extra inputs are not permitted"
-        tokens = anthropic.prompt(payload)
+        tokens = (
+            anthropic.prompt(payload)
+            if script.skew is None
+            else skewed_prompt(anthropic, payload, script.skew)
+        )
         if broken is None and tokens + payload["max_tokens"] > script.window:
             broken = (
                 "Input is too long for requested model."

@@ -184,3 +184,44 @@ def test_any_mix_is_fitted_conservatively_and_within_a_few_percent(
     for s in samples:
         # Conservative by its worst sample: the noise twice, the slack, a token of rounding.
         assert fit.predict(s.ours, s.hidden) <= s.theirs * 1.03 * TIE * SLACK + 1
+
+
+def test_a_clients_frame_of_tools_is_told_from_its_messages_after_two_answers() -> None:
+    """Claude Code at a window's edge (#54 item 3): every request carries the same 17k of tool
+    definitions, which the upstream counts at another rate than the messages (its tool-use
+    system prompt, a tool-definition scale of its own), and every prompt after the first is
+    fitted to the same edge, so the prompts differ in size by a few percent only. The frame
+    is a fixed cost the messages' sizes tell apart, from two prompts: from the third answer
+    on, each prompt at the edge is predicted within 1% of the upstream's own count (before
+    the slack that makes the fit conservative), never under it. Under the plain ratio the
+    frame-only first prompt made every later one run 5% over (17 of 118 requests of a
+    100-step run refused at 24k, each by the reply limit the loose window left)."""
+    tools = 17_097
+
+    def theirs(messages: int, hidden: int = 0) -> int:
+        return round(346 + 0.965 * tools + 0.62 * (messages - hidden) + 0.3 * hidden)
+
+    def at(messages: int, hidden: int = 0) -> Sample:
+        ours = tools + messages
+        return Sample(theirs(messages, hidden), ours, hidden, 4, tools)
+
+    c = Calibration()
+    first = Sample(theirs(3_452), tools + 3_452, 0, 2, tools)  # the frame and the task alone
+    for s in (first, first, at(7_135, 40)):  # its refusal's figures, its retry, the next answer
+        c.observe("t", "m", s)
+    fit = c.fit("t", "m")
+    assert fit is not None and fit.fixed > 0
+    for messages in range(6_900, 7_300, 37):
+        edge = at(messages, 40)
+        predicted = c.predict("t", "m", edge)
+        assert edge.theirs <= predicted <= edge.theirs * SLACK * 1.01, (messages, predicted)
+
+
+def test_without_a_frame_two_prompts_tell_no_fixed_cost() -> None:
+    """The exception is the frame's: prompts with no tool definitions (or different ones)
+    still need a third prompt to check a fixed cost against."""
+    c = Calibration()
+    for s in (Sample(1_000, 1_200), Sample(1_000, 1_200), Sample(3_000, 3_600)):
+        c.observe("t", "m", s)
+    fit = c.fit("t", "m")
+    assert fit is not None and fit.fixed == 0
