@@ -272,3 +272,14 @@ def test_the_service_budget_and_autoscaler_select_the_proxy() -> None:
     }
     assert scaler["minReplicas"] > budget["maxUnavailable"]
     assert "cpu" in container()["resources"]["requests"]  # the autoscaler's measure
+
+
+def test_the_docs_show_the_config_map_and_every_file() -> None:
+    """docs/operations.md, "Kubernetes": the ConfigMap's configuration whole (a YAML block,
+    so tests/test_readme.py runs check-config on it too), and a line for every manifest."""
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    section = docs.split("\n## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+    assert f"```yaml\n{config_text()}```" in section
+    for path in manifests():
+        assert f"| `{path.name}` |" in section, path.name
+    assert "kubectl apply -k deploy/kubernetes" in section
