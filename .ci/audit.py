@@ -18,6 +18,10 @@
 
 Exit status: 0 when the audit found nothing, 1 when it found something (or could not run).
 ``python .ci/audit.py requirements.lock``
+
+``--accept ID`` (repeated) lets one advisory pass, by its id or any of its aliases (CVE, GHSA,
+PYSEC): for an advisory without a fix that cannot reach the locked set's use, said where the
+command is run (.ci/run), with why. A known-bad release is never accepted.
 """
 
 from __future__ import annotations
@@ -87,8 +91,11 @@ def fetch(name: str) -> dict[str, Any] | None:
         raise
 
 
-def check(pin: Pin, page: dict[str, Any] | None) -> tuple[list[str], list[str], bool]:
-    """(problems, notes, advisories read in full) for one pin, from its project's page."""
+def check(
+    pin: Pin, page: dict[str, Any] | None, accepted: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str], bool]:
+    """(problems, notes, advisories read in full) for one pin, from its project's page, the
+    advisories ``accepted`` (by id or alias) left out."""
     where = f"{pin.name}=={pin.version}"
     if page is None:
         return [f"{where}: the project is not on PyPI"], [], False
@@ -109,7 +116,11 @@ def check(pin: Pin, page: dict[str, Any] | None) -> tuple[list[str], list[str], 
         problems.append(f"{where}: hash {strangers[0]} is no file PyPI serves for it")
     if not pin.hashes:
         problems.append(f"{where}: pinned without a hash")
-    advisories = [v for v in page.get("vulnerabilities", []) if not v.get("withdrawn")]
+    advisories = [
+        v
+        for v in page.get("vulnerabilities", [])
+        if not v.get("withdrawn") and not accepted & {v.get("id"), *(v.get("aliases") or [])}
+    ]
     newest = page.get("info", {}).get("version") == pin.version
     named = ", ".join(sorted(str(v.get("id")) for v in advisories))
     if newest and advisories:
@@ -120,13 +131,13 @@ def check(pin: Pin, page: dict[str, Any] | None) -> tuple[list[str], list[str], 
     return problems, notes, newest
 
 
-def registry_audit(lock: str, get: Fetch = fetch) -> int:
+def registry_audit(lock: str, get: Fetch = fetch, accepted: frozenset[str] = frozenset()) -> int:
     found = pins(lock)
     with ThreadPoolExecutor(8) as pool:
         pages = list(pool.map(lambda p: get(p.name), found))
     problems, notes, full = [], [], 0
     for pin, page in zip(found, pages, strict=True):
-        bad, said, newest = check(pin, page)
+        bad, said, newest = check(pin, page, accepted)
         problems += bad
         notes += said
         full += newest
@@ -142,12 +153,16 @@ def registry_audit(lock: str, get: Fetch = fetch) -> int:
     return 1 if problems else 0
 
 
-def pip_audit(lock_path: Path) -> tuple[int, dict[str, Any] | None]:
+def pip_audit(
+    lock_path: Path, accepted: frozenset[str] = frozenset()
+) -> tuple[int, dict[str, Any] | None]:
     """pip-audit's exit status and its JSON report (None when it wrote none)."""
     command = [
         sys.executable, "-m", "pip_audit", "--strict", "--disable-pip", "--require-hashes",
         "--progress-spinner", "off", "-f", "json", "-r", str(lock_path),
     ]  # fmt: skip
+    for advisory in sorted(accepted):
+        command += ["--ignore-vuln", advisory]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     try:
         return done.returncode, json.loads(done.stdout)
@@ -163,7 +178,12 @@ def unreachable(report: dict[str, Any] | None) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    lock_path = Path(argv[1] if len(argv) > 1 else "requirements.lock")
+    args = argv[1:]
+    accepted = frozenset(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--accept")
+    positional = [
+        a for i, a in enumerate(args) if a != "--accept" and args[i - 1 : i] != ["--accept"]
+    ]
+    lock_path = Path(positional[0] if positional else "requirements.lock")
     releases = tomllib.loads(KNOWN_BAD.read_text())["release"]
     bad = known_bad(lock_path.read_text(), releases)
     for problem in bad:
@@ -171,7 +191,9 @@ def main(argv: list[str]) -> int:
     if bad:
         return 1
     print(f"known-bad releases: none of the {len(releases)} in {KNOWN_BAD.name} is pinned")
-    status, report = pip_audit(lock_path)
+    for advisory in sorted(accepted):
+        print(f"accepted (not a failure): {advisory}")
+    status, report = pip_audit(lock_path, accepted)
     if status == 0:
         print(f"pip-audit: no known vulnerabilities in {lock_path}")
         return 0
@@ -188,7 +210,7 @@ def main(argv: list[str]) -> int:
         "(/pypi/NAME/VERSION/json) and OSV are unreachable from here; the registry audit runs "
         "on what PyPI does serve"
     )
-    return registry_audit(lock_path.read_text())
+    return registry_audit(lock_path.read_text(), accepted=accepted)
 
 
 if __name__ == "__main__":

@@ -286,3 +286,20 @@ def test_the_registry_audit_runs_only_when_pip_audit_could_read_nothing() -> Non
     assert module.unreachable(skipped)
     found = {"dependencies": [{"name": "a", "version": "1", "vulns": [{"id": "X"}]}]}
     assert not module.unreachable(found)
+
+
+def test_an_accepted_advisory_passes_by_any_of_its_names_and_no_other_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """.ci/run accepts one advisory of checkov's lock by name (ecdsa's CVE-2024-23342, no fix);
+    the same advisory under its other ids passes, any other still fails."""
+    module = audit()
+    advisory = {"id": "PYSEC-1", "aliases": ["CVE-2024-23342", "GHSA-z"]}
+    served = page(vulnerabilities=[advisory, {"id": "GHSA-other"}])
+    accepted = frozenset({"CVE-2024-23342"})
+    assert module.registry_audit(LOCKED, lambda name: served, accepted) == 1
+    out = capsys.readouterr().out
+    assert "GHSA-other" in out and "PYSEC-1" not in out
+    alone = page(vulnerabilities=[advisory])
+    assert module.registry_audit(LOCKED, lambda name: alone, accepted) == 0
+    assert module.registry_audit(LOCKED, lambda name: alone) == 1
