@@ -347,6 +347,14 @@ def _assemble(
         return None
     head_end = _prefix_within(text, left // 2, price, sep)
     tail_start = _suffix_within(text, left - price(text[:head_end]), price, head_end, sep)
+    # An error line is shown whole or not at all: a head that would end inside one ends
+    # before it, a tail that would start inside one starts after it (the line follows the gap).
+    at = bisect_right(starts, head_end) - 1
+    if at in errors and starts[at] < head_end < starts[at] + len(lines[at]):
+        head_end = starts[at]
+    at = bisect_right(starts, tail_start) - 1
+    if at in errors and starts[at] < tail_start < starts[at] + len(lines[at]):
+        tail_start = starts[at] + len(lines[at])
     if tail_start <= head_end:
         return text
     first = bisect_right(starts, head_end) - 1  # the line the cut starts in
