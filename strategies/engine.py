@@ -51,7 +51,7 @@ from strategies.rules import (
     running_task,
 )
 from strategies.standing import DEFAULT_SHARE, standing_ids
-from strategies.step_cut import STEP_CUT, cut_step
+from strategies.step_cut import ERRORS_SHORT, STEP_CUT, cut_step
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
 
@@ -420,6 +420,8 @@ def _cut_step(
         return messages, tokens
     after = count_prompt(counter, cut.messages)
     steps.append(Step(STEP_CUT, True, tokens - after))
+    if cut.short:  # error lines given up: by how many tokens (a caller may find them)
+        steps.append(Step(ERRORS_SHORT, False, cut.short))
     actions.append(f"{STEP_CUT} {cut.cut}")
     return cut.messages, after
 

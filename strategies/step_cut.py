@@ -35,7 +35,7 @@ import hashlib
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from strategies.error_output import is_error_line
 from strategies.messages import ANSWERING, Message
@@ -43,6 +43,8 @@ from strategies.outputs import handle_for, output_text, with_text
 from strategies.tokens import Counter, MemoCounter
 
 STEP_CUT = "step-outputs-cut"  # the action, followed by how many outputs were cut
+# The engine's step (not applied) that says how many tokens the cut's error lines missed by.
+ERRORS_SHORT = "step-error-lines-short"
 MIN_KEEP = 100  # tokens an output's least cut (its frame and marker, ``least``) stays under
 RERUN = "for the rest, run the tool again narrower (a line range, a filter)"
 OPENING = "[Output cut to fit the context window: "  # a cut output's first line starts so
@@ -62,6 +64,10 @@ class StepCut:
     messages: list[Message]
     saved: int  # tokens, by the counter's message prices
     cut: int  # outputs cut
+    # Tokens more than ``need`` that every error line would have taken: 0 when the cut keeps
+    # them all (or the outputs have none), else what a caller may find elsewhere (a reply
+    # reserve nobody asked for) before it settles for a cut without them.
+    short: int = 0
 
 
 def cut_step(
@@ -75,12 +81,14 @@ def cut_step(
     """``messages`` with the outputs among ``indices`` cut, the largest first, to save at least
     ``need`` tokens; None when no output can be cut. Each output keeps at least its marker and
     every error line, or, when that cannot save ``need``, at least its marker (``least``); the
-    result may save less than ``need`` even so: the caller checks.
+    result may save less than ``need`` even so: the caller checks. When the error lines were
+    given up, ``short`` says how many tokens more would have kept them all.
     ``others``: the sizes of messages the caller cuts next (a running task's statement), which
     share the cut: no output is cut below the level they are cut to."""
     if need <= 0:
         return None
     best: StepCut | None = None
+    with_errors = 0  # what the cut that keeps every error line saves
     for errors in (True, False):
         sizes: dict[int, int] = {}
         floors: dict[int, int] = {}  # each output's own floor (``least``)
@@ -92,8 +100,16 @@ def cut_step(
             if size > floor:
                 sizes[i], floors[i] = size, floor
         cut, enough = _cut_to(messages, sizes, floors, need, counter, handles, others)
+        if errors:
+            with_errors = cut.saved if cut is not None else 0
         if cut is not None and (best is None or cut.saved > best.saved):
             best = cut
+        if (
+            not errors
+            and best is not None
+            and any(least(messages[i], counter, handles, True) > f for i, f in floors.items())
+        ):  # error lines were given up: by how much they missed
+            best = replace(best, short=max(1, need - with_errors))
         if enough:
             break
     return best

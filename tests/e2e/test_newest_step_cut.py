@@ -11,6 +11,7 @@ import random
 import re
 from typing import Any
 
+import openai
 import pytest
 
 from proxy.demo.anthropic import AnthropicCounter
@@ -155,3 +156,40 @@ def test_anthropic_messages(make_stack: StackFactory, shape: str, recall: bool) 
         b["content"] if isinstance(b["content"], str) else b["content"][0]["text"] for b in blocks
     )
     check(text, window - 256, AnthropicCounter().prompt(sent), recall)
+
+
+def test_error_lines_before_a_few_tokens_of_reply(make_stack: StackFactory) -> None:
+    """A window whose room beside the frame holds the step's marker but not its error line at
+    the reply limit asked for. With the limit the client's own (``lower_max_tokens: false``),
+    the cut gives the error line up; with a limit the policy lowers (the default), the reply
+    gives the few tokens the line needs (up to a quarter of it) and the failing line reaches
+    the model."""
+    outputs = [output(5000 * 12, 4)]
+    tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]
+    own = {"default": {"lower_max_tokens": False}}
+    found = None
+    for window in range(4_200, 4_300, 10):
+        control = make_stack(window=window, policies=own)
+        try:
+            control.client.chat.completions.create(
+                model=MODEL, messages=chat_messages(outputs), tools=tools, max_tokens=4096
+            )
+        except openai.BadRequestError:
+            continue  # not even the marker fits beside the client's own limit
+        text = control.received[-1]["messages"][-1]["content"]
+        if CUT_MARK in text and ERROR not in text:
+            found = window
+            break
+    assert found is not None, "no window from 4,200 to 4,300 lost the error line"
+    stack = make_stack(window=found)
+    raw = stack.client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=chat_messages(outputs), tools=tools, max_tokens=4096
+    )
+    sent = stack.received[-1]
+    text = sent["messages"][-1]["content"]
+    assert CUT_MARK in text and ERROR in text
+    assert stack.upstream_count(sent) + sent["max_tokens"] <= found
+    assert 4096 - 4096 // 4 <= sent["max_tokens"] < 4096
+    assert (
+        f"max-tokens-lowered 4096->{sent['max_tokens']}" in raw.headers["x-contextwarden-actions"]
+    )

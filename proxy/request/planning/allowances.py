@@ -34,7 +34,12 @@ from proxy.request.planning.plan import Plan
 from proxy.request.planning.planner_state import PlannerState
 from proxy.wire import WireRequest
 from strategies.budget import Budget
+from strategies.step_cut import ERRORS_SHORT
 from strategies.tokens import MemoCounter
+
+# The share of a reply reserve the newest step's error lines may take, when a cut would
+# otherwise give them up.
+ERROR_LINES_SHARE = 0.25
 
 
 async def fitted_or_uncertain(
@@ -164,12 +169,56 @@ async def roomy(
     may take more than the reserve leaves)."""
     while True:
         try:
-            return await fitted(planner, req, budget, tokens, memo, dry_run, cut_newest)
+            plan = await fitted(planner, req, budget, tokens, memo, dry_run, cut_newest)
         except ContextTooLarge as exc:
             roomier = _roomier(req, budget, exc, split=cut_newest)
             if roomier is None:
                 raise
             budget = roomier
+            continue
+        return await _with_error_lines(planner, req, budget, plan, tokens, memo, dry_run)
+
+
+async def _with_error_lines(
+    planner: PlannerState,
+    req: WireRequest,
+    budget: Budget,
+    plan: Plan,
+    tokens: int | None,
+    memo: MemoCounter | None,
+    dry_run: bool,
+) -> Plan:
+    """``plan``, or, when its cut of the newest step gave up error lines (a failing test's
+    line, a traceback) for want of a few tokens, the plan made with the reply reserve lowered
+    by them, up to a quarter of it (``ERROR_LINES_SHARE``): a reserve the client did not ask
+    for, or a limit it asked for that the policy lowers (``lower_max_tokens``, which would
+    halve it to keep the outputs' markers). What the model acts on next outranks a few tokens
+    of a reply's room."""
+    first = plan
+    asked = req.fmt.requested_output(req.payload)
+    if plan.fit is None or (asked is not None and not req.policy.config.lower_max_tokens):
+        return plan
+    most = math.floor(budget.reserve * ERROR_LINES_SHARE)
+    given = 0
+    for _ in range(2):  # a second time for what a recount at the cut's seams adds
+        short = _short(plan)
+        if not short:
+            return plan
+        given += short
+        if given > most:
+            return first
+        lower = replace(budget, reserve=budget.reserve - given)
+        try:
+            plan = await fitted(planner, req, lower, tokens, memo, dry_run, cut_newest=True)
+        except ContextTooLarge:
+            return first
+    return plan if not _short(plan) else first
+
+
+def _short(plan: Plan) -> int:
+    """By how many tokens ``plan``'s cut of the newest step missed its error lines (0: none)."""
+    steps = plan.fit.steps if plan.fit is not None else []
+    return next((s.tokens_saved for s in steps if s.name == ERRORS_SHORT), 0)
 
 
 def _roomier(
