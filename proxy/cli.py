@@ -14,7 +14,7 @@ from pathlib import Path
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
 from proxy.config.startup import WILDCARDS, client_url, key_notes, self_loop_problem
-from proxy.windows.advice import banner_lines
+from proxy.windows.advice import banner_lines, small_window_lines
 from proxy.windows.discovery import asks
 from proxy.windows.families import is_pattern
 
@@ -283,6 +283,8 @@ def banner(settings: Settings, path: str | None) -> str:
             continue
         kind = "family" if is_pattern(name) else "model"
         lines.append(f"  {kind} {name}: window {window} ({source}) via {where}")
+        if window.isdigit():
+            lines += small_window_lines(name, int(window))
     lines += _families(settings)
     lines += banner_lines()
     lines.append(_admin_line(settings.admin_key_env))

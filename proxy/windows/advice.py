@@ -21,6 +21,39 @@ ERRORS = (
 )
 
 
+# What the agent CLIs send before their first step, by the upstream's count: their
+# instructions and tool definitions (measured in tests/clients: Claude Code 2.1's system
+# prompt and tools, Codex's default model's tools item and developer messages). A window
+# under one of these and a step's room leaves that client's session nothing to work in.
+CLIENT_FRAMES = {"Claude Code": 18_600, "Codex": 11_700}
+STEP_ROOM = 8_000  # a step (a command's output, a file read) and the reply to it
+
+
+def frame_note(frame: int, window: int) -> str | None:
+    """What a refusal adds when the client's own frame (its instructions and tool
+    definitions, ``frame`` tokens) leaves less than a step's room in ``window``: the window
+    it needs. None when the frame leaves that room."""
+    if window - frame >= STEP_ROOM:
+        return None
+    return (
+        f"; this client's instructions and tool definitions alone take {frame:,} tokens, "
+        f"which leaves less than a step's room ({STEP_ROOM:,} tokens) in a {window:,}-token "
+        f"window: it needs a model with a window of at least {frame + STEP_ROOM:,} tokens "
+        "(the proxy never cuts them)"
+    )
+
+
+def small_window_lines(name: str, window: int) -> list[str]:
+    """The banner's warnings for a configured model whose window is too small for an agent
+    CLI's frame and a step: the window that client needs."""
+    return [
+        f"    {client}'s instructions and tools take about {frame:,} tokens: with {name} it "
+        f"needs a window of at least {frame + STEP_ROOM:,} (its frame + {STEP_ROOM:,} for a step)"
+        for client, frame in CLIENT_FRAMES.items()
+        if window < frame + STEP_ROOM
+    ]
+
+
 def banner_lines() -> list[str]:
     """The banner's lines: what happens to a model in no table, and the ways out."""
     return [

@@ -33,12 +33,13 @@ from proxy.request.planning.sticky_replay import replay_last_cut
 from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
 from proxy.summaries.decision import on_request
+from proxy.windows.advice import frame_note
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.cost import cut_share
 from strategies.engine import Fit, fit
 from strategies.errors import DoesNotFit
-from strategies.messages import last_user_index
+from strategies.messages import last_user_index, leading_count
 from strategies.step_cut import STEP_CUT
 from strategies.sticky import record
 from strategies.tokens import MemoCounter, count_prompt
@@ -224,12 +225,16 @@ async def engine_fit(
         )
     except DoesNotFit as exc:
         taken = budget.messages - exc.limit
+        # The client's own frame (its instructions and tool definitions), which is never cut:
+        # when it leaves no step's room, the window the client needs.
+        lead = messages[: leading_count(messages)]
+        frame = budget.tools + counter.priming + sum(counter.message(m) for m in lead)
         error = ContextTooLarge(
             f"keeping the {BLOCK_WORDS.get(exc.block_id, exc.block_id + ' messages')} whole "
             f"takes {exc.tokens} tokens, but only {exc.limit} of the {budget.messages} tokens "
             f"for messages are left for it ({taken} go to the reply priming and to messages "
             f"kept before; {budget.explain()}); shorten it or use a model with a larger "
-            f"window{HINTS.get(exc.block_id, '')}",
+            f"window{HINTS.get(exc.block_id, '')}{frame_note(frame, budget.window) or ''}",
             param=req.fmt.messages_param,
             tokens=exc.tokens + taken + budget.window - budget.messages,
             limit=budget.window,

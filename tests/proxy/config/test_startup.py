@@ -352,3 +352,16 @@ def test_preview_takes_a_plain_claude_body_as_the_messages_it_is(
     body.write_text(json.dumps({"model": "gpt-4.1", "max_tokens": 512, "messages": messages}))
     assert main(["preview", str(body), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["report"]["format"] == "chat"
+
+
+def test_the_banner_says_the_window_an_agent_cli_needs_for_a_small_configured_model() -> None:
+    """#54 item 2: a configured model whose window leaves Claude Code's or Codex's frame less
+    than a step's room is named with the window each client needs."""
+    models = {"qwen-small": {"context_window": 16_000}, "qwen-large": {"context_window": 65_536}}
+    shown = banner(load_settings(None, models=models), None)
+    assert (
+        "Claude Code's instructions and tools take about 18,600 tokens: with qwen-small it "
+        "needs a window of at least 26,600" in shown
+    )
+    assert "Codex's instructions and tools take about 11,700 tokens: with qwen-small" in shown
+    assert "with qwen-large" not in shown
