@@ -51,6 +51,10 @@ from tests.clients.metadata import Metadata
 STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
+# The handle a cut of an output names in its marker (strategies/step_cut.py).
+CUT_HANDLE = re.compile(
+    r"\[Output cut to fit the context window: [^\]]*; recall: (r[0-9a-f]{12})\]"
+)
 COMPACT_PROMPT = "CONTEXT CHECKPOINT COMPACTION"  # Codex's own compaction prompt
 SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -150,6 +154,11 @@ class Script:
     every: int = 1
     reruns: int = 0
     recalls: int = 0
+    # True: a model that recalls, once each, what a cut of its newest step's output left out
+    # (the handle its marker names), as the marker tells it to.
+    recall_cuts: bool = False
+    cut_recalls: list[str] = field(default_factory=list)
+    cut_steps: dict[str, int] = field(default_factory=dict)  # a recalled cut's handle: its step
 
     def needs(self, k: int) -> int | None:
         """The earlier step whose output step ``k`` needs, if any."""
@@ -159,6 +168,20 @@ class Script:
 
     def decide(self, payload: dict[str, Any], calls: list[str], answered: bool) -> Any:
         """("read", step), ("recall", handle) or ("done", steps taken)."""
+        if self.recall_cuts and answered and RECALL.encode() in orjson.dumps(payload.get("tools")):
+            items = payload.get("input") or payload.get("messages") or []
+            found = CUT_HANDLE.search(orjson.dumps(items[-1:]).decode())
+            read = [int(STEP.findall(c)[-1]) for c in calls if STEP.search(c)]
+            if found is not None and found.group(1) not in self.cut_recalls and read:
+                self.cut_recalls.append(found.group(1))
+                self.cut_steps[found.group(1)] = read[-1]
+                return "recall", found.group(1)
+        # A model knows what it recalled: a recall of a cut stands for its step's read, which a
+        # fit of the recall's continuation may have dropped.
+        calls = [
+            next((f"step-{n:02d}.txt" for h, n in self.cut_steps.items() if h in c), c)
+            for c in calls
+        ]
         k = next_step(calls, answered, self.needs)
         m = self.needs(k) if k <= self.steps else None
         if m is not None:

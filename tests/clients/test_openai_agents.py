@@ -46,7 +46,7 @@ async def test_with_recall_it_recalls_instead_of_re_running_and_never_sees_the_t
     never_shown(agent, RECALL)
 
 
-async def run_task(agent: Any) -> None:
+async def run_task(agent: Any, steps: int = STEPS) -> None:
     from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
     set_tracing_disabled(True)
@@ -65,6 +65,6 @@ async def run_task(agent: Any) -> None:
             tools=[read_file],
             model=OpenAIResponsesModel(model=MODEL, openai_client=client),
         )
-        result = await Runner.run(coder, TASK, max_turns=STEPS + 5)
-        assert result.final_output.startswith(f"Done after {STEPS} steps")
+        result = await Runner.run(coder, TASK, max_turns=steps + 5)
+        assert result.final_output.startswith(f"Done after {steps} steps")
         assert not agent.script.refused
