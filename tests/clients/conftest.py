@@ -31,6 +31,9 @@ BIN = Path(__file__).parent / "node_modules" / ".bin"
 # The CLIs' current releases, pinned too (current/package.json), beside those of package.json.
 CURRENT = Path(__file__).parent / "current" / "node_modules" / ".bin"
 RELEASES = ("pinned", "current")
+# The issues' own sizes for the long runs (300 steps where CI runs 40), measured by hand:
+#     CW_LONG_RUNS=1 pytest -s -n 2 -k "client_setup or strict_upstream" tests/clients
+LONG_RUNS = bool(os.environ.get("CW_LONG_RUNS"))
 TASK = "read the step files in order"
 
 

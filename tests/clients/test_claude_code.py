@@ -20,6 +20,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.anthropic import AnthropicCounter
 from proxy.windows.client_setup import lines, setup_for
 from tests.clients.conftest import (
+    LONG_RUNS,
     RELEASES,
     TASK,
     Agent,
@@ -304,10 +305,11 @@ def test_against_a_strict_upstream_its_context_management_is_served(
     bodies strictly refuses it. Served by the proxy (the default for any upstream but
     Anthropic's own API), the task finishes and the upstream never sees the field; forwarded,
     the same upstream refuses the first request and the CLI fails."""
-    agent = make_agent(WINDOW, steps=8, models=MODELS, strict=True)
-    run = agent.run(claude(agent, TASK, release=release), env(agent))
+    window, steps = (32_000, 100) if LONG_RUNS else (WINDOW, 8)
+    agent = make_agent(window, steps=steps, models=MODELS, strict=True)
+    run = agent.run(claude(agent, TASK, release=release), env(agent), timeout=1200)
     assert run.returncode == 0, run
-    assert "Done after 8 steps" in run.stdout, run
+    assert f"Done after {steps} steps" in run.stdout, run
     sent = agent.sent("/v1/messages")
     assert sent and all("context_management" in body for body in sent)
     assert not agent.script.refused
@@ -330,7 +332,7 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     printed) against a 32k upstream: 40 steps finish with no "Prompt is too long", no
     thrashing stop and no refusal. The test says how often Claude Code compacted itself and
     how often the proxy trimmed."""
-    window, steps = 32_000, 40
+    window, steps = 32_000, 300 if LONG_RUNS else 40
     agent = make_agent(window, steps=steps, models=[MODEL])
     settings = load_settings(None, models={MODEL: {"context_window": window}})
     printed = lines("claude", setup_for(settings, agent.proxy_url, MODEL, None))
@@ -338,7 +340,7 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
         line.removeprefix("export ").split("=", 1) for line in printed if line.startswith("export ")
     )
     assert exports["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(window)
-    run = agent.run(claude(agent, TASK), {**env(agent), **exports}, timeout=600)
+    run = agent.run(claude(agent, TASK), {**env(agent), **exports}, timeout=1800)
     output = run.stdout + run.stderr
     assert run.returncode == 0, run
     assert f"Done after {steps} steps" in run.stdout, run

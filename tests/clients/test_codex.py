@@ -22,6 +22,7 @@ from proxy.config.settings import load_settings
 from proxy.windows.bounds import MAX_REFUSALS
 from proxy.windows.client_setup import lines, setup_for
 from tests.clients.conftest import (
+    LONG_RUNS,
     RELEASES,
     TASK,
     Agent,
@@ -282,7 +283,7 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     trimmed: Codex measures its context by the usage the upstream reports, which the proxy's
     trims keep under the window, so it compacts seldom or never (0 in 40 steps when
     measured) and the proxy fits the requests."""
-    model, window, steps = "gpt-5.1-codex", 32_000, 40
+    model, window, steps = "gpt-5.1-codex", 32_000, 300 if LONG_RUNS else 40
     agent = make_agent(window, steps=steps, models=[model])
     settings = load_settings(None, models={model: {"context_window": window}})
     printed = lines("codex", setup_for(settings, agent.proxy_url, model, None))
@@ -306,7 +307,7 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
         "--skip-git-repo-check",
         "--dangerously-bypass-approvals-and-sandbox",
     ]
-    run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)}, timeout=600)
+    run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)}, timeout=1800)
     assert run.returncode == 0, run
     assert f"Done after {steps} steps" in run.stdout, run
     assert "Reconnecting" not in run.stdout + run.stderr
