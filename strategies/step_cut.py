@@ -12,7 +12,8 @@ largest first, down to a common cap (water-filling: every output over the cap is
 the smaller ones are left whole), until the step fits:
 
 - an output keeps its head and its tail (a file's opening, a test run's summary) and, between
-  them, every line that reads as an error (``strategies/error_output.py``), in order;
+  them, every line that reads as an error (``strategies/error_output.py``), in order (a line
+  over ``ERROR_LINE_CHARS`` is no log line: a one-line JSON dump is cut by its characters);
 - its first line says it was cut, how much, and how to get the rest: ``recall: <handle>`` when
   the policy offers recall, else a narrower call to run again. The handle is the cut's own
   (``cut_handle``): the proxy keeps under it the part the cut left out (``cut_part``), so a
@@ -57,6 +58,9 @@ GAP = re.compile(
 )
 ESCAPED_LINES = 16  # an output with fewer real lines and at least this many escaped ones
 ROUNDS = 6  # tries to bring a cut under its cap (a recount after each: merges at the cut)
+# A line longer than this is no log line (minified JSON, a one-line dump): one that holds an
+# error word is cut by its characters like any other, not kept whole or dropped whole.
+ERROR_LINE_CHARS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +223,7 @@ def least(message: Message, counter: Counter, handles: bool = False, errors: boo
     price = text_cost(counter)
     how_back, finish = _how_back(message, handles)
     sep = _separator(text)
-    found = [line for line in text.split(sep) if line and is_error_line(line)]
+    found = [line for line in text.split(sep) if _kept_whole(line)]
     shown = found if errors else []
     total = price(text)
     bare = "\n".join(
@@ -283,7 +287,7 @@ def _read(text: str, price: Callable[[str], int]) -> _Text:
     starts = [0]
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + len(sep))
-    errors = [k for k, line in enumerate(lines) if line and is_error_line(line)]
+    errors = [k for k, line in enumerate(lines) if _kept_whole(line)]
     return _Text(text, price(text), sep, lines, starts, errors)
 
 
@@ -423,6 +427,11 @@ def _named_part(original: str, gap: re.Match[str], head: int) -> str:
     sep = _separator(original)
     lines = original.split(sep)
     return sep.join(lines[int(first.replace(",", "")) - 1 : int(last.replace(",", ""))])
+
+
+def _kept_whole(line: str) -> bool:
+    """Whether a cut keeps ``line`` whole, as an error line."""
+    return 0 < len(line) <= ERROR_LINE_CHARS and is_error_line(line)
 
 
 def _separator(text: str) -> str:

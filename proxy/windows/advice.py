@@ -32,8 +32,9 @@ STEP_ROOM = 8_000  # a step (a command's output, a file read) and the reply to i
 def frame_note(frame: int, window: int) -> str | None:
     """What a refusal adds when the client's own frame (its instructions and tool
     definitions, ``frame`` tokens) leaves less than a step's room in ``window``: the window
-    it needs. None when the frame leaves that room."""
-    if window - frame >= STEP_ROOM:
+    it needs. None when the frame leaves that room, or is not what fills the window (under
+    half of it: a pasted message too large for any such window is told nothing of frames)."""
+    if window - frame >= STEP_ROOM or frame * 2 < window:
         return None
     return (
         f"; this client's instructions and tool definitions alone take {frame:,} tokens, "

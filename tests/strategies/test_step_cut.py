@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 from strategies.engine import Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.rules import pairs_whole
-from strategies.step_cut import cut_output, cut_part, cut_step, least, water_level
+from strategies.step_cut import (
+    OPENING,
+    cut_output,
+    cut_part,
+    cut_step,
+    least,
+    text_cost,
+    water_level,
+)
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
 from tests.strategies.invariants import CUT_MARK, assert_newest_step_kept
@@ -302,3 +310,17 @@ def test_a_large_task_and_one_large_step_share_the_cut() -> None:
     output = kept[-1]["content"]
     assert "test_case_200" in output
     assert COUNTER.message(kept[-1]) > 300  # at the task's level, not cut to its least
+
+
+def test_one_long_line_with_an_error_word_is_cut_by_characters() -> None:
+    """A minified JSON dump on one line that holds ``error:`` is no log line: it was kept whole
+    or dropped whole (a 34k-token output cut to its marker alone, a 4k window left empty);
+    now its head and tail are kept like any long line's."""
+    rows = [{"id": i, "status": "passed"} for i in range(3000)]
+    rows[2000] = {"id": 2000, "status": "failed", "message": "error: assertion failed"}
+    text = orjson.dumps(rows).decode()
+    cut = cut_output(text, 1_000, COUNTER)
+    assert cut is not None and cut.startswith(OPENING)
+    assert "characters of line 1 cut" in cut
+    assert cut.split("\n")[1].startswith('[{"id":0,"status":"passed"}')
+    assert 800 <= text_cost(COUNTER)(cut) <= 1_000
