@@ -162,7 +162,7 @@ def test_error_lines_before_a_few_tokens_of_reply(make_stack: StackFactory) -> N
     """A window whose room beside the frame holds the step's marker but not its error line at
     the reply limit asked for. With the limit the client's own (``lower_max_tokens: false``),
     the cut gives the error line up; with a limit the policy lowers (the default), the reply
-    gives the few tokens the line needs (up to a quarter of it) and the failing line reaches
+    gives the few tokens the line needs (up to half of it) and the failing line reaches
     the model."""
     outputs = [output(5000 * 12, 4)]
     tools = [{"type": "function", "function": {"name": "sh", "parameters": {"type": "object"}}}]

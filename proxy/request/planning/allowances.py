@@ -39,7 +39,7 @@ from strategies.tokens import MemoCounter
 
 # The share of a reply reserve the newest step's error lines may take, when a cut would
 # otherwise give them up.
-ERROR_LINES_SHARE = 0.25
+ERROR_LINES_SHARE = 0.5
 
 
 async def fitted_or_uncertain(
@@ -190,7 +190,7 @@ async def _with_error_lines(
 ) -> Plan:
     """``plan``, or, when its cut of the newest step gave up error lines (a failing test's
     line, a traceback) for want of a few tokens, the plan made with the reply reserve lowered
-    by them, up to a quarter of it (``ERROR_LINES_SHARE``): a reserve the client did not ask
+    by them, up to half of it (``ERROR_LINES_SHARE``): a reserve the client did not ask
     for, or a limit it asked for that the policy lowers (``lower_max_tokens``, which would
     halve it to keep the outputs' markers). What the model acts on next outranks a few tokens
     of a reply's room."""
