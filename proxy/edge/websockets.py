@@ -2,14 +2,18 @@
 
 The handshake is the caller's one set of headers: who it is (a team key or the credential it
 forwards) is checked before the upgrade is accepted (a refusal is an HTTP answer, 401 or 403,
-in OpenAI's shape), and the same headers are each frame's. Each ``response.create`` frame
-(proxy/edge/websocket_session.py: its whole input rebuilt) becomes the HTTPS request it stands
-for, ``POST`` of its body with the handshake's headers, and goes down the one request path
-(proxy/edge/exchange.py ``handle``: admission and its limits, the plan, sticky cuts, the
-overflow retry, recall, metrics); the upstream is reached by HTTPS as for any request. The
-answer's events go back one text frame each; a refusal, the proxy's or the upstream's, is an
-error frame (``{"type": "error", "status": N, "error": {...}}``) and the connection stays open
-for the next frame. Frames are served one at a time, in order, as Codex sends them.
+in OpenAI's shape; the Host, Origin and path checks are the middleware's, as for a request),
+and the same headers are each frame's. Each ``response.create`` frame is admitted as a posted
+body is (its byte limit and JSON node cap, before it is parsed), its whole input rebuilt
+(proxy/edge/websocket_session.py), and becomes the HTTPS request it stands for: ``POST`` of its
+body with the handshake's headers, down the one request path (proxy/edge/exchange.py
+``handle``: admission, the plan, sticky cuts, the overflow retry, recall, metrics). The
+upstream is reached by HTTPS as for any request: it need not speak WebSockets. The answer's
+events go back one text frame each; a refusal (the proxy's, the upstream's, an upstream that
+cannot be reached or does not serve the Responses API), a frame that is no request and a stream
+that ends before its response does are each an error frame (``{"type": "error", "status": N,
+"error": {...}}``), and the connection stays open for the next frame. Frames are served one at
+a time, in order, as Codex sends them.
 """
 
 from __future__ import annotations
