@@ -280,8 +280,11 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     config.toml as printed, the key saved as its sign-in) against a 32k upstream: the task
     finishes with no refusal. The test says how often Codex compacted and how often the proxy
     trimmed: Codex measures its context by the usage the upstream reports, which the proxy's
-    trims keep under the window, so it compacts seldom or never (0 in 40 steps when
-    measured) and the proxy fits the requests."""
+    trims keep under the window, so it compacts seldom (0 in 40 steps by HTTPS when measured;
+    2 over its WebSocket, whose whole input the proxy rebuilds without Codex's own item
+    metadata, a few hundred tokens less, so that a request fell just under the proxy's cut and
+    the next just over Codex's limit) and the proxy fits the requests. A compaction it makes is
+    served by the proxy's summarizer, whose summary the scripted model reads on from."""
     model, window, steps = "gpt-5.1-codex", 32_000, 40
     agent = make_agent(window, steps=steps, models=[model])
     settings = load_settings(None, models={model: {"context_window": window}})
