@@ -24,7 +24,7 @@ from proxy.edge.passthrough import handle_models, handle_passthrough
 from proxy.edge.preview import handle_preview
 from proxy.edge.readiness import Readiness
 from proxy.edge.sharing import Sharing, learned_windows, scope_key
-from proxy.edge.websockets import quiet_denials, refuse
+from proxy.edge.websockets import quiet_denials, serve
 from proxy.errors import (
     BadRequest,
     NoRoute,
@@ -108,8 +108,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         ),
         Route("/admin/preview", admin_preview, methods=["POST"]),
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
-        WebSocketRoute("/v1/responses", refuse),
-        WebSocketRoute("/responses", refuse),
+        WebSocketRoute("/v1/responses", serve),
+        WebSocketRoute("/responses", serve),
     ]
     handlers = {ProxyError: _proxy_error, HTTPException: _no_route, Exception: _unexpected}
     app = Starlette(

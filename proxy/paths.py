@@ -73,12 +73,13 @@ class SafePaths:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):
             reason = unsafe_reason(scope["path"], scope.get("raw_path"))
             if reason is not None:
                 message = f"the request path has {reason}; send a normalised path"
                 anthropic = is_messages_path(scope["path"])
-                await refuse(send, 400, message, anthropic, "invalid_request_error", "invalid_path")
+                kind, code = "invalid_request_error", "invalid_path"
+                await refuse(send, 400, message, anthropic, kind, code, scope, receive)
                 return
         await self.app(scope, receive, send)
 
@@ -89,13 +90,30 @@ def is_messages_path(path: str) -> bool:
 
 
 async def refuse(
-    send: Send, status: int, message: str, anthropic: bool, kind: str, code: str
+    send: Send,
+    status: int,
+    message: str,
+    anthropic: bool,
+    kind: str,
+    code: str,
+    scope: Scope | None = None,
+    receive: Receive | None = None,
 ) -> None:
-    """An error answered by ASGI middleware, before routing, in the client's own shape."""
+    """An error answered by ASGI middleware, before routing, in the client's own shape. A
+    WebSocket handshake (``scope``) gets it as the server's denial response, or is closed
+    unaccepted where the server cannot send one."""
     body = anthropic_error(kind, message) if anthropic else error_body(message, kind, code)
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    prefix = "http"
+    if scope is not None and scope["type"] == "websocket":
+        assert receive is not None
+        await receive()  # websocket.connect
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        prefix = "websocket.http"
+    await send({"type": f"{prefix}.response.start", "status": status, "headers": headers})
+    await send({"type": f"{prefix}.response.body", "body": body})
 
 
 def canonical(path: str) -> str:

@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 
 from proxy.config.settings import Settings, load_settings
 
+FRAME_SLACK = 1 << 20
 WORKER_ARGS = "CONTEXTWARDEN_WORKER_ARGS"  # what each worker loads: the parent's config path
 
 
@@ -40,6 +41,11 @@ def serve(settings: Settings, path: str | None, overrides: dict[str, Any]) -> No
         "log_level": "info",
         "access_log": False,  # the proxy writes its own JSON line per request
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
+        # A Responses WebSocket frame is a request body: the same limit (uvicorn's is 16 MiB),
+        # with room for the frame's own fields, so that a frame a little over it gets an error
+        # frame that says so (proxy/edge/websockets.py); the server closes on a larger one
+        # (1009, message too big) before holding it whole.
+        "ws_max_size": settings.limits.max_body_bytes + FRAME_SLACK,
     }
     if settings.workers == 1:
         from proxy.app import create_app

@@ -13,5 +13,8 @@ client gets back.
     passthrough.py  every other ``/v1/*`` path, forwarded untouched
     ownership.py    stored Responses belong to the team that made them
     preview.py      what the proxy would forward, without forwarding
-    websockets.py   a WebSocket handshake on a model route, refused so Codex uses HTTPS at once
+    websockets.py   the Responses API's WebSocket mode (Codex's first transport): the handshake,
+                    and each request frame sent down ``handle`` as the POST it stands for
+    websocket_session.py  one connection's frames and state: the whole input of a follow-up
+                    rebuilt, a warm-up answered, events and errors as frames
 """

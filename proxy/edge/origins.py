@@ -12,6 +12,9 @@ spends a key of its own, ``TrustedCallers`` refuses with 403, before routing:
 - a request with an ``Origin`` header (a browser's) that ``allowed_origins`` does not list.
   SDKs and agent CLIs send none.
 
+A WebSocket handshake (the Responses API's WebSocket mode) is checked the same way, and refused
+before it is accepted: a browser page opens one with its own Origin.
+
 ``/health`` and ``/ready`` are exempt: they spend nothing (a load balancer's health checks
 send no Host of the proxy's).
 """
@@ -35,11 +38,13 @@ class TrustedCallers:
         self.origins = frozenset(o.lower().rstrip("/") for o in settings.allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.active and scope["type"] == "http" and scope["path"] not in EXEMPT:
+        guarded = scope["type"] in ("http", "websocket") and scope["path"] not in EXEMPT
+        if self.active and guarded:
             reason = self.refusal(scope["headers"])
             if reason is not None:
                 anthropic = is_messages_path(scope["path"])
-                await refuse(send, 403, reason, anthropic, "permission_error", "untrusted_caller")
+                kind, code = "permission_error", "untrusted_caller"
+                await refuse(send, 403, reason, anthropic, kind, code, scope, receive)
                 return
         await self.app(scope, receive, send)
 

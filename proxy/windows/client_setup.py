@@ -30,7 +30,8 @@ from proxy.windows.models import build_models
 CLIENTS = ("claude", "codex", "agents")
 # Codex compacts past this share of the window, measured by the usage the upstream reports.
 # Through a proxy that trims, that usage stays under the budget the proxy fits to, so Codex
-# seldom reaches it (40 steps at 32k: no compaction, the proxy trimmed 35 of 41 requests);
+# seldom reaches it (40 steps at 32k by HTTPS: no compaction, the proxy trimmed 35 of 41
+# requests; over Codex's WebSocket: 2 compactions, 21 of 43 trimmed, the task finished);
 # lower, Codex compacts over and over, and a model that cannot read its own compaction starts
 # its task again: measured, not guessed (tests/clients/test_codex.py).
 CODEX_COMPACT_SHARE = 0.8

@@ -23,6 +23,8 @@ import pytest
 from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
+from proxy.edge.websocket_session import Asked, Session
+from proxy.errors import ProxyError
 from tests.clients.metadata import Metadata
 from tests.clients.scripted import KEY, Script, Skew, create_scripted
 from tests.conftest import assert_no_plan_fallbacks
@@ -79,14 +81,20 @@ class Run:
 class Recorder:
     """The proxy's app, recording each body a client sends it (in order) before the proxy
     sees it: what a forwarded request is compared with; and each answer's status and bytes,
-    as the client received them (``answers``: path, status, body or whole stream)."""
+    as the client received them (``answers``: path, status, body or whole stream). Over a
+    Responses WebSocket, the same: each request frame as the whole body it stands for, the
+    frames answering it (and ``frames``: each frame the client sent, by path)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.sent: list[tuple[str, dict[str, Any]]] = []
         self.answers: list[tuple[str, int, bytes]] = []
+        self.frames: dict[str, list[dict[str, Any]]] = {}  # each WebSocket frame a client sent
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await self.websocket(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -118,6 +126,49 @@ class Recorder:
 
         await self.app(scope, replay, sending)
         self.answers.append((scope["path"], status, b"".join(chunks)))
+
+    async def websocket(self, scope: Any, receive: Any, send: Any) -> None:
+        """A Responses WebSocket connection (Codex's first transport): each request frame that
+        generates is recorded as the whole body it stands for (a follow-up's new items after
+        the previous request's input and the output items the client was sent), and the
+        frames sent back for it as its answer (their JSON, one a line)."""
+        session = Session()
+        last: Asked | None = None
+        output: list[Any] = []
+        frames: list[bytes] = []
+        self.frames.setdefault(scope["path"], [])
+
+        async def receiving() -> Any:
+            nonlocal last, output
+            message = await receive()
+            text = message.get("text") if message["type"] == "websocket.receive" else None
+            if text:
+                self.frames[scope["path"]].append(orjson.loads(text))
+                try:
+                    asked = session.asked(text)
+                except ProxyError:
+                    return message
+                if asked is not None:
+                    last, output = asked, []
+                    if asked.generate:
+                        self.sent.append((scope["path"], {**asked.body, "stream": True}))
+            return message
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "websocket.send" and message.get("text"):
+                event = orjson.loads(message["text"])
+                frames.append(message["text"].encode())
+                if event.get("type") == "response.output_item.done":
+                    output.append(event["item"])
+                elif event.get("type") in ("response.completed", "error", "response.failed"):
+                    if event["type"] == "response.completed" and last is not None:
+                        session.answered(event["response"]["id"], last, output)
+                    status = event.get("status", 200) if event["type"] == "error" else 200
+                    self.answers.append((scope["path"], status, b"\n".join(frames)))
+                    frames.clear()
+            await send(message)
+
+        await self.app(scope, receiving, sending)
 
 
 @dataclass

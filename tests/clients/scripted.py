@@ -245,8 +245,18 @@ def create_scripted(script: Script) -> Starlette:
         return _json(message)
 
     async def responses(request: Request) -> Response:
+        """Responses' tool loop; a request that holds the summarizer's prompt is the proxy's
+        summarizer (Responses when the model's upstream serves it), answered with a short
+        summary as the other formats' are."""
         payload = orjson.loads(await request.body())
         seen = Received("responses", dict(request.headers), payload)
+        if _summarizing(payload):
+            script.summaries.append(seen)
+            summary = text_item(_summary(payload))
+            made = completed(payload, [summary], _responses_tokens(openai, payload))
+            if payload.get("stream"):
+                return StreamingResponse(response_events(made), media_type="text/event-stream")
+            return _json(made)
         script.received.append(seen)
         items = payload["input"]
         broken = _invalid_items(items) if isinstance(items, list) else None
@@ -374,19 +384,21 @@ def _json(body: dict[str, Any], status: int = 200) -> Response:
 
 
 def _summarizing(payload: dict[str, Any]) -> bool:
-    system = payload.get("system")
-    text = system if isinstance(system, str) else orjson.dumps(system or "").decode()
-    return SYSTEM_PROMPT[:40] in text
+    """Whether the summarizer's prompt leads the request: Messages' ``system``, or a
+    Responses request's ``instructions`` or first input item."""
+    items = payload.get("input")
+    first = items[:1] if isinstance(items, list) else []
+    system = [payload.get("system"), payload.get("instructions"), first]
+    return SYSTEM_PROMPT[:40] in orjson.dumps(system).decode()
 
 
 def _summary(payload: dict[str, Any]) -> str:
     """What a summarizer writes of the conversation it is sent: how far the reads went."""
-    text = orjson.dumps(payload["messages"]).decode()
+    messages = payload.get("messages") or payload.get("input") or []
+    text = orjson.dumps(messages).decode()
     steps = [int(k) for k in STEP.findall(text)]
     read = f" up to step-{max(steps):02d}.txt" if steps else ""
-    return (
-        f"Summary of {len(payload['messages'])} messages: the step files were read in order{read}."
-    )
+    return f"Summary of {len(messages)} messages: the step files were read in order{read}."
 
 
 def summarized_step(payload: dict[str, Any]) -> int | None:

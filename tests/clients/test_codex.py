@@ -281,8 +281,11 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     config.toml as printed, the key saved as its sign-in) against a 32k upstream: the task
     finishes with no refusal. The test says how often Codex compacted and how often the proxy
     trimmed: Codex measures its context by the usage the upstream reports, which the proxy's
-    trims keep under the window, so it compacts seldom or never (0 in 40 steps when
-    measured) and the proxy fits the requests."""
+    trims keep under the window, so it compacts seldom (0 in 40 steps by HTTPS when measured;
+    2 over its WebSocket, whose whole input the proxy rebuilds without Codex's own item
+    metadata, a few hundred tokens less, so that a request fell just under the proxy's cut and
+    the next just over Codex's limit) and the proxy fits the requests. A compaction it makes is
+    served by the proxy's summarizer, whose summary the scripted model reads on from."""
     model, window, steps = "gpt-5.1-codex", 32_000, 300 if LONG_RUNS else 40
     agent = make_agent(window, steps=steps, models=[model])
     settings = load_settings(None, models={model: {"context_window": window}})
@@ -322,3 +325,68 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
         f"\n{len(sent)} requests: Codex compacted {compactions} times, the proxy trimmed {trimmed}"
     )
     assert compactions + trimmed > 0  # the window was reached, by one or the other
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_readme_line_runs_over_its_websocket_at_16k(
+    make_agent: AgentFactory, release: str
+) -> None:
+    """The README's one line (``openai_base_url``, the key saved as Codex's sign-in): Codex
+    opens its Responses WebSocket, the proxy serves it, and the run reaches its answer with no
+    reconnect and no ERROR line. Every request went over the WebSocket (a frame each, the
+    warm-up first, later ones naming the previous response with only their new items) and was
+    fitted: the upstream, which refuses a prompt over its window by its own count, refused
+    none; it got every item, the task in each, and the window forced cuts."""
+    # About 2,400 tokens a step beside a frame of about 11,700: past the window within a few.
+    steps = 6 if release == "pinned" else 9
+    # The current release's frame with the built-in provider does not fit 16k by either
+    # transport (its second request keeps 16,000 tokens of leading items whole: the proxy's
+    # own refusal, over HTTPS too): it gets 16k beside its frame, as in the tests above.
+    window = 16_000 if release == "pinned" else WINDOWS[DEFAULT_MODEL]
+    agent = make_agent(window, steps=steps, models=[DEFAULT_MODEL, CURRENT_DEFAULT])
+    home = agent.home / ".codex"
+    home.mkdir()
+    (home / "config.toml").write_text(f'openai_base_url = "{agent.proxy_url}/v1"\n')
+    codex_bin = str(client("codex", release))
+    subprocess.run(  # the key, saved as Codex's own sign-in (the README's way)
+        [codex_bin, "login", "--with-api-key"],
+        input="sk-test\n",
+        env={"PATH": os.environ["PATH"], "HOME": str(agent.home), "CODEX_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    argv = [
+        codex_bin,
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ]
+    run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)})
+    assert run.returncode == 0, run
+    assert f"Done after {steps} steps" in run.stdout, run
+    said = run.stdout + run.stderr
+    assert "Reconnecting" not in said, run
+    assert not [line for line in said.splitlines() if " ERROR " in line], run
+    frames = agent.recorder.frames.get("/v1/responses", [])
+    asked = [f for f in frames if f["type"] == "response.create"]
+    assert asked and asked[0].get("generate") is False  # the warm-up, answered by the proxy
+    generating = [f for f in asked if f.get("generate", True)]
+    assert all("previous_response_id" in f for f in generating)
+    sent, forwarded = agent.sent("/v1/responses"), agent.forwarded("responses")
+    # Each request Codex sent came as a frame: none was posted.
+    assert len(generating) == len(sent) == len(forwarded) == steps + 1
+    assert not agent.script.refused
+    assert all(TASK in str(body["input"]) for body in forwarded)
+    assert not any("previous_response_id" in body for body in forwarded)
+    for theirs, ours in zip(sent, forwarded, strict=True):
+        assert same(prefix(ours)) == same(prefix(theirs))
+        # The task verbatim; the newest step kept, its output cut to fit at most (the built-in
+        # provider's frame leaves a step less room at 16k than a provider of one's own).
+        (task, newest), (their_task, their_newest) = task_and_newest(ours), task_and_newest(theirs)
+        assert same(task) == same(their_task)
+        assert [i.get("call_id", i.get("id")) for i in newest] == [
+            i.get("call_id", i.get("id")) for i in their_newest
+        ]
+    assert len(forwarded[-1]["input"]) < len(sent[-1]["input"])  # the window forced cuts

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
+import orjson
 import pytest
 
 from proxy.app import create_app
@@ -194,8 +195,8 @@ def test_codex(quick_start: QuickStart, release: str) -> None:
     run = quick_start.run([*argv, TASK], {})
     assert run.returncode == 0, run
     assert f"Done after {STEPS} steps" in run.stdout, run
-    # Its WebSocket handshake got a 426 and the session went by HTTPS at once (a refused
-    # handshake had it retry five times, about 6 s, on every run).
+    # Its session went over the WebSocket the proxy accepted (a refused handshake had it
+    # retry five times, about 6 s, on every run; a 426 had it log an ERROR line).
     assert "Reconnecting" not in run.stdout + run.stderr, run
     received = quick_start.openai.received
     assert len(received) == STEPS + 1 and not quick_start.openai.refused
@@ -204,46 +205,86 @@ def test_codex(quick_start: QuickStart, release: str) -> None:
     assert not quick_start.anthropic.received and not quick_start.anthropic.summaries
 
 
-WEBSOCKET_ERROR = (
-    "ERROR codex_api::endpoint::responses_websocket: failed to connect to Responses WebSocket"
-)
+@dataclass
+class Frames:
+    """A proxy's WebSocket traffic: each handshake's path and how it was answered (``accept``,
+    or a denial's status), and each text frame each way, in order."""
+
+    handshakes: list[tuple[str, str]]
+    client: list[dict[str, Any]]
+    server: list[dict[str, Any]]
+
+
+@contextmanager
+def watching(quick_start: QuickStart) -> Iterator[Frames]:
+    frames = Frames([], [], [])
+    app = quick_start.recorder.app
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            await app(scope, receive, send)
+            return
+
+        async def receiving() -> Any:
+            message = await receive()
+            if message["type"] == "websocket.receive" and message.get("text"):
+                frames.client.append(orjson.loads(message["text"]))
+            return message
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "websocket.accept":
+                frames.handshakes.append((scope["path"], "accept"))
+            elif message["type"] == "websocket.http.response.start":
+                frames.handshakes.append((scope["path"], str(message["status"])))
+            elif message["type"] == "websocket.send" and message.get("text"):
+                frames.server.append(orjson.loads(message["text"]))
+            await send(message)
+
+        await app(scope, receiving, sending)
+
+    quick_start.recorder.app = watched
+    try:
+        yield frames
+    finally:
+        quick_start.recorder.app = app  # the fixture's checks read the proxy's own app
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("release", RELEASES)
 @pytest.mark.parametrize("provider", ["built-in", "its own", "its own, with websockets"])
-def test_codex_logs_one_error_line_for_the_refused_websocket(
+def test_codex_answers_over_the_websocket(
     quick_start: QuickStart, release: str, provider: str
 ) -> None:
     """docs/codex.md: with the README's line (the built-in provider) Codex opens a WebSocket
-    first, the proxy answers the handshake with a 426, and Codex logs one ERROR line for the
-    failed handshake, then goes by HTTPS and finishes; so does a provider of its own that says
-    ``supports_websockets = true``. One that does not never opens one, and logs nothing."""
-    handshakes: list[tuple[str, int]] = []
-    app = quick_start.recorder.app
-
-    async def watched(scope: Any, receive: Any, send: Any) -> None:
-        async def sending(message: Any) -> None:
-            if message["type"] == "websocket.http.response.start":
-                handshakes.append((scope["path"], message["status"]))
-            await send(message)
-
-        await app(scope, receive, sending if scope["type"] == "websocket" else send)
-
-    quick_start.recorder.app = watched
-    try:
+    first; the proxy accepts it and serves the session over it, no reconnect and no ERROR
+    line; so does a provider of its own that says ``supports_websockets = true``. One that
+    does not never opens one, and goes by HTTPS."""
+    with watching(quick_start) as frames:
+        started = time.perf_counter()
         run = codex_run(quick_start, release, provider)
-    finally:
-        quick_start.recorder.app = app  # the fixture's checks read the proxy's own app
+        took = time.perf_counter() - started
     assert run.returncode == 0 and f"Done after {STEPS} steps" in run.stdout, run
-    errors = [line for line in (run.stdout + run.stderr).splitlines() if " ERROR " in line]
-    if provider != "its own":
-        assert handshakes == [("/v1/responses", 426)]
-        assert len(errors) == 1 and WEBSOCKET_ERROR in errors[0], run
-        assert WEBSOCKET_ERROR in run.stderr
-    else:
-        assert handshakes == [] and errors == [], run
-    assert len(quick_start.openai.received) == STEPS + 1  # every request went by HTTPS
+    said = run.stdout + run.stderr
+    errors = [line for line in said.splitlines() if " ERROR " in line]
+    assert errors == [] and "Reconnecting" not in said, run
+    print(f"codex exec ({release}, {provider}): {took:.2f} s")
+    received = quick_start.openai.received
+    assert len(received) == STEPS + 1  # the warm-up reaches no upstream
+    sent = [body for path, body in quick_start.recorder.sent if path == "/v1/responses"]
+    if provider == "its own":
+        assert frames.handshakes == [] and frames.client == [], run
+        return
+    # Every request came over the WebSocket: a frame each, its warm-up first (answered by
+    # the proxy), each later one naming the response before it and sending only new items.
+    assert frames.handshakes == [("/v1/responses", "accept")], run
+    asked = [f for f in frames.client if f["type"] == "response.create"]
+    assert asked[0].get("generate") is False
+    generating = [f for f in asked if f.get("generate", True)]
+    assert len(generating) == len(sent) == STEPS + 1
+    assert all("previous_response_id" in f for f in generating)
+    # The upstream got each request whole: the input the connection rebuilt, item for item.
+    assert [r.body["input"] for r in received] == [body["input"] for body in sent]
+    assert not any("previous_response_id" in r.body for r in received)
 
 
 def codex_run(quick_start: QuickStart, release: str, provider: str) -> Run:
