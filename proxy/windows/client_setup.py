@@ -5,9 +5,14 @@ trim (a 32k local model looks like 200k to Claude Code, and like 272,000 to Code
 What each client reads was found in its own code, at the pinned and the current release:
 
 - **Claude Code** (2.1.197, 2.1.332): ``CLAUDE_CODE_AUTO_COMPACT_WINDOW``, the window its
-  auto-compaction is measured against. Its ``/v1/models`` capability fetch is compiled off in
-  both builds, and ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is read only beside ``DISABLE_COMPACT``,
-  a pair that makes it refuse its own first request at 32k: neither is printed.
+  auto-compaction is measured against, read as 100,000 at the least (``Math.max(1e5, ...)`` in
+  both builds; 2.1.332 says so on stderr): under that it is not printed, and Claude Code,
+  believing its model's window larger, never compacts on its own; the proxy fits every
+  request (at 32k its 18,600-token frame would be over its compaction threshold anyway). Its
+  ``/v1/models`` capability fetch is compiled off in both builds, and
+  ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is read for a ``claude-*`` model only beside
+  ``DISABLE_COMPACT``, a pair that makes it refuse its own first request at 32k: neither is
+  printed.
 - **Codex** (0.169.0, 0.171.0): ``model_context_window`` and
   ``model_auto_compact_token_limit`` in ``~/.codex/config.toml`` (it compacts past the limit;
   unset, at nine tenths of the window, and an unknown model's window is 272,000).
@@ -35,6 +40,8 @@ CLIENTS = ("claude", "codex", "agents")
 # lower, Codex compacts over and over, and a model that cannot read its own compaction starts
 # its task again: measured, not guessed (tests/clients/test_codex.py).
 CODEX_COMPACT_SHARE = 0.8
+# Claude Code reads CLAUDE_CODE_AUTO_COMPACT_WINDOW as at least this (both builds).
+CLAUDE_LEAST_WINDOW = 100_000
 
 
 class SetupError(ValueError):
@@ -78,11 +85,18 @@ def lines(client: str, setup: Setup) -> list[str]:
     """What ``client`` reads, as it reads it: shell lines, TOML or Python."""
     said = f"{setup.model!r}: window {setup.window:,} ({setup.source})"
     if client == "claude":
-        return [
+        head = [
             f"# Claude Code through the proxy, {said}: before `claude`, in its shell",
             f"export ANTHROPIC_BASE_URL={shlex.quote(setup.url)}",
             f"export ANTHROPIC_MODEL={shlex.quote(setup.model)}",
-            f"export CLAUDE_CODE_AUTO_COMPACT_WINDOW={setup.window}",
+        ]
+        if setup.window >= CLAUDE_LEAST_WINDOW:
+            return [*head, f"export CLAUDE_CODE_AUTO_COMPACT_WINDOW={setup.window}"]
+        return [
+            *head,
+            f"# Claude Code reads no auto-compact window under {CLAUDE_LEAST_WINDOW:,} (it takes "
+            f"{CLAUDE_LEAST_WINDOW:,}): at {setup.window:,} it never compacts on its own, and "
+            "the proxy fits every request",
         ]
     if client == "codex":
         limit = int(setup.window * CODEX_COMPACT_SHARE)

@@ -40,6 +40,20 @@ def test_claude_code_reads_the_auto_compact_window_never_the_pair_that_refuses()
     assert "DISABLE_COMPACT" not in printed and "MAX_CONTEXT_TOKENS" not in printed
 
 
+def test_claude_code_is_given_no_auto_compact_window_it_would_read_as_100k() -> None:
+    """Both builds read ``CLAUDE_CODE_AUTO_COMPACT_WINDOW`` as 100,000 at the least (2.1.332
+    says so on stderr): a line saying 32,000 told it nothing. Under 100,000 no window line is
+    printed, and a comment says why."""
+    setup = setup_for(load_settings(None), URL, "claude-opus-4-8", 32_000)
+    printed = lines("claude", setup)
+    assert not any("AUTO_COMPACT_WINDOW=" in line for line in printed)
+    assert printed[-1].startswith("# Claude Code reads no auto-compact window under 100,000")
+    exports = [line for line in printed if not line.startswith("#")]
+    assert exports == [f"export ANTHROPIC_BASE_URL={URL}", "export ANTHROPIC_MODEL=claude-opus-4-8"]
+    at_least = setup_for(load_settings(None), URL, "claude-opus-4-8", 100_000)
+    assert "export CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000" in lines("claude", at_least)
+
+
 def test_agents_gets_the_snippet_with_tracing_off() -> None:
     setup = setup_for(load_settings(None), URL, "local-model", 16_000)
     code = "\n".join(lines("agents", setup))
