@@ -504,6 +504,16 @@ def _reading(message: Message, output: bool) -> list[tuple[str, str]]:
 _READ = ObjectMemo()
 
 
+# A user message that is wholly one tagged block is the client's context, not the user's task:
+# Codex's <environment_context> (its cwd and shell) comes before the task in every session.
+CLIENT_BLOCK = re.compile(r"\s*<([A-Za-z_][\w-]*)>.*</\1>\s*", re.DOTALL)
+
+
+def _client_context(message: Message) -> bool:
+    text = "".join(iter_text(message))
+    return CLIENT_BLOCK.fullmatch(text) is not None
+
+
 def _task(message: Message, at: int, listed: set[str]) -> list[Entry]:
     """The task: the opening user message's first sentence (``TASK``), then its other
     sentences that no other entry lists (``MORE``: they give way before the facts), up to
@@ -548,7 +558,9 @@ def extract(
     removes the same messages request after request, and a fit reserves room for the ledger
     before it makes it): the entries are a function of the messages alone."""
     picked = sorted(set(removed))
-    first_user = next((i for i, m in enumerate(messages) if role(m) == "user"), -1)
+    first_user = next(
+        (i for i, m in enumerate(messages) if role(m) == "user" and not _client_context(m)), -1
+    )
     held = [messages[i] for i in picked]
     if first_user >= 0:
         held.append(messages[first_user])

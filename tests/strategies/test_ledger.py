@@ -250,6 +250,23 @@ def test_a_task_the_user_labelled_is_not_labelled_twice(opening: str) -> None:
     assert text.lower().count("task") == 1
 
 
+def test_a_clients_context_message_is_not_the_task() -> None:
+    """Codex opens every session with a user message that is wholly its <environment_context>
+    (cwd, shell): a user's try found the ledger quoting it as the task."""
+    context = (
+        "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>bash</shell>\n</environment_context>"
+    )
+    messages = [
+        user(context),
+        user("Migrate the billing jobs to the new queue."),
+        assistant("On it."),
+        user("What next?"),
+    ]
+    text = render(extract(messages, removed_indices(messages, [messages[-1]])))
+    assert "Task: Migrate the billing jobs to the new queue." in text
+    assert "Task: <environment_context>" not in text
+
+
 def test_a_value_that_changed_outlasts_the_one_it_replaced() -> None:
     """The fidelity bench's first-sight arm showed "branch cut on 2024-08-12" without "the
     branch cut is now 2024-02-25" (2 of 96): both were read as facts, and a tight ledger sheds
