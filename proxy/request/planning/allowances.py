@@ -235,6 +235,12 @@ def _roomier(
     if exc.kept is None or (asked is not None and not req.policy.config.lower_max_tokens):
         return None
     least = 0 if asked is None else 1
+    if asked is not None and not split:
+        # While the newest step's outputs can still be cut, a reply limit the client asked for
+        # keeps the policy's floor (``min_output_tokens``, or the limit when smaller): a step
+        # over the window by a little is cut, not sent with a reply limit of a few tokens
+        # (Claude Code with a 25k frame at 30.6k: max_tokens 32000 -> 1 on every request).
+        least = min(asked, req.policy.config.min_output_tokens)
     missing = exc.kept - budget.messages
     if missing <= 0 or budget.reserve + budget.margin <= least:
         return None
