@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -276,6 +277,26 @@ def test_after_its_own_compaction_the_task_stays_the_task(make_agent: AgentFacto
     assert not agent.script.summaries  # no compaction request was summarized by the proxy
 
 
+def signed_in(agent: Agent, home: Path, release: str = "pinned") -> list[str]:
+    """``codex exec``'s argv, the key saved first as Codex's own sign-in (the README's way)."""
+    codex_bin = str(client("codex", release))
+    subprocess.run(
+        [codex_bin, "login", "--with-api-key"],
+        input="sk-test\n",
+        env={"PATH": os.environ["PATH"], "HOME": str(agent.home), "CODEX_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return [
+        codex_bin,
+        "exec",
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ]
+
+
 def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> None:
     """Codex told the window by ``contextwarden client-setup codex`` (its lines written to
     config.toml as printed, the key saved as its sign-in) against a 32k upstream: the task
@@ -294,22 +315,7 @@ def test_set_up_with_client_setup_it_runs_at_32k(make_agent: AgentFactory) -> No
     home = agent.home / ".codex"
     home.mkdir(exist_ok=True)
     (home / "config.toml").write_text("\n".join(printed) + "\n")
-    codex_bin = str(client("codex"))
-    subprocess.run(  # the key, saved as Codex's own sign-in (the README's way)
-        [codex_bin, "login", "--with-api-key"],
-        input="sk-test\n",
-        env={"PATH": os.environ["PATH"], "HOME": str(agent.home), "CODEX_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    argv = [
-        codex_bin,
-        "exec",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-    ]
+    argv = signed_in(agent, home)
     run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)}, timeout=1800)
     assert run.returncode == 0, run
     assert f"Done after {steps} steps" in run.stdout, run
@@ -347,22 +353,7 @@ def test_the_readme_line_runs_over_its_websocket_at_16k(
     home = agent.home / ".codex"
     home.mkdir()
     (home / "config.toml").write_text(f'openai_base_url = "{agent.proxy_url}/v1"\n')
-    codex_bin = str(client("codex", release))
-    subprocess.run(  # the key, saved as Codex's own sign-in (the README's way)
-        [codex_bin, "login", "--with-api-key"],
-        input="sk-test\n",
-        env={"PATH": os.environ["PATH"], "HOME": str(agent.home), "CODEX_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    argv = [
-        codex_bin,
-        "exec",
-        "--skip-git-repo-check",
-        "--dangerously-bypass-approvals-and-sandbox",
-    ]
+    argv = signed_in(agent, home, release)
     run = agent.run([*argv, TASK], {"CODEX_HOME": str(home)})
     assert run.returncode == 0, run
     assert f"Done after {steps} steps" in run.stdout, run

@@ -18,22 +18,7 @@ from proxy.config.settings import load_settings
 from proxy.demo.responses import ResponsesCounter
 from proxy.demo.servers import BackgroundServer
 from tests.e2e.conftest import LITELLM_MODEL, MODEL, StackFactory
-
-FILLER = "The build log shows a warning about an unused import in module {k}. " * 3
-
-
-def history(turns: int) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for k in range(turns):
-        items += [
-            {"role": "user", "content": f"Turn {k}: " + FILLER.format(k=k)},
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "Done. " + FILLER.format(k=k)}],
-            },
-        ]
-    return [*items, {"role": "user", "content": "And now?"}]
+from tests.e2e.test_responses import history
 
 
 async def exchange(url: str, frames: list[Any]) -> list[list[dict[str, Any]]]:
