@@ -51,6 +51,9 @@ OUTPUTS = {
     "program_output": "program",
     "tool_search_output": "tool_search_call",
 }
+# Outputs whose ``output`` is a string or content parts, as the API requires (a number there
+# was forwarded, and an upstream that did not check it answered 500).
+CALL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 # Outputs whose ``output`` may be replaced by text (a cleared tool result); the others (a
 # screenshot, shell output objects) are never edited.
 TEXT_OUTPUTS = frozenset(
@@ -193,6 +196,11 @@ def check_input(
         elif sort == "output":
             if answers is None:
                 raise BadRequest(f"input[{i}] ({kind}) names no call", param=f"input[{i}].call_id")
+            if kind in CALL_OUTPUTS and not isinstance(item.get("output"), str | list):
+                raise BadRequest(
+                    f"input[{i}].output ({kind}) must be a string or an array of content parts",
+                    param=f"input[{i}].output",
+                )
             if not stateful and not state.referenced and calls.get(answers) != OUTPUTS[kind]:
                 raise BadRequest(
                     f"input[{i}] ({kind}) answers {answers!r}, but no {OUTPUTS[kind]} with that "

@@ -64,6 +64,9 @@ CASES = [
     (body(input=[USER, OUTPUT]), "input[1].call_id"),
     (body(input=[USER, CALL]), "input[1]"),
     (body(input=[USER, {"type": "function_call_output", "output": "x"}]), "input[1].call_id"),
+    # An output that is no string nor parts: forwarded, it made an upstream answer 500.
+    (body(input=[USER, CALL, {**OUTPUT, "output": 5}]), "input[2].output"),
+    (body(input=[USER, CALL, {**OUTPUT, "output": None}]), "input[2].output"),
     (body(input=[USER], instructions=["not", "a string"]), "instructions"),
     (body(input=[USER], max_output_tokens=0), "max_output_tokens"),
     (body(input=[USER], max_output_tokens="9"), "max_output_tokens"),
