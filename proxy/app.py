@@ -24,7 +24,7 @@ from proxy.edge.passthrough import handle_models, handle_passthrough
 from proxy.edge.preview import handle_preview
 from proxy.edge.readiness import Readiness
 from proxy.edge.sharing import Sharing, learned_windows, scope_key
-from proxy.edge.websockets import quiet_denials, serve
+from proxy.edge.websockets import elsewhere, quiet_denials, serve
 from proxy.errors import (
     BadRequest,
     NoRoute,
@@ -110,6 +110,7 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         Route("/v1/{subpath:path}", passthrough, methods=_ALL_METHODS),
         WebSocketRoute("/v1/responses", serve),
         WebSocketRoute("/responses", serve),
+        WebSocketRoute("/{path:path}", elsewhere),
     ]
     handlers = {ProxyError: _proxy_error, HTTPException: _no_route, Exception: _unexpected}
     app = Starlette(

@@ -37,7 +37,7 @@ from proxy.edge.websocket_session import (
     refused_frame,
     warm_up,
 )
-from proxy.errors import PayloadTooLarge, ProxyError, error_body
+from proxy.errors import NoRoute, PayloadTooLarge, ProxyError, error_body
 from proxy.formats.responses import RESPONSES
 from proxy.upstreams.forwarding import decoded, is_event_stream
 
@@ -69,6 +69,13 @@ async def serve(websocket: WebSocket) -> None:
             await frame(websocket, rt, session, message)
     except WebSocketDisconnect:
         return
+
+
+async def elsewhere(websocket: WebSocket) -> None:
+    """A WebSocket on any other path: only the Responses API has a WebSocket mode. Refused
+    with a 404 in the client's shape, as an HTTP request to an unknown path is (it was a 403
+    with no body)."""
+    await deny(websocket, NoRoute(404, "WebSocket", websocket.url.path))
 
 
 async def deny(websocket: WebSocket, exc: ProxyError) -> None:

@@ -177,9 +177,15 @@ def test_the_handshake_meets_the_origin_and_path_checks(
         browser = asyncio.run(handshake(f"{base}/v1/responses", {"Origin": "https://evil.test"}))
         plain = asyncio.run(handshake(f"{base}/v1/responses", {}))
         climbing = asyncio.run(handshake(f"{base}/v1//responses", {}))
+        chat = asyncio.run(handshake(f"{base}/v1/chat/completions", {}))
+        messages = asyncio.run(handshake(f"{base}/v1/messages", {}))
     assert browser[0] == 403 and orjson.loads(browser[1])["error"]["code"] == "untrusted_caller"
     assert plain[0] == 101
     assert climbing[0] == 400 and orjson.loads(climbing[1])["error"]["code"] == "invalid_path"
+    # Only the Responses API has a WebSocket mode: elsewhere a 404 in the client's shape (it
+    # was a 403 with no body).
+    assert chat[0] == 404 and "Invalid URL" in orjson.loads(chat[1])["error"]["message"]
+    assert messages[0] == 404
 
 
 def test_what_the_upstream_cannot_serve_is_an_error_frame(make_stack: StackFactory) -> None:
