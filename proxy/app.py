@@ -40,6 +40,7 @@ from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
 from proxy.paths import SafePaths, is_messages_path
+from proxy.request.planning.off_loop import interpreter_shared
 from proxy.runtime import Runtime, new_transport, run_each
 from proxy.upstreams.forwarding import Transport
 
@@ -75,7 +76,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
         sharing = Sharing(steps, readiness)
         sharing.start()
         try:
-            yield
+            with interpreter_shared():
+                yield
         finally:
             await run_each([readiness.stop, sharing.stop, runtime.stop])
 

@@ -105,7 +105,7 @@ class Runtime:
             settings, transport, models, store, compactor, planner, auth, metrics, windows,
             prefixes, admission=admission, writer=writer,
         )  # fmt: skip
-        rt.memory = memory_budget(rt, seen)
+        rt.memory = admission.memory = memory_budget(rt, seen)
         metrics.registry.register(rt.memory)
         llm.when_loaded(rt.memory.measure)  # litellm's tables are part of the footprint
         return rt

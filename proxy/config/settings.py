@@ -182,7 +182,8 @@ class Limits(Strict):
         768,
         ge=64,
         description="what one process may hold (MiB): its footprint, then its caches share the "
-        "rest (proxy/observe/memory.py); requests in flight come on top",
+        "rest, less the large bodies in flight (proxy/observe/memory.py); the rest of a request "
+        "in flight comes on top",
     )
 
 

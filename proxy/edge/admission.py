@@ -18,6 +18,9 @@ four million prompts to cut. Three such bodies in flight stalled every other tea
 - **A slot per team.** A body of ``limits.large_body_bytes`` or more takes one of its team's
   ``limits.large_bodies_per_team`` slots for its CPU phase (node count, parse, view, the first
   plan; not the wait for the upstream); the team's next large body waits.
+- **Memory.** A large body counts against ``limits.memory_budget_mb`` while it is in its CPU
+  phase, and waits when the large bodies in flight would take the process past it
+  (proxy/observe/memory.py: ``MemoryBudget.holding``).
 - **Off the event loop.** A large body's parse, view and plan run in a worker thread
   (``Admission.run``), so the event loop gets the interpreter back between their steps.
 
@@ -43,6 +46,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from proxy.config.settings import Limits
 from proxy.errors import BadRequest, PayloadTooLarge
+from proxy.observe.memory import MemoryBudget
 
 T = TypeVar("T")
 
@@ -115,6 +119,7 @@ class Admission:
         self._limits = limits
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._pool: ProcessPoolExecutor | None = None
+        self.memory: MemoryBudget | None = None  # set once the runtime has made it
 
     def large(self, body: bytes) -> bool:
         return len(body) >= self._limits.large_body_bytes
@@ -141,7 +146,11 @@ class Admission:
         if slots is None:
             slots = self._slots[team] = asyncio.Semaphore(self._limits.large_bodies_per_team)
         async with slots:
-            yield
+            if self.memory is None:
+                yield
+                return
+            async with self.memory.holding(len(body)):
+                yield
 
     async def _check(self, body: bytes) -> None:
         """413 when the body holds more JSON values than the limit."""

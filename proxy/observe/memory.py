@@ -10,7 +10,15 @@ the footprint leaves the caches ``FLOOR`` (and a warning in the log).
 
 Each cache measures what it holds in bytes of what its entries keep alive, estimated per
 entry (tests/strategies/test_bounded_memory.py holds the estimates to tracemalloc's
-measure); several hold the same message objects, each counting them. ``/admin/stats``
+measure); several hold the same message objects, each counting them.
+
+Large bodies in flight count against the budget while they are parsed, viewed and planned
+(``holding``, from proxy/edge/admission.py: a body of ``limits.large_body_bytes`` or more),
+``IN_FLIGHT_FACTOR`` times their bytes (a 32 MiB chat body of 25,000 turns raised the
+process's peak resident memory by 115 MiB): the caches give that room up while the body is in
+flight, and take it back after. A large body that would take the bodies in flight past what
+the footprint and the caches' ``FLOOR`` leave waits until one before it is done (one alone
+always goes: a budget is no reason to refuse a body under the byte limit). ``/admin/stats``
 (``memory``) and ``/metrics`` (``contextwarden_memory_bytes``) show each cache's use and
 share, the footprint and the resident memory. With ``serve --workers N`` each worker has
 the budget: N times it in all.
@@ -18,10 +26,12 @@ the budget: N times it in all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import resource
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +42,7 @@ from strategies.bounded_memory import Bounded
 log = logging.getLogger("contextwarden")
 MIB = 1 << 20
 FLOOR = 32 * MIB
+IN_FLIGHT_FACTOR = 4  # what a large body in flight holds, in times its bytes
 # Each cache's part of what the footprint leaves: what one request of a long agent
 # conversation holds in each, about (bench/soak.py measures the whole).
 SHARES: dict[str, float] = {
@@ -79,7 +90,10 @@ class MemoryBudget:
         self.emptied = frozenset() if caches else frozenset(CACHES)  # ``caches: off``
         self.footprint = 0
         self.caches = 0  # what the caches share
+        self.in_flight = 0  # what large bodies in flight are counted to hold (``holding``)
+        self.waited = 0  # large bodies that waited for room
         self._memories: dict[str, list[Bounded]] = {}
+        self._room: asyncio.Condition | None = None  # made in the event loop, on first need
 
     def add(self, name: str, *memories: Bounded) -> None:
         """``name``'s memories (its part of ``SHARES``, split evenly between them)."""
@@ -88,19 +102,54 @@ class MemoryBudget:
     def measure(self) -> None:
         """Measure the footprint (the resident memory less what the caches hold) and give
         each cache its part of what it leaves."""
-        self.footprint = max(0, resident() - self.held)
-        self.caches = max(FLOOR, self.budget - self.footprint)
+        self.footprint = max(0, resident() - self.held - self.in_flight)
         if self.budget - self.footprint < FLOOR:
             log.warning(
                 "memory budget %d MiB is below this process's footprint (%d MiB): its caches "
                 "get %d MiB",
                 self.budget // MIB, self.footprint // MIB, FLOOR // MIB,
             )  # fmt: skip
+        self._share()
+        log.info("%s", self.summary())
+
+    def _share(self) -> None:
+        """Give each cache its part of what the footprint and the bodies in flight leave."""
+        self.caches = max(FLOOR, self.budget - self.footprint - self.in_flight)
         for name, memories in self._memories.items():
             part = 0 if name in self.emptied else int(self.caches * SHARES[name] / len(memories))
             for memory in memories:
                 memory.resize(part)
-        log.info("%s", self.summary())
+
+    @property
+    def room(self) -> int:
+        """What large bodies in flight may hold together: the budget less the footprint and
+        the caches' ``FLOOR``."""
+        return self.budget - self.footprint - FLOOR
+
+    @asynccontextmanager
+    async def holding(self, size: int) -> AsyncIterator[None]:
+        """A large body of ``size`` bytes in flight while the block runs: counted against the
+        budget (the caches shrink by it), after waiting while it would take the bodies in
+        flight past ``room`` (unless none is)."""
+        cost = size * IN_FLIGHT_FACTOR
+        if self._room is None:
+            self._room = asyncio.Condition()
+        async with self._room:
+            if not self._fits(cost):
+                self.waited += 1
+                await self._room.wait_for(lambda: self._fits(cost))
+            self.in_flight += cost
+        self._share()
+        try:
+            yield
+        finally:
+            async with self._room:
+                self.in_flight -= cost
+                self._room.notify_all()
+            self._share()
+
+    def _fits(self, cost: int) -> bool:
+        return self.in_flight == 0 or self.in_flight + cost <= self.room
 
     @property
     def held(self) -> int:
@@ -128,6 +177,8 @@ class MemoryBudget:
             "footprint_mb": _mib(self.footprint),
             "caches_mb": _mib(self.caches),
             "held_mb": _mib(self.held),
+            "in_flight_mb": _mib(self.in_flight),
+            "waited_for_room": self.waited,
             "resident_mb": _mib(resident()),
             "caches": caches,
         }
@@ -144,6 +195,7 @@ class MemoryBudget:
             gauge.add_metric([name, "limit"], sum(m.limit for m in memories))
         gauge.add_metric(["process", "budget"], self.budget)
         gauge.add_metric(["process", "footprint"], self.footprint)
+        gauge.add_metric(["large bodies in flight", "held"], self.in_flight)
         gauge.add_metric(["process", "resident"], resident())
         yield gauge
 

@@ -97,6 +97,56 @@ def test_the_use_shows_in_the_admin_stats_and_the_metrics(
     assert stats["held_mb"] <= stats["caches_mb"]
     assert 'contextwarden_memory_bytes{kind="limit",part="cuts"}' in metrics
     assert 'contextwarden_memory_bytes{kind="resident",part="process"}' in metrics
+    assert stats["in_flight_mb"] == 0
+    assert 'contextwarden_memory_bytes{kind="held",part="large bodies in flight"}' in metrics
+
+
+async def test_a_large_body_in_flight_takes_its_room_from_the_caches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(memory, "resident", lambda: 300 * MIB)
+    budget, caches = budget_over(0, 768)
+    budget.measure()
+    async with budget.holding(10 * MIB):
+        assert budget.in_flight == 10 * MIB * memory.IN_FLIGHT_FACTOR
+        assert budget.caches == 468 * MIB - budget.in_flight
+        assert caches["cuts"].limit == int(budget.caches * SHARES["cuts"])
+        assert budget.figures()["in_flight_mb"] == 40
+    assert budget.in_flight == 0 and budget.caches == 468 * MIB
+    assert caches["cuts"].limit == int(468 * MIB * SHARES["cuts"])
+
+
+async def test_large_bodies_past_the_room_wait_one_alone_always_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """room = 768 - 300 - 32 = 436 MiB: a 100 MiB body (400 counted) goes, a second waits
+    for it; a body larger than the room goes when it is alone."""
+    monkeypatch.setattr(memory, "resident", lambda: 300 * MIB)
+    budget, _ = budget_over(0, 768)
+    budget.measure()
+    order: list[str] = []
+    first_out = asyncio.Event()
+
+    async def body(name: str, size: int, hold: asyncio.Event | None) -> None:
+        async with budget.holding(size):
+            order.append(f"{name} in")
+            if hold is not None:
+                await hold.wait()
+            order.append(f"{name} out")
+
+    first = asyncio.create_task(body("first", 100 * MIB, first_out))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(body("second", 100 * MIB, None))
+    small = asyncio.create_task(body("small", 5 * MIB, None))
+    await asyncio.sleep(0.01)
+    assert order == ["first in", "small in", "small out"]  # 400 + 20 <= 436; 400 + 400 not
+    assert budget.waited == 1
+    first_out.set()
+    await asyncio.gather(first, second, small)
+    assert order[3:] == ["first out", "second in", "second out"]
+    huge = asyncio.create_task(body("huge", 500 * MIB, None))
+    await asyncio.wait_for(huge, 1)  # 2,000 MiB counted, over the room: alone, it goes
+    assert budget.in_flight == 0
 
 
 OURS = [tracemalloc.Filter(True, f"{Path(__file__).parents[3]}/*")]  # not the test runner's
