@@ -20,7 +20,16 @@ from collections.abc import Iterator, Sequence
 from strategies.error_output import is_error_result
 from strategies.messages import ANSWERING, Message, iter_text, result_role
 
-HANDLE = re.compile(r"\br[0-9a-f]{12}\b")
+# A handle is "r" and 15 decimal digits (48 bits): a tokenizer reads digits three at a time,
+# so every handle costs the same tokens (five, in o200k and cl100k), which a cut's floor can
+# price exactly; 12 hex digits cost from 8 to 17 (tests/strategies/test_step_cut.py). The
+# hex form of earlier releases is still read, for the handles clients already hold.
+HANDLE = re.compile(r"\br(?:[0-9]{15}|[0-9a-f]{12})\b")
+
+
+def handle_text(h: hashlib.blake2b) -> str:
+    """The handle a digest of 6 bytes names (``HANDLE``)."""
+    return f"r{int.from_bytes(h.digest(), 'big'):015d}"
 
 
 def output_text(message: Message) -> str:
@@ -35,7 +44,7 @@ def handle_of(message: Message) -> str:
     h.update(str(message.get("tool_call_id", "")).encode())
     h.update(b"\0")
     h.update(output_text(message).encode("utf-8", "surrogatepass"))
-    return "r" + h.hexdigest()
+    return handle_text(h)
 
 
 def handle_for(message: Message) -> str | None:

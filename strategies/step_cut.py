@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from strategies.error_output import is_error_line
 from strategies.messages import ANSWERING, Message
-from strategies.outputs import handle_for, output_text, with_text
+from strategies.outputs import handle_for, handle_text, output_text, with_text
 from strategies.tokens import Counter, MemoCounter
 
 STEP_CUT = "step-outputs-cut"  # the action, followed by how many outputs were cut
@@ -213,7 +213,7 @@ def cut_handle(original: Message, cut: str) -> str:
     for piece in (str(original.get("tool_call_id", "")), output_text(original), cut):
         h.update(piece.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
-    return "r" + h.hexdigest()
+    return handle_text(h)
 
 
 def least(message: Message, counter: Counter, handles: bool = False, errors: bool = False) -> int:

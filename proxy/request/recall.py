@@ -50,7 +50,7 @@ ENTRY = 300  # an entry's key and slot, beside its text
 MAX_INDEX = 1024  # calls indexed per conversation (the oldest go first)
 MAX_ORIGINAL_BYTES = 4 << 20  # an output larger than this is not kept (nor recallable)
 RECALLED_SHARE = 0.5  # of the continuation's budget, at most, for one recalled output
-NAMED = re.compile(r"recall: (r[0-9a-f]{12})\b")
+NAMED = re.compile(r"recall: (r(?:[0-9]{15}|[0-9a-f]{12}))\b")  # the forms of HANDLE
 NOT_KEPT = (
     "No output is kept under the handle {handle} any longer (it expired, the store's size "
     "bounds let it go, or the handle is not one a placeholder names): run the tool again if "

@@ -53,7 +53,7 @@ KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
 # The handle a cut of an output names in its marker (strategies/step_cut.py).
 CUT_HANDLE = re.compile(
-    r"\[Output cut to fit the context window: [^\]]*; recall: (r[0-9a-f]{12})\]"
+    r"\[Output cut to fit the context window: [^\]]*; recall: (r[0-9]{15})\]"
 )
 COMPACT_PROMPT = "CONTEXT CHECKPOINT COMPACTION"  # Codex's own compaction prompt
 SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
@@ -425,7 +425,7 @@ def next_step(
 
 def placeholder(text: str, step: int) -> str | None:
     """The recall handle a placeholder names for the output of ``step``'s read, if any."""
-    found = re.search(rf"step-{step:02d}\.txt[^\[\]]*?recall: (r[0-9a-f]{{12}})", text)
+    found = re.search(rf"step-{step:02d}\.txt[^\[\]]*?recall: (r[0-9]{{15}})", text)
     return found.group(1) if found else None
 
 

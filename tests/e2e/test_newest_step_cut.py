@@ -69,7 +69,7 @@ def check(text: str, window: int, counted: int, recall: bool) -> None:
     assert counted <= window
     assert CUT_MARK in text
     assert ERROR in text  # every error line kept
-    named = re.findall(r"^\[Output cut .*; recall: r[0-9a-f]{12}\]$", text, re.MULTILINE)
+    named = re.findall(r"^\[Output cut .*; recall: r[0-9]{15}\]$", text, re.MULTILINE)
     assert bool(named) is recall
     assert ("run the tool again narrower" in text) is not recall
 

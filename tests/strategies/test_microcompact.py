@@ -51,7 +51,7 @@ def test_the_recall_handle_closes_the_placeholder_not_the_arguments() -> None:
     out = ToolResultMicrocompact(keep_recent=1, handles=True).apply(msgs, C)
     assert re.fullmatch(
         r'\[Tool result cleared to save context: shell \{"cmd": \["cat", "a.txt"\]\}, '
-        r"10 tokens; recall: r[0-9a-f]{12}\]",
+        r"10 tokens; recall: r[0-9]{15}\]",
         out[1]["content"],
     ), out[1]["content"]
 

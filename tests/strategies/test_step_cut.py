@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from strategies.engine import Policy, fit
@@ -136,7 +136,7 @@ def test_under_recall_the_marker_is_priced_with_its_handle(budget: int) -> None:
     assert count_prompt(COUNTER, result.messages) <= budget
     out = result.messages[-1]["content"]
     first = out.split("\n", 1)[0]
-    assert first.startswith(CUT_MARK) and re.search(r"; recall: r[0-9a-f]{12}\]$", first)
+    assert first.startswith(CUT_MARK) and re.search(r"; recall: r[0-9]{15}\]$", first)
     assert "FAILED tests/test_mod1500.py::test_case_1500 " in out
     mine, theirs = COUNTER.message(result.messages[-1]), COUNTER.message(plain.messages[-1])
     assert abs(mine - theirs) <= 12
@@ -193,10 +193,11 @@ def test_an_output_with_no_text_is_never_cut() -> None:
 MARKER = 50  # tokens, about, of a cut output's marker and frame: the rooms' scale
 
 
-# derandomize: a fixed search, the same in CI as here. A random one found a pre-existing miss
-# (sizes=[136, 5], extra=16, errors=1, seed=6, history=0, recall=True: the error line lost by
-# a token at the floor), left for the next round (the stop notes of 2026-12-06).
-@settings(max_examples=400, deadline=None, derandomize=True)
+# The example a random search found when a recall handle was 12 hex digits (8-17 tokens):
+# the floor priced one handle, the cut named another two tokens longer, and the error line
+# was lost for them.
+@example(sizes=[136, 5], extra=16, errors=1, seed=6, history=0, recall=True)
+@settings(max_examples=400, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 200), min_size=1, max_size=5),
     extra=st.integers(0, 600),
