@@ -4,8 +4,9 @@ in a prefix equal to the previous request's (what a provider's prompt cache can 
 the prompt's cost with and without the proxy (strategies/cost.py: the proxy's own figures).
 
 Without the proxy, the prompt is the client's whole conversation each time (as if the window
-allowed it), and an append-only client keeps the previous prompt as its prefix; with it, the
-prompt is what the proxy forwards, and its prefix is kept only where the proxy kept it.
+allowed it: ``over_window`` counts the requests it could not have held), and an append-only
+client keeps the previous prompt as its prefix; with it, the prompt is what the proxy
+forwards, and its prefix is kept only where the proxy kept it.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ class Totals:
     cached_with: int = 0
     cost_without: float | None = None  # prompt dollars (None: the model has no prices)
     cost_with: float | None = None
+    over_window: int = 0  # requests whose whole prompt the window could not hold
     unfitted: int = 0  # requests the proxy would not fit (an unknown window)
     refused: int = 0  # requests the proxy would refuse (the reason in ``errors``)
 
     def merge(self, other: Totals) -> None:
         for name in ("requests", "tokens_without", "tokens_with", "trimmed", "summaries"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for name in ("cached_without", "cached_with", "unfitted", "refused"):
+        for name in ("cached_without", "cached_with", "over_window", "unfitted", "refused"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         if other.cost_without is not None and other.cost_with is not None:
             self.cost_without = (self.cost_without or 0.0) + other.cost_without
@@ -59,6 +61,7 @@ class Figures(Totals):
         self.tokens_without += sent
         self.tokens_with += forwarded
         self.trimmed += forwarded < sent
+        self.over_window += self.window is not None and sent > self.window
         self.cached_without += seen.previous_sent if seen.state != "new" else 0
         self.cached_with += seen.cached_tokens
         if costs is not None:
@@ -127,6 +130,8 @@ def render(figures: list[Figures]) -> str:
     for f in figures:
         said = [f"{f.session.client}, {f.model}, window {f.window or 'unknown'}"]
         said += f.session.notes
+        if f.over_window:
+            said.append(f"{f.over_window} requests over the window without the proxy")
         if f.unfitted:
             said.append(f"{f.unfitted} requests not fitted (unknown window: give --window)")
         said += [f"refused: {e}" for e in f.errors]

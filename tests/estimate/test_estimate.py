@@ -229,3 +229,17 @@ def test_what_is_not_a_session_is_said(tmp_path: Path, capsys: pytest.CaptureFix
     assert "no session found" in err
     assert main(["estimate", str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["estimate", str(FIXTURES), "--window", "21600"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("session") and "cost without" in lines[0]
+    assert lines[1].split()[1:4] == ["9", "7", "0"]  # requests, trimmed, summaries
+    assert lines[3].startswith("total (2 sessions)") and lines[3].split()[3] == "18"
+    assert "claude-code, claude-opus-4-8, window 21600" in lines[4]
+    assert "system prompt and tools: not in the transcript" in lines[4]
+    assert "7 requests over the window without the proxy" in lines[4]
+    assert "codex, gpt-6.1-sol, window 21600" in lines[5]
