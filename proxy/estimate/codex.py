@@ -71,6 +71,7 @@ def read(path: Path) -> Session:
             request["instructions"] = instructions
     if not any(i.get("type") == "additional_tools" for i in history):
         session.notes.append("tools: not in the rollout")
+        session.lacks_prelude = True
     return session
 
 

@@ -75,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     except TranscriptError as exc:
         print(f"estimate: {exc}", file=sys.stderr)
         return 2
+    if not args.model:
+        skipped += [f"{s.name}: names no model (give --model)" for s in found if not s.model]
+        found = [s for s in found if s.model]
     for reason in skipped:
         print(f"estimate: skipped {reason}", file=sys.stderr)
     if not found:

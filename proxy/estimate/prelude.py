@@ -21,9 +21,11 @@ from proxy.estimate.session import Client, Session
 # The prompt tokens of a whole body, as the proxy counts them (tools included).
 Measure = Callable[[dict[str, Any]], int]
 
-# What the pinned clients send beside the conversation, by the proxy's count: Claude Code
-# 2.1.197's system prompt and 24 tools (tests/estimate/test_estimate.py measures it on the
-# bodies it sent); Codex's default model's are in its rollout.
+# What the pinned clients send beside the conversation and do not write down, by the proxy's
+# count: Claude Code 2.1.197's system prompt and 24 tools (tests/estimate/test_estimate.py
+# measures it on the bodies it sent: 18,719 to 18,727, its session id and date aside). Codex
+# writes its default model's down; another model's top-level tools are not measured (0: give
+# --overhead or --template).
 OVERHEAD: dict[Client, int] = {"claude-code": 18_727, "codex": 0, "chat": 0}
 # The options the clients send with every request that the budget reads.
 OPTIONS: dict[Client, dict[str, Any]] = {
@@ -37,8 +39,8 @@ FILLER = "context "
 
 @dataclass(kw_only=True)
 class Prelude:
-    """What goes with each request: a template's fields, by format; else ``overhead`` tokens
-    (None: the client's default size)."""
+    """What goes with each request: a template's fields, by format; else, for a session whose
+    transcript lacks them, ``overhead`` tokens (None: the client's default size)."""
 
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)
     overhead: int | None = None
@@ -53,6 +55,7 @@ class Prelude:
             return [{**fixed, **r, "model": model} for r in session.requests]
         options = OPTIONS[session.client]
         size = OVERHEAD[session.client] if self.overhead is None else self.overhead
+        size = size if session.lacks_prelude else 0
         if session.fmt == "anthropic" and "max_tokens" not in options:
             options = {**options, "max_tokens": 4096}  # the API requires one
         bodies = [{**options, **r, "model": model} for r in session.requests]

@@ -22,6 +22,8 @@ class Session:
     requests: list[dict[str, Any]] = field(default_factory=list)
     # What the transcript left out of every request, in words (the report says it).
     notes: list[str] = field(default_factory=list)
+    # Whether the system prompt or tools the client sent are missing (prelude.py adds them).
+    lacks_prelude: bool = False
 
 
 class TranscriptError(ValueError):

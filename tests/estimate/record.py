@@ -1,6 +1,7 @@
-"""Record the fixtures of tests/estimate: a real Claude Code and Codex session each, through the
-proxy against the scripted upstream of tests/clients, keeping the transcript files the CLI
-wrote under its ``HOME`` and the bodies it sent the proxy (``sent.txt``: bodies.py)::
+"""Record the fixtures of tests/estimate: a real Claude Code session (a task, its own
+``/compact``, the task again) and a Codex one, through the proxy against the scripted upstream of tests/clients, keeping the transcript files the CLI
+wrote under its ``HOME`` and the bodies it sent the proxy (``sent.txt``: bodies.py, all but
+the request that made Claude Code's summary)::
 
     PYTHONPATH=$PWD python -m tests.estimate.record OUT_DIR
 
@@ -14,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
@@ -24,8 +27,9 @@ from tests.estimate import bodies
 CLAUDE, CODEX = "claude-opus-4-8", "gpt-6.1-sol"
 # Small windows over small steps: a few trims in a short session (the prompts and tools are
 # about 18,600 and 11,700 tokens by the upstream's count).
-SESSIONS = {CLAUDE: (18_600 + 3_000, 8), CODEX: (11_700 + 3_500, 8)}
+SESSIONS = {CLAUDE: (18_600 + 3_000, 5), CODEX: (11_700 + 3_500, 8)}
 LINES = 30
+COMPACTING = b"REMINDER: Do NOT call any tools"  # Claude Code's summarizing request
 
 
 def agent(root: Path, model: str) -> tuple[Agent, Any]:
@@ -51,6 +55,7 @@ def agent(root: Path, model: str) -> tuple[Agent, Any]:
 
 
 def claude(a: Agent) -> None:
+    """The task, Claude Code's own compaction (``/compact``), and the task again after it."""
     (a.home / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
     env = {
         "ANTHROPIC_BASE_URL": a.proxy_url,
@@ -60,8 +65,10 @@ def claude(a: Agent) -> None:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
     }
-    run = a.run([str(BIN / "claude"), "-p", TASK, "--allowedTools", "Bash(cat:*)"], env)
-    assert run.returncode == 0, run
+    argv = [str(BIN / "claude"), "--allowedTools", "Bash(cat:*)", "-p"]
+    for asked in ([TASK], ["/compact", "--continue"], [f"{TASK}, after compaction", "--continue"]):
+        run = a.run([*argv, *asked], env)
+        assert run.returncode == 0, run
 
 
 def codex(a: Agent) -> None:
@@ -94,7 +101,10 @@ def record(out: Path, model: str) -> None:
         ]
         for transcript in written:
             shutil.copy(transcript, target / transcript.name)
-        bodies.write(target / "sent.txt", a.recorder.sent)
+        # The request that made Claude Code's own summary is in no transcript: left out (the
+        # summary it answered is in the transcript, and so is what followed it).
+        kept = [(p, b) for p, b in a.recorder.sent if COMPACTING not in orjson.dumps(b)]
+        bodies.write(target / "sent.txt", kept)
 
 
 if __name__ == "__main__":

@@ -86,23 +86,29 @@ def session(case: str) -> Session:
 
 
 def sent(case: str) -> list[tuple[str, dict[str, Any]]]:
+    """What the CLI sent (record.py: all but the request that made Claude Code's own summary,
+    whose prompt is in no transcript)."""
     return bodies.read(FIXTURES / case / "sent.txt")
 
 
 async def through_proxy(case: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The bodies the CLI sent, sent again through the proxy: its own figures (/admin/stats)."""
+    """The bodies the CLI sent, sent again through the proxy: its own figures (/admin/stats,
+    and the requests its headers say it trimmed)."""
     monkeypatch.setenv(ADMIN, "admin-key")
     with respx.mock:
         respx.post(f"{BASE}/messages").mock(return_value=httpx.Response(200, json=MESSAGE))
         respx.post(f"{BASE}/responses").mock(return_value=httpx.Response(200, json=RESPONSE))
+        trimmed = 0
         async with running(config(case)) as client:
             for path, body in sent(case):
                 answer = await client.post(path, json={**body, "stream": False})
                 assert answer.status_code == 200, answer.text
+                before = int(answer.headers["x-contextwarden-tokens-before"])
+                trimmed += int(answer.headers["x-contextwarden-tokens-after"]) < before
             auth = {"Authorization": "Bearer admin-key"}
             stats = (await client.get("/admin/stats", headers=auth)).json()
     (team,) = stats["teams"].values()
-    return dict(team)
+    return {**team, "trimmed": trimmed}
 
 
 def estimated(
@@ -142,7 +148,10 @@ def test_the_transcript_rebuilds_each_request_the_cli_sent(case: str) -> None:
 
 
 def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    """A message's content as blocks, without cache breakpoints."""
     content = item.get("content")
+    if isinstance(content, str) and "role" in item and "type" not in item:
+        content = [{"type": "text", "text": content}]
     if not isinstance(content, list):
         return item
     blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
@@ -157,7 +166,7 @@ def test_with_the_clis_own_prelude_the_figures_are_the_proxys(
     ours = estimated(case, tmp_path, capsys, "--template", str(template(case, tmp_path)))
     assert ours["requests"] == theirs["requests"] == len(sent(case))
     assert ours["refused"] == ours["unfitted"] == 0
-    assert ours["trimmed"] > 0  # the window made the proxy trim: the comparison is worth it
+    assert ours["trimmed"] == theirs["trimmed"] > 0  # the window made the proxy trim
     assert close(ours["tokens_without"] - ours["tokens_with"], theirs["tokens_saved"])
     assert close(ours["cached_with"], theirs["cached_tokens_estimated"])
     assert close(ours["cost_without"], theirs["cost_as_sent"])
@@ -173,11 +182,13 @@ def test_with_the_estimated_prelude_claude_codes_figures_are_the_proxys_too(
     figures stay within 2% (the words differ, so the counts and cuts may by a few tokens)."""
     case = "claude-code"
     bare = {k: v for k, v in sent(case)[0][1].items() if k not in ("system", "tools")}
-    assert measured(case, sent(case)[0][1]) - measured(case, bare) == OVERHEAD["claude-code"]
+    # The session id and date in its system prompt move the count by a few tokens.
+    frame = measured(case, sent(case)[0][1]) - measured(case, bare)
+    assert abs(frame - OVERHEAD["claude-code"]) < 20
     theirs = asyncio.run(through_proxy(case, monkeypatch))
     ours = estimated(case, tmp_path, capsys)
     assert ours["notes"] == ["system prompt and tools: not in the transcript"]
-    assert ours["trimmed"] == 7
+    assert ours["trimmed"] == theirs["trimmed"] > 0
     assert close(ours["tokens_without"] - ours["tokens_with"], theirs["tokens_saved"])
     assert close(ours["cached_with"], theirs["cached_tokens_estimated"])
     assert close(ours["cost_without"], theirs["cost_as_sent"])
@@ -229,6 +240,11 @@ def test_what_is_not_a_session_is_said(tmp_path: Path, capsys: pytest.CaptureFix
     assert "no session found" in err
     assert main(["estimate", str(tmp_path / "missing")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+    (tmp_path / "notes.jsonl").write_text(
+        '{"role": "user", "content": "hi"}\n{"role": "assistant"}'
+    )
+    assert main(["estimate", str(tmp_path)]) == 1
+    assert "names no model (give --model)" in capsys.readouterr().err
 
 
 def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
@@ -237,9 +253,11 @@ def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
     assert main(["estimate", str(FIXTURES), "--window", "21600"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("session") and "cost without" in lines[0]
-    assert lines[1].split()[1:4] == ["9", "7", "0"]  # requests, trimmed, summaries
-    assert lines[3].startswith("total (2 sessions)") and lines[3].split()[3] == "18"
+    # requests, trimmed, summaries (the embedded config's policy summarizes: after Claude
+    # Code's own compaction, the conversation is no single running task)
+    assert lines[1].split()[1:4] == ["12", "9", "4"]
+    assert lines[3].startswith("total (2 sessions)") and lines[3].split()[3] == "21"
     assert "claude-code, claude-opus-4-8, window 21600" in lines[4]
     assert "system prompt and tools: not in the transcript" in lines[4]
-    assert "7 requests over the window without the proxy" in lines[4]
+    assert "9 requests over the window without the proxy" in lines[4]
     assert "codex, gpt-6.1-sol, window 21600" in lines[5]

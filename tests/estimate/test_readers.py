@@ -53,11 +53,18 @@ def test_claude_code_follows_the_newest_branch_and_merges_one_answers_blocks(
         entry("r1", "a2", "user", result("1")),
         entry("x1", "r1", "assistant", [{"type": "text", "text": "a subagent"}], side=True),
         entry("old", "r1", "assistant", [{"type": "text", "text": "rewound"}]),
-        entry("a3", "r1", "assistant", [{"type": "text", "text": "done"}]),
+        entry(
+            "e1", "r1", "assistant", [{"type": "text", "text": "API Error"}], isApiErrorMessage=True
+        ),
+        entry("a3", "e1", "assistant", [{"type": "text", "text": "done"}]),
+        entry("s1", "a3", "assistant", [{"type": "text", "text": "No response requested."}]),
     ]
+    lines[-1]["message"]["model"] = "<synthetic>"
     session = claude_code.read(write(tmp_path / "s.jsonl", lines, torn=True))
     assert session.model == "claude-test"
-    assert len(session.requests) == 2
+    # The request the API error answered, and its retry that was answered: the same history.
+    assert len(session.requests) == 3
+    assert session.requests[1] == session.requests[2]
     last = session.requests[-1]["messages"]
     assert [m["role"] for m in last] == ["user", "assistant", "user"]
     assert [b["type"] for b in last[1]["content"]] == ["thinking", "tool_use"]
@@ -86,7 +93,9 @@ def test_claude_codes_own_compaction_starts_the_history_afresh(tmp_path: Path) -
     ]
     session = claude_code.read(write(tmp_path / "s.jsonl", lines))
     assert len(session.requests) == 3
-    assert session.requests[-1]["messages"] == [{"role": "user", "content": summary}]
+    (first,) = session.requests[-1]["messages"]  # the summary, after the date's context
+    assert first["content"][0]["text"].startswith("<system-reminder>")
+    assert first["content"][1:] == [{"type": "text", "text": summary}]
 
 
 def test_a_subagents_own_file_is_its_conversation(tmp_path: Path) -> None:
