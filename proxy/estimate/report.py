@@ -126,7 +126,8 @@ def render(figures: list[Figures]) -> str:
     """The table: a row per session, the total, and what each session's figures rest on."""
     lines = [HEADER]
     lines += [row(f.session.name, f) for f in figures]
-    lines.append(row(f"total ({len(figures)} sessions)", total(figures)))
+    count = f"{len(figures)} session" + ("s" if len(figures) != 1 else "")
+    lines.append(row(f"total ({count})", total(figures)))
     for f in figures:
         said = [f"{f.session.client}, {f.model}, window {f.window or 'unknown'}"]
         said += f.session.notes
