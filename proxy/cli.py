@@ -1,6 +1,6 @@
 """contextwarden: a context-window proxy for LLM clients (chat completions, Responses,
 Anthropic Messages). Commands: serve, check-config, demo, preview, client-setup, windows,
-capabilities; each has --help."""
+capabilities, estimate; each has --help."""
 
 from __future__ import annotations
 
@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_argument("--config", help="YAML config (default: the embedded default config)")
     setup.add_argument("--url", help="the proxy's address (default: the config's host and port)")
     _learned_commands(sub)
+    from proxy.estimate import command as estimate
+
+    estimate.add_parser(sub, _positive)
     return parser
 
 
@@ -135,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             return _client_setup(args)
         if args.command in ("windows", "capabilities"):
             return asyncio.run(_learned(args))
+        if args.command == "estimate":
+            from proxy.estimate.command import run
+
+            return run(args)
         from proxy.demo.run import run_demo
 
         return run_demo(args.turns, args.window, args.format)
