@@ -77,8 +77,8 @@ def row(name: str, seen: dict[str, list[float]], keep: list[bool] | None = None)
         f"{f:.2f} ms",
         f"{e:.2f} ms",
         f"{s:.2f} ms",
-        f"+{e - f:.2f} ms",
-        f"+{s - f:.2f} ms",
+        f"{e - f:+.2f} ms",
+        f"{s - f:+.2f} ms",
         f"{s - e:+.3f} ms",
     ]
 

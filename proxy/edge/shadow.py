@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from proxy.edge.auth import Principal
-from proxy.errors import ContextTooLarge
+from proxy.errors import ContextTooLarge, ProxyError
 from proxy.headers import cw_headers
 from proxy.observe.outcome import Outcome
 from proxy.observe.shadow import REFUSE
@@ -90,12 +90,15 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
     try:
         overflowed = refused is not None and await overflow_of(refused, req.body) is not None
         req.shadow = True
-        fitting = fitting_for(rt, req)
+        conversation = False
         try:
+            fitting = fitting_for(rt, req)
+            conversation = fitting.conversation
             plan = await fitting.first()
-        except ContextTooLarge as exc:  # the enforced path would refuse it (or fall back)
-            plan = Plan(req.body, None, exc.before, None, [REFUSE], counted="none")
-        seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
+        except ProxyError as exc:  # the enforced path would refuse it (or fall back)
+            before = exc.before if isinstance(exc, ContextTooLarge) else None
+            plan = Plan(req.body, None, before, None, [REFUSE], counted="none")
+        seen = await see_prefix(rt.prefixes, req, plan) if conversation else None
         await rt.settle()
         outcome = Outcome(
             req.team, req.spec.name, status, plan.tokens_before, plan.tokens_after,

@@ -233,3 +233,25 @@ def test_a_failed_shadow_plan_is_logged_and_counted(
         'contextwarden_shadow_plan_errors_total{team="shadow"} 1.0'
         in httpx.get(f"{stack.proxy_url}/metrics").text
     )
+
+
+def test_a_request_the_proxy_would_refuse_is_recorded_as_such(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Instructions larger than the proxy's window: the enforcing team is refused, the shadow
+    team's request is answered by the upstream, and its plan says ``would-refuse``."""
+    stack = shadow_stack(make_stack, monkeypatch, window=100_000, proxy_window=1200)
+    body = chat([("user", "Go on.")])
+    body["messages"][0]["content"] = FILLER * 200  # about 3,000 tokens of instructions
+    statuses = {}
+    for team in TEAMS:
+        response = httpx.post(
+            f"{stack.proxy_url}/v1/chat/completions",
+            content=orjson.dumps(body),
+            headers={**HEADERS, "content-type": "application/json", "x-contextwarden-team": team},
+        )
+        statuses[team] = response.status_code
+    assert statuses == {"enforced": 400, "shadow": 200}
+    shadow = stats(stack, "shadow", 1)["shadow"]
+    assert shadow["would_refuse"] == 1 and shadow["plan_errors"] == 0, shadow
+    assert shadow["tokens_before"] == 0  # no plan: nothing it would have forwarded
