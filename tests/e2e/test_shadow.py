@@ -53,6 +53,7 @@ FORMATS: list[tuple[str, str, Write]] = [
     ("responses", "/v1/responses", responses),
     ("anthropic", "/v1/messages", messages),
 ]
+TIMEOUT = 60  # a first request loads what it needs: seconds on a busy machine
 HEADERS = {"authorization": "Bearer sk-test", "anthropic-version": "2023-06-01"}
 
 
@@ -66,6 +67,11 @@ def conversation() -> list[list[tuple[str, str]]]:
         out.append(list(turns))
         turns.append(("assistant", f"Step {k} done: the tables check out. " * 3))
     return out
+
+
+def post(stack: Stack, path: str, body: bytes, team: str) -> httpx.Response:
+    headers = {**HEADERS, "content-type": "application/json", "x-contextwarden-team": team}
+    return httpx.post(f"{stack.proxy_url}{path}", content=body, headers=headers, timeout=TIMEOUT)
 
 
 def stats(stack: Stack, team: str, shadow_requests: int = 0) -> dict[str, Any]:
@@ -102,12 +108,7 @@ def test_projected_saving_matches_the_enforced_one(
     for turns in conversation():
         body = orjson.dumps(write(turns))
         for team in TEAMS:
-            response = httpx.post(
-                f"{stack.proxy_url}{path}",
-                content=body,
-                headers={**HEADERS, "content-type": "application/json",
-                         "x-contextwarden-team": team},
-            )  # fmt: skip
+            response = post(stack, path, body, team)
             assert response.status_code == 200, response.text
             if team == "shadow":
                 sent.append(body)
@@ -145,15 +146,7 @@ def test_no_summary_is_made_and_an_overflow_is_passed_on(
     statuses = []
     for turns in conversation():
         body = orjson.dumps(chat(turns))
-        response = httpx.post(
-            f"{stack.proxy_url}/v1/chat/completions",
-            content=body,
-            headers={
-                **HEADERS,
-                "content-type": "application/json",
-                "x-contextwarden-team": "shadow",
-            },
-        )
+        response = post(stack, "/v1/chat/completions", body, "shadow")
         statuses.append(response.status_code)
         assert stack.raw[-1] == body  # every one went upstream, once, as sent
         if response.status_code != 200:
@@ -190,15 +183,7 @@ def test_a_shadow_allowance_makes_summaries(
         admin_key_env="CW_ADMIN",
     )
     for turns in conversation():
-        response = httpx.post(
-            f"{stack.proxy_url}/v1/chat/completions",
-            content=orjson.dumps(chat(turns)),
-            headers={
-                **HEADERS,
-                "content-type": "application/json",
-                "x-contextwarden-team": "shadow",
-            },
-        )
+        response = post(stack, "/v1/chat/completions", orjson.dumps(chat(turns)), "shadow")
         assert response.status_code == 200
     shadow = stats(stack, "shadow", TURNS)["shadow"]
     assert len(stack.upstream_app.state.summaries) == 1  # the allowance, and no more
@@ -217,11 +202,7 @@ def test_a_failed_shadow_plan_is_logged_and_counted(
     monkeypatch.setattr(shadow_module, "fitting_for", broken)
     stack = shadow_stack(make_stack, monkeypatch, window=100_000, proxy_window=1200)
     body = orjson.dumps(chat(conversation()[-1]))
-    response = httpx.post(
-        f"{stack.proxy_url}/v1/chat/completions",
-        content=body,
-        headers={**HEADERS, "content-type": "application/json", "x-contextwarden-team": "shadow"},
-    )
+    response = post(stack, "/v1/chat/completions", body, "shadow")
     assert response.status_code == 200 and stack.raw == [body]
     assert response.json()["choices"][0]["message"]["content"]
     deadline = time.monotonic() + 30
@@ -245,13 +226,31 @@ def test_a_request_the_proxy_would_refuse_is_recorded_as_such(
     body["messages"][0]["content"] = FILLER * 200  # about 3,000 tokens of instructions
     statuses = {}
     for team in TEAMS:
-        response = httpx.post(
-            f"{stack.proxy_url}/v1/chat/completions",
-            content=orjson.dumps(body),
-            headers={**HEADERS, "content-type": "application/json", "x-contextwarden-team": team},
-        )
+        response = post(stack, "/v1/chat/completions", orjson.dumps(body), team)
         statuses[team] = response.status_code
     assert statuses == {"enforced": 400, "shadow": 200}
     shadow = stats(stack, "shadow", 1)["shadow"]
     assert shadow["would_refuse"] == 1 and shadow["plan_errors"] == 0, shadow
     assert shadow["tokens_before"] == 0  # no plan: nothing it would have forwarded
+
+
+def test_a_policy_in_shadow_mode_and_a_team_that_enforces_it(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mode`` on a policy puts its requests in shadow mode; a team's own ``mode`` comes
+    first."""
+    policies = {"default": {}, "trial": {"mode": "shadow"}}
+    teams = {"t": {"policy": "trial"}, "e": {"policy": "trial", "mode": "enforce"}}
+    monkeypatch.setenv("CW_ADMIN", "admin-key")
+    stack = make_stack(
+        window=100_000, proxy_window=1200, policies=policies, teams=teams, admin_key_env="CW_ADMIN"
+    )
+    body = orjson.dumps(chat(conversation()[-1]))
+    actions = {}
+    for team in teams:
+        response = post(stack, "/v1/chat/completions", body, team)
+        assert response.status_code == 200
+        actions[team] = response.headers["x-contextwarden-actions"]
+    assert actions["t"] == "shadow" and actions["e"] != "shadow", actions
+    assert stack.raw[0] == body and stack.raw[1] != body
+    assert stats(stack, "t", 1)["shadow"]["would_trim"] == 1
