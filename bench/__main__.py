@@ -45,6 +45,8 @@ from bench.outputs import output_rows
 from bench.quality import quality_rows
 from bench.recall import recall_rows
 from bench.rules import rules_rows
+from bench.shadow import HEADER as SHADOW_HEADER
+from bench.shadow import shadow_rows
 from bench.soak import soak_rows
 from bench.summaries import summary_rows
 
@@ -125,7 +127,8 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int, int]]:
             agent_sized.MODEL: {"context_window": agent_sized.WINDOW, "tokenizer": "o200k_base"},
         },
         "data_dir": data_dir,
-        "teams": {"hostile": {}},  # bench/hostile.py: the senders of maximum-size bodies
+        # bench/hostile.py: the senders of maximum-size bodies; bench/shadow.py: shadow mode's
+        "teams": {"hostile": {}, "shadow": {"mode": "shadow"}},
     }
     path = Path(data_dir) / "bench.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -545,6 +548,30 @@ async def hostile_section(proxy: int, sizes: Sizes, only: str | None = None) -> 
     )
 
 
+async def shadow_section(floor: int, proxy: int, sizes: Sizes) -> str:
+    """Shadow mode beside the floor and the enforced proxy (bench/shadow.py)."""
+    small = [(fmt, path, [body] * max(sizes.sequential // 8, 20)) for fmt, path, body in FORMATS]
+    small.append(("chat, 118k-token resend", "/v1/chat/completions", [resend_body(118_000)] * 10))
+    conversations = agent_sized.passes(sizes.agent_passes)
+    agent = [
+        (f"{fmt}, agent-sized", path, [write(m) for c in conversations for m in c])
+        for fmt, path, write in agent_sized.FORMATS
+    ]
+    rows = await shadow_rows(floor, proxy, small, agent, rounds=4 if sizes is FULL else 2)
+    return (
+        "## Shadow mode vs the enforcing proxy and the pass-through floor (same process, the "
+        "same requests in blocks taken in turn)\n\n" + table(SHADOW_HEADER, rows)
+    )
+
+
+async def shadow_only(sizes: Sizes) -> str:
+    """The shadow table alone (``--only shadow``)."""
+    with tempfile.TemporaryDirectory() as data, processes(data) as (_, _, proxy, _, floor):
+        async with httpx.AsyncClient() as warm:
+            await warm.post(f"http://127.0.0.1:{proxy}/v1/chat/completions", content=REQUEST)
+        return await shadow_section(floor, proxy, sizes)
+
+
 async def hostile_only(sizes: Sizes, only: str | None) -> str:
     """The hostile table alone (``--only hostile``)."""
     with tempfile.TemporaryDirectory() as data, processes(data) as (_, _, proxy, _, _):
@@ -575,6 +602,7 @@ async def main_async(sizes: Sizes) -> str:
                 + await agent_rows(up, floor, proxy, sizes),
             )
         )
+        sections.append(await shadow_section(floor, proxy, sizes))
         rows = await latency_rows(up, proxy, sizes)
         rows += await throughput_rows(up, slow, proxy, sizes)
         rows += await stream_rows(up, proxy, pid, sizes)
@@ -623,8 +651,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md")
     parser.add_argument(
         "--only",
-        help=f"comma-separated sections to run alone: hostile, {', '.join(OWN)} (print only; "
-        "BENCHMARKS.md is left as it is)",
+        help="comma-separated sections to run alone: hostile, shadow, "
+        f"{', '.join(OWN)} (print only; BENCHMARKS.md is left as it is)",
     )
     parser.add_argument("--route", help="with --only hostile: the routes whose label holds this")
     parser.add_argument(
@@ -647,12 +675,15 @@ def main() -> int:
     if args.only == "hostile":
         print(asyncio.run(hostile_only(sizes, args.route)))
         return 0
+    if args.only == "shadow":
+        print(asyncio.run(shadow_only(sizes)))
+        return 0
     if args.only:
         names = [n.strip() for n in args.only.split(",")]
         unknown = [n for n in names if n not in OWN]
         if unknown:
             parser.error(
-                f"unknown section(s) {', '.join(unknown)}: use hostile or {', '.join(OWN)}"
+                f"unknown section(s) {', '.join(unknown)}: use hostile, shadow or {', '.join(OWN)}"
             )
         print(own_sections(names, args.quick, summarizer))
         return 0

@@ -8,17 +8,23 @@ import asyncio
 
 class Connection:
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        team: str | None = None,
     ) -> None:
+        """``team``: sent as ``x-contextwarden-team`` (the proxy's team in passthrough)."""
         self._reader = reader
         self._writer = writer
         self._host = host
+        self._team = f"x-contextwarden-team: {team}\r\n" if team else ""
         self.last_headers: dict[str, str] = {}  # the last answer's, lower-cased names
 
     @classmethod
-    async def open(cls, host: str, port: int) -> Connection:
+    async def open(cls, host: str, port: int, team: str | None = None) -> Connection:
         reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-        return cls(reader, writer, f"{host}:{port}")
+        return cls(reader, writer, f"{host}:{port}", team)
 
     async def post(self, path: str, body: bytes) -> tuple[int, int]:
         """Send one request; returns (status, body bytes read), the body discarded as it
@@ -30,7 +36,7 @@ class Connection:
         """Send one request; returns (status, body size, the body if ``keep``)."""
         head = (
             f"POST {path} HTTP/1.1\r\nhost: {self._host}\r\ncontent-type: application/json\r\n"
-            f"authorization: Bearer sk-bench\r\ncontent-length: {len(body)}\r\n\r\n"
+            f"authorization: Bearer sk-bench\r\n{self._team}content-length: {len(body)}\r\n\r\n"
         ).encode()
         self._writer.write(head + body)
         raw = await self._reader.readuntil(b"\r\n\r\n")

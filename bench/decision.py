@@ -13,11 +13,11 @@ from starlette.datastructures import Headers
 from bench.conversations import agent_conversation
 from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
-from proxy.edge.exchange import see_prefix
 from proxy.edge.intake import build_request
 from proxy.formats.chat import CHAT
 from proxy.formats.reused_items import RecentItems
 from proxy.request.conversations import PrefixTracker
+from proxy.request.kept_prefix import see_prefix
 from proxy.request.planning.planner import Planner, broken
 from proxy.request.sticky_cuts import CutMemory
 from proxy.windows.models import build_models

@@ -14,6 +14,7 @@ import orjson
 from proxy.config.settings import Limits, Settings
 from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
+from proxy.edge.background import Background
 from proxy.edge.ownership import Owners
 from proxy.formats.reused_items import REUSE_FROM, RecentItems
 from proxy.headers import upstream_headers
@@ -71,6 +72,8 @@ class Runtime:
     memory: MemoryBudget | None = None  # what the caches may hold (proxy/observe/memory.py)
     # The models whose window was unknown and whose first refusal was told the ways out.
     told: FirstRefusals = field(default_factory=FirstRefusals)
+    # Shadow mode's plans, made after their requests were answered (proxy/edge/shadow.py).
+    shadows: Background = field(default_factory=Background)
 
     @classmethod
     async def start(cls, settings: Settings, transport: Transport) -> Runtime:
@@ -149,6 +152,7 @@ class Runtime:
         logged."""
         self.admission.close()
         steps: list[Callable[[], Awaitable[None]]] = [
+            self.shadows.drain,  # a shadow plan writes its cut and fingerprint, and summarizes
             self.windows.discovery.drain,
             self.compactor.drain,
             self.prefixes.drain,  # a fingerprint written after the store closed is lost

@@ -78,6 +78,9 @@ class WireRequest:
     # A request the proxy made itself to answer the model's recall calls (the client's own
     # request continued: proxy/request/recall.py), and whether it may offer the tool again.
     continuation: bool = False
+    # Planned in shadow mode (proxy/edge/shadow.py): after it went upstream as sent, a plan
+    # that makes no summary beyond the team's shadow allowance and keeps no recall originals.
+    shadow: bool = False
     offer_recall: bool = True
     # The recall tool's name, reserved for the client's request (proxy/formats/recall.py):
     # its continuations offer the tool under the same name; None: reserved when first offered.

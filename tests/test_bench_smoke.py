@@ -27,6 +27,7 @@ def test_bench_quick_runs_and_prints_every_section(tmp_path: Path) -> None:
     for section in (
         "Proxy vs direct",
         "pass-through floor",
+        "Shadow mode vs the enforcing proxy",
         "Load:",
         "the largest bodies each route admits",
         "Decision time",

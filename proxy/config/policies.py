@@ -131,6 +131,11 @@ class SummarizerConfig(_Strict):
 
 class PolicyConfig(_Strict):
     extends: str | None = None
+    mode: Literal["enforce", "shadow"] = Field(
+        "enforce",
+        description="shadow: requests go upstream as sent, what the proxy would have done is "
+        "recorded (proxy/edge/shadow.py); a team's own mode comes first",
+    )
     pipeline: list[str] = Field(
         default_factory=lambda: [p.name for p in ENGINE.passes],
         description="compaction passes in order: built-in names or module:Class",

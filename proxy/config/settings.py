@@ -203,6 +203,17 @@ class Team(Strict):
     summarizer_calls_per_hour: int | None = Field(
         None, gt=0, description="cap on this team's summarizer calls; over it, truncation"
     )
+    mode: Literal["enforce", "shadow"] | None = Field(
+        None,
+        description="shadow: requests go upstream as sent, what the proxy would have done is "
+        "recorded (proxy/edge/shadow.py); null: the policy's mode",
+    )
+    shadow_summarizer_calls_per_hour: int = Field(
+        0,
+        ge=0,
+        description="in shadow mode, summarizer calls this team's shadow plans may make an "
+        "hour; 0: none (a summary is estimated, never made)",
+    )
     hosted_tools: list[str] | None = Field(
         None,
         description="hosted (server-run, billed) tools it may use: web_search, file_search, "

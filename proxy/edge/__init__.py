@@ -11,6 +11,9 @@ client gets back.
     intake.py       from bytes and headers to what the planner needs: the body validated by
                     its wire format, controls taken out
     passthrough.py  every other ``/v1/*`` path, forwarded untouched
+    shadow.py       shadow mode: a request sent as it came, what the proxy would have done
+                    planned after and recorded
+    background.py   work a request leaves to run after its answer (shadow plans)
     ownership.py    stored Responses belong to the team that made them
     preview.py      what the proxy would forward, without forwarding
     websockets.py   the Responses API's WebSocket mode (Codex's first transport): the handshake,

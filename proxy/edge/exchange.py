@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from starlette.responses import Response
 from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
+from proxy.edge.shadow import forward as shadow_forward
+from proxy.edge.shadow import shadowed
 from proxy.errors import ProxyError
 from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
@@ -33,14 +36,14 @@ from proxy.headers import (
     refused_headers,
     upstream_headers,
 )
-from proxy.observe.metrics import Outcome
+from proxy.observe.outcome import Outcome
 from proxy.overflow.relearning import planned
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
 from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.context_compaction import carry, compaction_summary, made, paused
-from proxy.request.conversations import PrefixTracker, Seen, key_of
 from proxy.request.fitting import Fitting, fitting_for
+from proxy.request.kept_prefix import costs_of, see_prefix
 from proxy.request.lessons import Lessons
 from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
@@ -49,7 +52,6 @@ from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond, rewrite_answer
 from proxy.windows.advice import annotated, refusal_note
 from proxy.wire import WireRequest
-from strategies.cost import PromptCosts, prompt_costs
 
 if TYPE_CHECKING:
     from proxy.runtime import Runtime
@@ -79,11 +81,17 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
                 return await rt.admission.run(other, build_request, other, *args)
 
             compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
-            if not compacting:
+            # Shadow mode: sent as it came, planned after (proxy/edge/shadow.py); what the
+            # proxy answers itself (a compaction) is answered as ever.
+            shadow = not compacting and req.compaction is None and shadowed(req, who)
+            if not compacting and not shadow:
                 req, plan, trial = await planned(rt, req, body, build)
                 fitting = fitting_for(rt, req)
         if compacting:  # answered outside the admission slot: a summary takes its time
             return await compact(request, rt, req, who, started)
+        if shadow:
+            send = sending_as_sent(request, rt, req, who, clock)
+            return await shadow_forward(rt, req, send, started, lambda: clock.seconds)
         compacted = None
         if req.compaction is not None:  # served: a summary takes its time, outside the slot
             summary = await compaction_summary(rt, req)
@@ -182,6 +190,26 @@ async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
         reply.stream = claiming(reply.stream, partial(rt.owners.claim, team))
 
 
+def sending_as_sent(
+    request: Request, rt: Runtime, req: WireRequest, who: Principal, clock: UpstreamClock
+) -> Callable[[Plan], Awaitable[Reply]]:
+    """How a shadow mode request is sent (proxy/edge/shadow.py): once, timed as the
+    upstream's, and the objects its answer makes claimed for its team, as on the request
+    path."""
+
+    async def send(plan: Plan) -> Reply:
+        sent = time.perf_counter()
+        try:
+            reply = await send_once(request, rt, req, plan, who)
+        finally:
+            clock.add(time.perf_counter() - sent)
+        if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
+            await claim_answer(rt, req.team, reply)
+        return reply
+
+    return send
+
+
 async def compact(
     request: Request, rt: Runtime, req: WireRequest, who: Principal, started: float
 ) -> Response:
@@ -233,30 +261,6 @@ async def tell_unknown_window(rt: Runtime, req: WireRequest, reply: Reply, plan:
     if body is not None:
         reply.body = body
         reply.headers = [(k, v) for k, v in reply.headers if k.lower() != "content-encoding"]
-
-
-async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
-    """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
-    proxy/request/conversations.py); None when the proxy did not fit the request (unknown window,
-    stateful)."""
-    if plan.prompts is None:
-        return None
-    sent, tokens = plan.prompts
-    forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
-    key = key_of(req)
-    near = plan.near  # a prompt far from the limit needs no store round trip
-    return await prefixes.see(key, forwarded, tokens, sent, near, req.owner)
-
-
-def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
-    """The prompt's estimated cost as sent, as forwarded and unbroken (strategies/cost.py),
-    when the model has prices."""
-    prices = req.spec.prices
-    if prices is None or seen is None or plan.prompts is None:
-        return None
-    sent, forwarded = plan.prompts
-    kept = seen.state == "kept"
-    return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
 
 
 async def observe_usage(

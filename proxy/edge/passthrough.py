@@ -23,7 +23,7 @@ from proxy.errors import (
 )
 from proxy.formats.base import reject_duplicate_keys
 from proxy.headers import decode_headers, upstream_headers
-from proxy.observe.metrics import Outcome
+from proxy.observe.outcome import Outcome
 from proxy.paths import forwardable, query_of
 from proxy.upstreams.forwarding import decoded, join_url, respond
 from proxy.windows.families import is_pattern

@@ -1,5 +1,7 @@
 """Observability: each request's outcome, recorded once.
 
+outcome.py   what one request did (``Outcome``), as metrics and the access log take it
 metrics.py   Prometheus metrics, per-team stats for the admin API, the structured access log
+shadow.py    what shadow mode's plans would have done, counted apart (contextwarden_shadow_*)
 memory.py    the memory budget: the footprint, each cache's share, what each holds
 """

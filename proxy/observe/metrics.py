@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -21,14 +21,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from proxy.observe.outcome import Outcome
+from proxy.observe.shadow import ShadowMetrics
 from proxy.stores.quota import Usage
 from proxy.windows.families import Families
-from strategies.cost import PromptCosts
 
 log = logging.getLogger("contextwarden.access")
 TOKEN_BUCKETS = (256, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 1048576)
 DRIFT_BUCKETS = (0.5, 0.8, 0.9, 0.95, 0.98, 1.0, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
-UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted"})
+# "shadow": a request forwarded as sent in shadow mode (its plan is counted apart: shadow.py).
+UNCHANGED = frozenset({"unknown-window", "trimming-disabled", "not-fitted", "shadow"})
 FALLBACK = "plan-fallback"  # the action of a plan replaced by the safe plan: "plan-fallback <why>"
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -58,30 +60,6 @@ class TeamStats:
     cost_as_forwarded: float = 0.0
     money_saved: float = 0.0
     money_lost_to_cache_breaks: float = 0.0
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one request did, for metrics and the access log."""
-
-    team: str
-    model: str
-    status: int
-    tokens_before: int | None
-    tokens_after: int | None
-    actions: list[str]
-    retries: int
-    checkpoint: str | None
-    overhead: float
-    upstream: float
-    stream: bool
-    policy: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    path: str = "chat/completions"  # a forwarded path's allowlist pattern, or its first segment
-    format: str = "chat"  # the wire format: chat, completions, responses, anthropic, or "-"
-    prefix: str | None = None  # kept, broken or new (request/conversations.py); None: not fitted
-    cached_tokens: int = 0  # the previous prompt's tokens, when kept as the prefix
-    costs: PromptCosts | None = None  # estimated prompt dollars, for a model with prices
 
 
 class Metrics:
@@ -191,6 +169,7 @@ class Metrics:
             ("team", "reason"),
         )
         self.teams: dict[str, TeamStats] = {}
+        self.shadow = ShadowMetrics(self.registry, self.model_label, UNCHANGED)
 
     def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
         return Counter(name, doc, labels, registry=self.registry)
@@ -204,6 +183,11 @@ class Metrics:
         """The label of a configured model: its name, or the family pattern that names it
         (a bounded set either way), else ``other``."""
         return self._models.key(model) or "other"
+
+    def record_shadow(self, o: Outcome, overflowed: bool) -> None:
+        """Count and log a shadow plan (proxy/edge/shadow.py), apart from what was done."""
+        log_request(o, shadow=True)
+        self.shadow.record(o, overflowed)
 
     def record(self, o: Outcome, content: list[Any] | None = None) -> None:
         """Count ``o`` and log it (with ``content``, the messages, when the config says so)."""
@@ -289,18 +273,21 @@ class Metrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
-    def team_stats(self) -> dict[str, dict[str, float | None]]:
+    def team_stats(self) -> dict[str, dict[str, Any]]:
         """Each team's counters, and the share of its trimmed requests that kept their
         prefix (None before any)."""
-        out: dict[str, dict[str, float | None]] = {}
+        out: dict[str, dict[str, Any]] = {}
         for team, s in self.teams.items():
-            stats: dict[str, float | None] = {
+            stats: dict[str, Any] = {
                 k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(s).items()
             }
             trimmed = s.trimmed_prefix_kept + s.trimmed_prefix_broken
             share = s.trimmed_prefix_kept / trimmed if trimmed else None
             stats["trimmed_prefix_kept_share"] = None if share is None else round(share, 4)
             out[team] = stats
+        for team in self.shadow.teams:  # a team's shadow plans: what it would have saved
+            stats = out.setdefault(team, {})
+            stats["shadow"] = self.shadow.team_stats(team)
         return out
 
 
@@ -313,7 +300,9 @@ def _trimmed(o: Outcome) -> bool:
     )
 
 
-def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:
+def log_request(outcome: Outcome, content: list[Any] | None = None, shadow: bool = False) -> None:
+    """``shadow``: the line of a shadow plan, whose tokens and actions are what the proxy
+    would have done (proxy/edge/shadow.py)."""
     if not log.isEnabledFor(logging.INFO):
         return
     record: dict[str, Any] = {
@@ -333,6 +322,9 @@ def log_request(outcome: Outcome, content: list[Any] | None = None) -> None:
         "overhead_ms": round(outcome.overhead * 1000, 3),
         "upstream_ms": round(outcome.upstream * 1000, 3),
     }
+    if shadow:
+        record["shadow"] = True
+        record["cost_saved"] = round(outcome.costs.saved, 8) if outcome.costs else None
     if content is not None:
         record["messages"] = content
     log.info(orjson.dumps(record).decode())

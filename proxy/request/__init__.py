@@ -16,6 +16,7 @@ context_compaction.py
                   a compaction the client asks of the server (Responses context_management,
                   Anthropic's compact edit and parameter), served for an upstream without it
 conversations.py  what the proxy remembers of a conversation between requests (prefixes)
+kept_prefix.py    whether a forwarded prompt kept its conversation's previous one, and its cost
 sticky_cuts.py    a conversation's last cut, remembered so later requests replay it (sticky),
                   and the key a request's cut is kept under (sticky_key)
 reused_counts.py  a conversation's last counts, reused by its next request's same messages

@@ -139,7 +139,9 @@ class Compactor:
 
         ``dry_run`` (the preview) reads the store but never calls the summarizer nor writes:
         a reusable checkpoint is reported as reused, anything else as what would be
-        summarized, with a placeholder where the summary would go."""
+        summarized, with a placeholder where the summary would go. A context that makes no
+        summary (``ctx.makes``: a shadow plan without a shadow allowance) is answered the same
+        way, though what it sees is remembered, as on the request path."""
         head = prefix_chain(messages, 2)  # the conversation's key, all the store needs
         if len(head) < 2:
             return None
@@ -164,12 +166,12 @@ class Compactor:
             assert choice.view is not None and choice.best is not None
             if not dry_run:
                 self.stats.reused += 1
-                if action == "reuse-and-refresh":
+                if action == "reuse-and-refresh" and ctx.makes:
                     self._spawn(job)  # update it ahead of time
             return Compacted(choice.view, "reused", choice.best.id)
         if action == "truncate":
             return None  # maybe a one-off: if it comes back, it is summarized then
-        if dry_run:
+        if dry_run or not ctx.makes:
             return self._estimate(job)
         made = None
         if self._may_make(job):
@@ -199,6 +201,8 @@ class Compactor:
             return
         if first_sight_truncates(await self._seen.check(job.key, True, ctx.owner), ctx.policy):
             return  # prepared from its next request on, if there is one
+        if not ctx.makes:  # seen all the same: its next request is planned as it would be
+            return
         if planned_cut(job) is None:
             # Nothing to summarize from the start, nor then after any checkpoint (a later
             # start cuts no sooner): a running task's steps, or recent turns only.

@@ -73,6 +73,9 @@ class Context:
     continuing: frozenset[int] = frozenset()  # its user messages that are not the task
     # Whose share of the store its checkpoints take (proxy/stores/quota.py); empty: the team's.
     owner: str = ""
+    # Whether a summary may be made (not in a shadow plan without a shadow allowance: one is
+    # estimated, as a dry run does, though what the plan sees is remembered).
+    makes: bool = True
 
     def __post_init__(self) -> None:
         if not self.scope:

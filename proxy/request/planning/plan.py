@@ -106,7 +106,7 @@ def _recalling(
     found = originals(req.view.messages, kept)
     if not found:
         return None
-    if recalls is not None and not dry_run:
+    if recalls is not None and not dry_run and not req.shadow:  # a shadow plan is never sent
         recalls.keep(recall_key(req), found, req.owner)
     if not req.offer_recall:
         return None

@@ -21,15 +21,21 @@ def summary_context(
     """What the compactor needs of the request; ``counter`` is the request's own, which
     has priced its messages already."""
     window = req.policy.config.summarizer.context_window or budget.window
+    team = settings.teams.get(req.team)
+    calls = team.summarizer_calls_per_hour if team is not None else None
+    quota, makes = req.team, True
+    if req.shadow:  # its own allowance, counted apart from the team's enforced one
+        calls = team.shadow_summarizer_calls_per_hour if team is not None else 0
+        quota, makes = shadow_quota(req.team), bool(calls)
     return Context(
-        req.team,
+        quota,
         counter,
         req.policy.config,
         target_for(settings, req),
         budget.reserve,
         window,
-        settings.teams[req.team].summarizer_calls_per_hour if req.team in settings.teams else None,
-        req.scope,
+        calls,
+        req.scope or req.team,
         req.pinned
         | pinned_ids(req.view.messages, req.policy.engine.pins)
         | standing_ids(
@@ -42,4 +48,10 @@ def summary_context(
         req.view.atomic_current,
         req.view.continuing,
         owner=req.owner,
+        makes=makes,
     )
+
+
+def shadow_quota(team: str) -> str:
+    """The name a team's shadow summaries are counted under (its quota, its breaker)."""
+    return f"{team}:shadow"

@@ -1,0 +1,113 @@
+"""Shadow mode (``mode: shadow``, a team's or else its policy's): adopting the proxy without
+changing a request.
+
+The request goes upstream as the proxy forwards it with trimming off: the client's bytes, less
+only what the proxy always takes out (its own ``contextwarden`` controls and markers; a
+Messages body's context management for an upstream configured not to take it). Its headers are
+the ones every request gets (proxy/headers.py: upstream_headers), and the answer comes back
+byte for byte, with ``x-contextwarden-actions: shadow``. An upstream overflow is passed on as
+it came (no retry) and counted.
+
+After the answer is made, off the request's path, the plan the proxy would have made is made
+(the planner's own first plan, to the same budget) and recorded apart from what it did
+(proxy/observe/shadow.py): whether it would trim, summarize or refuse, the tokens and dollars it
+would save, and whether what it would forward keeps its conversation's previous planned prompt
+as its cached prefix. The plan keeps what the enforced path keeps between requests (its cut, to
+replay; the prompt's fingerprint; the conversation seen), so a conversation's later plans are
+made as they would be. It makes no summary unless the team's
+``shadow_summarizer_calls_per_hour`` allows one (counted apart from its enforced quota); else a
+summary is estimated as the preview estimates it (proxy/summaries/compactor.py). No recall
+original is kept and no fallback model is tried: a request that cannot fit its own model is
+recorded as ``would-refuse``.
+
+A shadow plan that fails is logged and counted; the client's answer left before it began.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from proxy.edge.auth import Principal
+from proxy.errors import ContextTooLarge, ProxyError
+from proxy.headers import cw_headers
+from proxy.observe.outcome import Outcome
+from proxy.observe.shadow import REFUSE
+from proxy.overflow.retry import overflow_of
+from proxy.request.fitting import fitting_for
+from proxy.request.kept_prefix import costs_of, see_prefix
+from proxy.request.planning.plan import Plan
+from proxy.upstreams.forwarding import Reply, respond
+from proxy.wire import WireRequest
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from proxy.runtime import Runtime
+
+log = logging.getLogger("contextwarden.shadow")
+
+SHADOW = "shadow"  # the action of a request forwarded as sent in shadow mode
+
+
+def shadowed(req: WireRequest, who: Principal) -> bool:
+    """Whether ``req`` runs in shadow mode: its team's mode, else its policy's."""
+    return (who.config.mode or req.policy.config.mode) == SHADOW
+
+
+async def forward(
+    rt: Runtime,
+    req: WireRequest,
+    send: Callable[[Plan], Awaitable[Reply]],
+    started: float,
+    upstream: Callable[[], float],
+) -> Response:
+    """``req`` sent upstream as it came, once; its answer relayed, counted as the request
+    path counts a forwarded request; its plan made after (``plan_after``). ``upstream``: the
+    seconds spent waiting for the upstream so far."""
+    sent = Plan(req.body, None, actions=[SHADOW], counted="none")
+    reply = await send(sent)
+    response = respond(reply, cw_headers(sent, 0))
+    stream = bool(req.payload.get("stream"))
+    outcome = Outcome(
+        req.team, req.spec.name, reply.status, None, None, [SHADOW], 0, None,
+        time.perf_counter() - started - upstream(), upstream(), stream, policy=req.policy.name,
+        path=req.fmt.path, format=req.fmt.name,
+    )  # fmt: skip
+    rt.metrics.record(outcome)
+    # A refusal the answer carries whole is read for an overflow after, with the plan; a
+    # stream is never peeked (that would hold its first bytes).
+    refused = reply if reply.status >= 400 and reply.body is not None else None
+    rt.shadows.start(plan_after(rt, req, reply.status, refused))
+    return response
+
+
+async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply | None) -> None:
+    """The plan ``req`` would have had, recorded (never raises: a failure is logged and
+    counted)."""
+    try:
+        overflowed = refused is not None and await overflow_of(refused, req.body) is not None
+        req.shadow = True
+        conversation = False
+        try:
+            fitting = fitting_for(rt, req)
+            conversation = fitting.conversation
+            plan = await fitting.first()
+        except ProxyError as exc:  # the enforced path would refuse it (or fall back)
+            before = exc.before if isinstance(exc, ContextTooLarge) else None
+            plan = Plan(req.body, None, before, None, [REFUSE], counted="none")
+        seen = await see_prefix(rt.prefixes, req, plan) if conversation else None
+        await rt.settle()
+        outcome = Outcome(
+            req.team, req.spec.name, status, plan.tokens_before, plan.tokens_after,
+            plan.actions, 0, plan.checkpoint, 0.0, 0.0, bool(req.payload.get("stream")),
+            policy=req.policy.name, path=req.fmt.path, format=req.fmt.name,
+            prefix=seen.state if seen else None, cached_tokens=seen.cached_tokens if seen else 0,
+            costs=costs_of(req, plan, seen),
+        )  # fmt: skip
+        rt.metrics.record_shadow(outcome, overflowed)
+    except Exception:
+        log.exception("team %s: a shadow plan failed (the request was answered)", req.team)
+        rt.metrics.shadow.failed(req.team)

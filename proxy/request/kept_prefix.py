@@ -1,0 +1,35 @@
+"""What a forwarded prompt kept of its conversation's previous one (its cached prefix), and what
+it cost as sent and as forwarded: for the request path's metrics (proxy/edge/exchange.py) and
+for a shadow plan's, of the prompt it would have forwarded (proxy/edge/shadow.py).
+"""
+
+from __future__ import annotations
+
+from proxy.request.conversations import PrefixTracker, Seen, key_of
+from proxy.request.planning.plan import Plan
+from proxy.wire import WireRequest
+from strategies.cost import PromptCosts, prompt_costs
+
+
+async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
+    """Whether the forwarded prompt keeps its conversation's previous one as its prefix (see
+    proxy/request/conversations.py); None when the proxy did not fit the request (unknown window,
+    stateful)."""
+    if plan.prompts is None:
+        return None
+    sent, tokens = plan.prompts
+    forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
+    key = key_of(req)
+    near = plan.near  # a prompt far from the limit needs no store round trip
+    return await prefixes.see(key, forwarded, tokens, sent, near, req.owner)
+
+
+def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
+    """The prompt's estimated cost as sent, as forwarded and unbroken (strategies/cost.py),
+    when the model has prices."""
+    prices = req.spec.prices
+    if prices is None or seen is None or plan.prompts is None:
+        return None
+    sent, forwarded = plan.prompts
+    kept = seen.state == "kept"
+    return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
