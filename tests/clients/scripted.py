@@ -52,9 +52,7 @@ STEP = re.compile(r"step-(\d+)\.txt")
 KEY = "key of step {k:02d}: "
 RECALL = "contextwarden_recall"
 # The handle a cut of an output names in its marker (strategies/step_cut.py).
-CUT_HANDLE = re.compile(
-    r"\[Output cut to fit the context window: [^\]]*; recall: (r[0-9]{15})\]"
-)
+CUT_HANDLE = re.compile(r"\[Output cut to fit the context window: [^\]]*; recall: (r[0-9]{15})\]")
 COMPACT_PROMPT = "CONTEXT CHECKPOINT COMPACTION"  # Codex's own compaction prompt
 SUMMARIZED = re.compile(r"read in order up to step-(\d+)\.txt")
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
