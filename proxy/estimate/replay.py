@@ -22,7 +22,6 @@ from starlette.datastructures import Headers
 
 from proxy.config.settings import ConfigError, Settings, load_settings
 from proxy.edge.auth import Principal
-from proxy.edge.exchange import costs_of, see_prefix
 from proxy.edge.intake import build_request
 from proxy.errors import ProxyError
 from proxy.estimate.prelude import Prelude
@@ -30,6 +29,7 @@ from proxy.estimate.report import Figures
 from proxy.estimate.session import Session
 from proxy.formats import FORMATS
 from proxy.request.conversations import PinMemory, PrefixTracker
+from proxy.request.kept_prefix import costs_of, see_prefix
 from proxy.request.planning.planner import Planner
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
