@@ -19,11 +19,12 @@ answering in hundreds of milliseconds notices, for 470 lines a library maintains
 from __future__ import annotations
 
 import asyncio
-import io
 import ssl
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
+import aiohttp.payload
 from yarl import URL
 
 from proxy.config.catalog import Upstream
@@ -32,6 +33,7 @@ from proxy.headers import response_headers
 from proxy.upstreams.forwarding import Reply, is_small, reply_of, timed_out, unreachable
 
 LARGE = 1024 * 1024
+PIECE = 256 * 1024
 SKIP_AUTO = frozenset({"User-Agent", "Accept", "Accept-Encoding", "Content-Type"})
 FRAMING = frozenset({"content-length", "transfer-encoding"})
 
@@ -76,9 +78,7 @@ class AiohttpTransport:
                 method,
                 URL(url, encoded=True),
                 headers=_sent(headers),
-                # aiohttp copies a large bytes body on the event loop; a stream of it is sent
-                # in pieces, with its length.
-                data=io.BytesIO(content)
+                data=Pieces(content)
                 if isinstance(content, bytes) and len(content) > LARGE
                 else content,
                 timeout=timeout,
@@ -136,6 +136,33 @@ def _as_sent(value: str) -> str:
         return value.encode("latin-1").decode("utf-8")
     except UnicodeDecodeError:
         return value  # not UTF-8: aiohttp cannot write these bytes as they came
+
+
+class Pieces(aiohttp.payload.Payload):
+    """A large body, written a ``PIECE`` at a time from a view of its bytes, with its length.
+    As bytes, aiohttp hands it to the socket whole and the part the socket does not take is
+    copied into the transport's buffer; as ``io.BytesIO``, aiohttp takes its buffer, which
+    copies it (a 32 MiB body: 20 ms of the event loop, each time it is forwarded)."""
+
+    _autoclose = True  # bytes in memory: nothing to close
+
+    def __init__(self, value: bytes) -> None:
+        super().__init__(value)
+        self._size = len(value)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return bytes(self._value).decode(encoding, errors)
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return bytes(self._value)
+
+    async def write(self, writer: Any) -> None:
+        await self.write_with_length(writer, None)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        view = memoryview(self._value)[:content_length]
+        for start in range(0, len(view), PIECE):
+            await writer.write(view[start : start + PIECE])
 
 
 def _small(response: aiohttp.ClientResponse) -> bool:

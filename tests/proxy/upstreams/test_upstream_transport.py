@@ -15,7 +15,7 @@ import trustme
 
 from proxy.config.catalog import Upstream
 from proxy.errors import BadRequest, UpstreamUnavailable
-from proxy.upstreams.aiohttp_transport import AiohttpTransport
+from proxy.upstreams.aiohttp_transport import LARGE, PIECE, AiohttpTransport
 from proxy.upstreams.forwarding import Reply, is_event_stream
 
 # One request read from the connection: (head, body); None when the client closed it.
@@ -109,6 +109,28 @@ async def test_a_connection_serves_request_after_request() -> None:
     assert head.startswith(b"post /v1/chat/completions http/1.1\r\n")
     assert f"host: 127.0.0.1:{server.port}\r\n".encode() in head
     assert head.endswith(b"content-length: 2\r\n\r\n{}")
+
+
+@pytest.mark.parametrize("size", [LARGE + 1, 3 * LARGE + PIECE // 2 + 7])
+async def test_a_large_body_goes_whole_with_its_length(size: int) -> None:
+    """Sent a piece at a time (``Pieces``), the body arrives byte for byte, with its
+    ``content-length`` (not chunked), and the connection serves the next request."""
+    body = bytes(i % 251 for i in range(size))
+
+    async def answer(r: asyncio.StreamReader, w: asyncio.StreamWriter, n: int) -> bool:
+        return await always(OK, w)
+
+    async with serving(answer) as server:
+        transport = AiohttpTransport()
+        for _ in range(2):
+            assert (await post(transport, server, body)).status == 200
+        await transport.aclose()
+    assert server.connections == 1
+    for sent in server.requests:
+        head, got = sent.split(b"\r\n\r\n", 1)
+        assert got == body
+        assert f"content-length: {size}".encode() in head.lower()
+        assert b"transfer-encoding" not in head.lower()
 
 
 async def test_a_keep_alive_connection_closed_unanswered_is_a_502_never_sent_twice() -> None:
