@@ -100,6 +100,7 @@ def test_every_command_and_option_has_help() -> None:
         "client-setup",
         "windows",
         "capabilities",
+        "estimate",
     }
     for name, sub in commands.choices.items():
         for action in sub._actions:
