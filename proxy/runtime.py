@@ -7,7 +7,8 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -17,6 +18,7 @@ from proxy.edge.auth import Authenticator
 from proxy.edge.ownership import Owners
 from proxy.formats.reused_items import REUSE_FROM, RecentItems
 from proxy.headers import upstream_headers
+from proxy.observe import otel
 from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.request import conversations
@@ -40,6 +42,9 @@ from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
 from strategies import error_output, ledger, standing, tokens
 from strategies.checkpoints import chain
+
+if TYPE_CHECKING:
+    from proxy.observe.tracing import Telemetry
 
 log = logging.getLogger("contextwarden")
 
@@ -71,9 +76,15 @@ class Runtime:
     memory: MemoryBudget | None = None  # what the caches may hold (proxy/observe/memory.py)
     # The models whose window was unknown and whose first refusal was told the ways out.
     told: FirstRefusals = field(default_factory=FirstRefusals)
+    # OpenTelemetry's spans and metrics (proxy/observe/otel.py): None, the default, when off.
+    telemetry: Telemetry | None = None
 
     @classmethod
-    async def start(cls, settings: Settings, transport: Transport) -> Runtime:
+    async def start(
+        cls, settings: Settings, transport: Transport, telemetry: Telemetry | None = None
+    ) -> Runtime:
+        """``telemetry``: as given (the tests'), else as the OTEL_* variables ask."""
+        telemetry = telemetry or otel.start()
         models = build_models(settings)
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
@@ -87,6 +98,9 @@ class Runtime:
         windows = WindowKnowledge(models, store, discovery)
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
+        if telemetry is not None:
+            telemetry.beside(metrics)
+            llm.telemetry = telemetry
         if any(p.summarize for p in settings.policies.values()):
             llm.warm()
         writer = BlobWriter(store)
@@ -103,7 +117,7 @@ class Runtime:
         admission = Admission(settings.limits)
         rt = cls(
             settings, transport, models, store, compactor, planner, auth, metrics, windows,
-            prefixes, admission=admission, writer=writer,
+            prefixes, admission=admission, writer=writer, telemetry=telemetry,
         )  # fmt: skip
         rt.memory = memory_budget(rt, seen)
         metrics.registry.register(rt.memory)
@@ -160,6 +174,8 @@ class Runtime:
         if self.writer is not None:
             steps.append(self.writer.drain)
         steps += [self.store.close, self.transport.aclose]
+        if self.telemetry is not None:  # last: the spans of the drains above are exported too
+            steps.append(partial(asyncio.to_thread, self.telemetry.shutdown))
         await run_each(steps)
 
 
