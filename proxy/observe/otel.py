@@ -93,7 +93,11 @@ def start(env: Mapping[str, str] = os.environ) -> Telemetry | None:
         return None
     from proxy.observe.tracing import build
 
-    telemetry = build(asked.traces, asked.metrics)
+    try:
+        telemetry = build(asked.traces, asked.metrics)
+    except Exception as exc:  # a variable the SDK refuses (OTEL_BSP_*...): said, and left off
+        log.error("OpenTelemetry left off: the SDK refused its OTEL_* variables: %s", exc)
+        return None
     traces, metrics = ",".join(asked.traces) or "off", ",".join(asked.metrics) or "off"
     log.info("OpenTelemetry on: traces %s, metrics %s", traces, metrics)
     return telemetry

@@ -69,7 +69,7 @@ from proxy.observe.genai import (
     provider,
     usage_attributes,
 )
-from proxy.observe.metrics import FALLBACK, SECONDS, TOKEN_BUCKETS, UNCHANGED, Metrics, Outcome
+from proxy.observe.metrics import SECONDS, TOKEN_BUCKETS, UNCHANGED, Metrics, Outcome
 from proxy.upstreams.forwarding import Reply, decoded
 from strategies.budget import Budget
 
@@ -491,9 +491,9 @@ class Instruments:
     def record(self, o: Outcome, model: str) -> None:
         team, fmt = ("contextwarden.team", o.team), ("contextwarden.format", o.format)
         self.requests.add(1, team, fmt, ("contextwarden.model", model), (STATUS, o.status))
-        for action in o.actions:
-            name = action.partition(" ")[0]
-            if action not in UNCHANGED and name != FALLBACK:
+        for action in o.actions:  # by name: its figures would make a value per request
+            if action not in UNCHANGED:
+                name = action.partition(" ")[0]
                 self.rewritten.add(1, team, fmt, ("contextwarden.action", name))
         labels = {"contextwarden.team": o.team}
         if o.tokens_before is not None and o.tokens_after is not None:

@@ -292,6 +292,17 @@ def test_an_unsupported_protocol_is_said(caplog: pytest.LogCaptureFixture) -> No
     assert "only http/protobuf" in caplog.text
 
 
+def test_variables_the_sdk_refuses_leave_it_off_and_say_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy starts all the same: telemetry is not worth an outage."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "10")  # under the batch size (512)
+    with caplog.at_level(logging.ERROR, "contextwarden"):
+        assert otel.start() is None
+    assert "max_export_batch_size" in caplog.text
+
+
 WITHOUT_SDK = """
 import logging, sys
 class NoSdk:
