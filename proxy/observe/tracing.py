@@ -146,6 +146,13 @@ class Telemetry:
         """Told each request's Outcome as Prometheus is, and labelling models as it does."""
         metrics.also, self.label = self.recorded, metrics.model_label
 
+    def flush(self) -> None:
+        """Export what is waiting now (blocking; python -m bench.otel counts its cost)."""
+        if self._tracers is not None:
+            self._tracers.force_flush()
+        if self._meters is not None:
+            self._meters.force_flush()
+
     def shutdown(self) -> None:
         """Export what is left and stop the exporters (blocking: run off the event loop)."""
         if self._tracers is not None:
