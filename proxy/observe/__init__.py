@@ -2,7 +2,7 @@
 
 metrics.py   Prometheus metrics, per-team stats for the admin API, the structured access log
 memory.py    the memory budget: the footprint, each cache's share, what each holds
-otel.py      whether OpenTelemetry is on (the OTEL_* variables), and the request span's hook
+otel.py      whether OpenTelemetry is on, and how: the OTEL_* variables, read at start-up
 tracing.py   OpenTelemetry's spans and metrics (GenAI conventions), when on (the otel extra)
 genai.py     what an answer says of itself (model, usage) in the GenAI conventions' names
 """
