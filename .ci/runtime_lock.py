@@ -1,12 +1,14 @@
-"""The image's lock: the pins of requirements.lock that the runtime needs, nothing of the dev
+"""The image's lock: the pins of requirements.lock that the runtime needs (with the otel extra:
+an image exports OpenTelemetry when its OTEL_* variables say so), nothing of the dev
 extra (no pytest, ruff, mypy, pip-audit, build backend...).
 
 Not a second resolution: every line is requirements.lock's own (the same versions, the same
 hashes, the same markers), so the image runs exactly the versions CI tested, fewer of them. A
-pin is kept when pyproject.toml's ``dependencies`` name it, or when a kept pin is among the
-packages its ``# via`` lines say need it (uv writes them). ``pip install --require-hashes``
-refuses a set that lacks a dependency, so a pin left out here fails the image's build, never
-its run; tests/test_supply_chain.py checks the result against what is installed.
+pin is kept when pyproject.toml's ``dependencies`` or its otel extra name it, or when a kept pin
+is among the packages its ``# via`` lines say need it (uv writes them). ``pip install
+--require-hashes`` refuses a set that lacks a dependency, so a pin left out here fails the
+image's build, never its run; tests/test_supply_chain.py checks the result against what is
+installed.
 
 The installer's lock (requirements-pip.lock) is the lock's own ``pip`` pin alone: a new
 virtualenv's bundled pip may be too old to resolve the lock in hash-checking mode (pip 23.2
@@ -30,10 +32,12 @@ LOCK = ROOT / "requirements.lock"
 OUT = ROOT / "requirements-runtime.lock"
 PIP = ROOT / "requirements-pip.lock"
 PROJECT = "contextwarden"
+# The image's one extra: the OpenTelemetry export (off unless OTEL_* variables are set).
+IMAGE_EXTRA = "otel"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 HEADER = """\
-# requirements-runtime.lock: requirements.lock's pins the runtime needs (no dev extra), made by
-# .ci/runtime_lock.py (run by .ci/lock); do not edit. The Dockerfile's image installs it:
+# requirements-runtime.lock: requirements.lock's pins the runtime and the otel extra need, made
+# by .ci/runtime_lock.py (run by .ci/lock); do not edit. The Dockerfile's image installs it:
 #   pip install --require-hashes -r requirements-runtime.lock
 """
 
@@ -65,10 +69,9 @@ def entries(lock: str) -> list[Entry]:
 
 def runtime(lock: str, pyproject: str) -> str:
     """The runtime lock's text, from the full lock's and pyproject.toml's."""
-    needed = {
-        canonical(_NAME.match(r).group())  # type: ignore[union-attr]
-        for r in tomllib.loads(pyproject)["project"]["dependencies"]
-    }
+    project = tomllib.loads(pyproject)["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"].get(IMAGE_EXTRA, [])]
+    needed = {canonical(_NAME.match(r).group()) for r in wanted}  # type: ignore[union-attr]
     pins = entries(lock)
     grew = True
     while grew:

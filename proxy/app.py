@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
@@ -18,12 +19,12 @@ from starlette.routing import Route, WebSocketRoute
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
 from proxy.edge.auth import Principal
-from proxy.edge.exchange import handle
 from proxy.edge.origins import TrustedCallers
 from proxy.edge.passthrough import handle_models, handle_passthrough
 from proxy.edge.preview import handle_preview
 from proxy.edge.readiness import Readiness
 from proxy.edge.sharing import Sharing, learned_windows, scope_key
+from proxy.edge.traced import fitted
 from proxy.edge.websockets import elsewhere, quiet_denials, serve
 from proxy.errors import (
     BadRequest,
@@ -44,13 +45,19 @@ from proxy.request.planning.off_loop import interpreter_shared
 from proxy.runtime import Runtime, new_transport, run_each
 from proxy.upstreams.forwarding import Transport
 
+if TYPE_CHECKING:
+    from proxy.observe.tracing import Telemetry
+
 log = logging.getLogger("contextwarden")
 MAX_CONNECTIONS = 1024
 
 
-def create_app(settings: Settings, transport: Transport | None = None) -> Starlette:
+def create_app(
+    settings: Settings, transport: Transport | None = None, telemetry: Telemetry | None = None
+) -> Starlette:
     """Build the proxy. ``transport`` lets tests inject one (tests/respx_transport.py); by
-    default the upstream transport is pooled for the app's life."""
+    default the upstream transport is pooled for the app's life. ``telemetry`` too
+    (OpenTelemetry's, proxy/observe/tracing.py); by default the OTEL_* variables say."""
     prepare_environment()
     quiet_denials()
 
@@ -58,7 +65,8 @@ def create_app(settings: Settings, transport: Transport | None = None) -> Starle
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = await Runtime.start(settings, transport or new_transport(MAX_CONNECTIONS))
+        upstream = transport or new_transport(MAX_CONNECTIONS)
+        runtime = await Runtime.start(settings, upstream, telemetry)
         app.state.runtime = runtime
         if runtime.store.disabled:
             readiness.note = f"checkpoints disabled: {runtime.store.disabled}"
@@ -134,19 +142,19 @@ def _runtime(request: Request) -> Runtime:
 
 
 async def chat(request: Request) -> Response:
-    return await handle(request, _runtime(request), CHAT)
+    return await fitted(request, _runtime(request), CHAT)
 
 
 async def responses(request: Request) -> Response:
-    return await handle(request, _runtime(request), RESPONSES)
+    return await fitted(request, _runtime(request), RESPONSES)
 
 
 async def messages(request: Request) -> Response:
-    return await handle(request, _runtime(request), ANTHROPIC)
+    return await fitted(request, _runtime(request), ANTHROPIC)
 
 
 async def completions(request: Request) -> Response:
-    return await handle(request, _runtime(request), COMPLETIONS)
+    return await fitted(request, _runtime(request), COMPLETIONS)
 
 
 async def models(request: Request) -> Response:

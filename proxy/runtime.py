@@ -7,7 +7,8 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -18,6 +19,7 @@ from proxy.edge.background import Background
 from proxy.edge.ownership import Owners
 from proxy.formats.reused_items import REUSE_FROM, RecentItems
 from proxy.headers import upstream_headers
+from proxy.observe import otel
 from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
 from proxy.request import conversations
@@ -41,6 +43,9 @@ from proxy.windows.tokenizers import get_encoding
 from proxy.windows.truncation import RecentUsage
 from strategies import error_output, ledger, standing, tokens
 from strategies.checkpoints import chain
+
+if TYPE_CHECKING:
+    from proxy.observe.tracing import Telemetry
 
 log = logging.getLogger("contextwarden")
 
@@ -74,9 +79,15 @@ class Runtime:
     told: FirstRefusals = field(default_factory=FirstRefusals)
     # Shadow mode's plans, made after their requests were answered (proxy/edge/shadow.py).
     shadows: Background = field(default_factory=Background)
+    # OpenTelemetry's spans and metrics (proxy/observe/otel.py): None, the default, when off.
+    telemetry: Telemetry | None = None
 
     @classmethod
-    async def start(cls, settings: Settings, transport: Transport) -> Runtime:
+    async def start(
+        cls, settings: Settings, transport: Transport, telemetry: Telemetry | None = None
+    ) -> Runtime:
+        """``telemetry``: as given (the tests'), else as the OTEL_* variables ask."""
+        telemetry = telemetry or otel.start()
         models = build_models(settings)
         # Load OpenAI's encodings now rather than on the first request (about half a second).
         await asyncio.to_thread(lambda: [get_encoding(n) for n in ("o200k_base", "cl100k_base")])
@@ -90,6 +101,9 @@ class Runtime:
         windows = WindowKnowledge(models, store, discovery)
         metrics = Metrics(settings.models)
         llm = LLMSummarizer()
+        if telemetry is not None:
+            telemetry.beside(metrics)
+            llm.telemetry = telemetry
         if any(p.summarize for p in settings.policies.values()):
             llm.warm()
         writer = BlobWriter(store)
@@ -106,7 +120,7 @@ class Runtime:
         admission = Admission(settings.limits)
         rt = cls(
             settings, transport, models, store, compactor, planner, auth, metrics, windows,
-            prefixes, admission=admission, writer=writer,
+            prefixes, admission=admission, writer=writer, telemetry=telemetry,
         )  # fmt: skip
         rt.memory = admission.memory = memory_budget(rt, seen)
         metrics.registry.register(rt.memory)
@@ -164,6 +178,8 @@ class Runtime:
         if self.writer is not None:
             steps.append(self.writer.drain)
         steps += [self.store.close, self.transport.aclose]
+        if self.telemetry is not None:  # last: the spans of the drains above are exported too
+            steps.append(partial(asyncio.to_thread, self.telemetry.shutdown))
         await run_each(steps)
 
 

@@ -83,3 +83,25 @@ def test_the_chains_bench_prints_its_three_figures() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     figures = [float(x) for x in re.findall(r"(\d+\.\d+) ms", done.stdout)]
     assert len(figures) == 3 and all(f > 0 for f in figures), done.stdout
+
+
+@pytest.mark.slow
+def test_bench_otel_runs_and_prints_its_rows() -> None:
+    """``python -m bench.otel --quick`` (OpenTelemetry's cost per request; nothing timed here)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.otel", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [
+        line for line in result.stdout.splitlines() if line.startswith("| ") and " us |" in line
+    ]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| off (Prometheus alone)",
+        "| spans and metrics, not exported",
+        "| exported over OTLP/HTTP (encoding counted)",
+        "| exported, 1 trace in 10 sampled",
+    ], result.stdout

@@ -34,9 +34,8 @@ def locked() -> dict[str, str]:
 
 def declared() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [
-        Requirement(r) for r in [*project["dependencies"], *project["optional-dependencies"]["dev"]]
-    ]
+    extras = project["optional-dependencies"]
+    return [Requirement(r) for r in [*project["dependencies"], *extras["dev"], *extras["otel"]]]
 
 
 def test_every_declared_dependency_is_locked_within_its_range() -> None:
@@ -152,8 +151,8 @@ def runtime_lock() -> ModuleType:
 
 def test_the_runtime_lock_is_the_locks_runtime_part() -> None:
     """requirements-runtime.lock is what .ci/runtime_lock.py makes of the lock now, line for
-    line the lock's own pins, and holds every distribution the runtime installs here and none
-    that only the dev extra brings."""
+    line the lock's own pins, and holds every distribution the runtime and the otel extra
+    install here and none that only the dev extra brings."""
     from tests.test_packaging import closure
 
     made = runtime_lock().runtime(LOCK.read_text(), (ROOT / "pyproject.toml").read_text())
@@ -167,6 +166,9 @@ def test_the_runtime_lock_is_the_locks_runtime_part() -> None:
     runtime = closure(project["dependencies"])
     dev_only = closure(project["optional-dependencies"]["dev"]) - runtime
     assert runtime <= pinned, runtime - pinned
+    # The image exports OpenTelemetry when its OTEL_* variables ask (the otel extra).
+    otel = closure(project["optional-dependencies"]["otel"])
+    assert otel <= pinned and "opentelemetry-exporter-otlp-proto-http" in otel, otel - pinned
     assert not pinned & dev_only, pinned & dev_only
     assert {"pytest", "ruff", "mypy", "pip-audit", "setuptools"} <= dev_only
 

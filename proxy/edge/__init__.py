@@ -3,6 +3,7 @@ client gets back.
 
     exchange.py     handle: the one request path of every format: read, fit, forward, retry
                     on overflow, answer, learn
+    traced.py       fitted: ``handle`` inside its OpenTelemetry span, when telemetry is on
     readiness.py    whether to send this process requests (/ready), apart from /health
     sharing.py      what the processes of a shared store keep in step, every second
     origins.py      the Host and Origin checks that keep the proxy's own keys safe

@@ -367,7 +367,7 @@ def retrying(
         finally:  # a failed attempt's time is the upstream's too
             clock.seconds += time.perf_counter() - sent
 
-    return Retrying(
+    do = Retrying(
         send=send,
         refit=fitting.refit,
         budget_for=fitting.budget_for,
@@ -379,6 +379,12 @@ def retrying(
         output_floor=req.policy.config.min_output_tokens,
         waited=clock.add,
     )
+    if rt.telemetry is None:
+        return do
+    # Each attempt in a span of its own, when OpenTelemetry is on (proxy/observe/tracing.py).
+    spec = req.spec
+    sent, judged = rt.telemetry.attempts(do.send, spec.name, req.fmt.name, spec.route.upstream)
+    return replace(do, send=sent, judged=judged)
 
 
 async def send_once(

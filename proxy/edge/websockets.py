@@ -28,7 +28,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from proxy.edge.exchange import handle
+from proxy.edge.traced import fitted
 from proxy.edge.websocket_session import (
     Asked,
     Session,
@@ -102,7 +102,7 @@ async def frame(websocket: WebSocket, rt: Runtime, session: Session, message: Me
             return
         asked.body["stream"] = True
         body = orjson.dumps(asked.body)
-        response = await handle(as_request(websocket, body), rt, RESPONSES)
+        response = await fitted(as_request(websocket, body), rt, RESPONSES)
         await relay(websocket, session, asked, response)
     except ProxyError as exc:
         await websocket.send_text(error_frame(exc).decode())

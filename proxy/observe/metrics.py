@@ -170,6 +170,8 @@ class Metrics:
         )
         self.teams: dict[str, TeamStats] = {}
         self.shadow = ShadowMetrics(self.registry, self.model_label, UNCHANGED)
+        # Told every Outcome too, with its model label: OpenTelemetry's (proxy/observe/otel.py).
+        self.also: Callable[[Outcome, str], None] | None = None
 
     def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
         return Counter(name, doc, labels, registry=self.registry)
@@ -251,6 +253,8 @@ class Metrics:
             stats.money_lost_to_cache_breaks += o.costs.lost_to_cache_breaks
         self._child(self.upstream_latency, model).observe(o.upstream)
         self.overhead.observe(o.overhead)
+        if self.also is not None:
+            self.also(o, model)
 
     def _child(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)``, found again in a dict: prometheus_client checks and

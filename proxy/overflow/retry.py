@@ -70,6 +70,9 @@ class Retrying:
     # Told how long each reply's first events took to arrive (the upstream's time, not the
     # proxy's: a stream is peeked before it is relayed).
     waited: Callable[[float], None] = lambda seconds: None
+    # Told each attempt's verdict (the reply, and its overflow or None): its span ends there
+    # (proxy/observe/tracing.py).
+    judged: Callable[[Reply, Overflow | None], None] = lambda reply, overflow: None
 
 
 async def send_with_overflow_retry(
@@ -81,6 +84,7 @@ async def send_with_overflow_retry(
         overflow = await overflow_of(reply, plan.body)
         overflow = sane(overflow) if overflow is not None else None
         do.waited(reply.peek_seconds)
+        do.judged(reply, overflow)
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
         assert overflow is not None

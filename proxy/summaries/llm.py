@@ -10,12 +10,16 @@ import asyncio
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
 from proxy.wire import WireRequest
 from strategies.messages import Message
+
+if TYPE_CHECKING:
+    from proxy.observe.tracing import Telemetry
 
 
 class SummarizerFailed(Exception):
@@ -77,6 +81,7 @@ class LLMSummarizer:
     def __init__(self) -> None:
         self._import: asyncio.Future[Any] | None = None
         self.calls = 0
+        self.telemetry: Telemetry | None = None  # each call in a span, when on
 
     def warm(self) -> None:
         """Start importing litellm in a worker thread (it takes seconds) so that the first
@@ -109,6 +114,21 @@ class LLMSummarizer:
     async def complete(
         self, messages: list[Message], target: Target, max_tokens: int, timeout: float
     ) -> str:
+        call = partial(self._answer, messages, target, max_tokens, timeout)
+        if self.telemetry is None:
+            response = await call()
+        else:
+            at = (target.model, target.api_base, max_tokens)
+            response = await self.telemetry.summarized(call, *at)
+        text = response.choices[0].message.content if response.choices else None
+        if not isinstance(text, str) or not text.strip():
+            raise SummarizerFailed("the summarizer returned no text")
+        return text.strip()
+
+    async def _answer(
+        self, messages: list[Message], target: Target, max_tokens: int, timeout: float
+    ) -> Any:
+        """litellm's answer to one call, or SummarizerFailed."""
         litellm = await self._load(timeout)
         kwargs: dict[str, Any] = {"model": target.model, "messages": messages}
         kwargs.update(max_tokens=max_tokens, timeout=timeout, num_retries=0)
@@ -126,15 +146,11 @@ class LLMSummarizer:
             call.add_done_callback(_discard)
             raise SummarizerFailed(f"the summarizer timed out after {timeout}s")
         try:
-            response = call.result()
+            return call.result()
         except litellm.ContextWindowExceededError as exc:
             raise SummarizerOverflow(f"the summarizer's window overflowed: {exc}") from exc
         except Exception as exc:  # any provider error: the caller falls back to truncation
             raise SummarizerFailed(f"the summarizer failed: {exc}") from exc
-        text = response.choices[0].message.content if response.choices else None
-        if not isinstance(text, str) or not text.strip():
-            raise SummarizerFailed("the summarizer returned no text")
-        return text.strip()
 
 
 def _discard(task: asyncio.Future[Any]) -> None:
