@@ -4,18 +4,21 @@ Each run starts the scripted upstream of ``tests/clients`` (it plays the model f
 steps, each reading a step file, and refuses what the real APIs refuse, an over-window prompt
 first) and the proxy at its defaults in front of it, with the client's model listed at the
 window, then runs the real CLI pinned in ``tests/clients/package.json`` (``npm ci --prefix
-tests/clients``). It prints, per run: the steps the task finished, the upstream's refusals
-(each one an overflow retry), what reached the client, the share of consecutive requests
-that kept the previous forwarded prompt as their prefix, and the share of prompt tokens (the
-tools and instructions included) in a prefix equal to the previous request's: what a
-provider's prompt cache serves; beside it, that share's ceiling, were every request the
-previous one whole with only its new items after it (a step's new tool output is new tokens
-whatever a cut does: at 16k, a 120-line step is about a sixth of the prompt).
+tests/clients``), or the openai-agents SDK pinned in pyproject.toml (one ``Runner.run`` with
+its default model settings, through its Responses model or its chat-completions one). It
+prints, per run: the steps the task finished, the upstream's refusals (each one an overflow
+retry), what reached the client, the share of consecutive requests that kept the previous
+forwarded prompt as their prefix, and the share of prompt tokens (the tools and instructions
+included) in a prefix equal to the previous request's: what a provider's prompt cache serves;
+beside it, that share's ceiling, were every request the previous one whole with only its new
+items after it (a step's new tool output is new tokens whatever a cut does: at 16k, a 120-line
+step is about a sixth of the prompt).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import os
 import subprocess
@@ -23,7 +26,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +42,17 @@ BIN = ROOT / "tests" / "clients" / "node_modules" / ".bin"
 
 @dataclass(frozen=True)
 class Run:
-    client: str  # claude or codex
+    client: str  # claude, codex or openai-agents
     window: int
     steps: int
     model: str
     lines: int = 120  # of each step file: about 20 tokens a line
+    api: str = ""  # openai-agents' model: "responses" or "chat"
 
     @property
     def label(self) -> str:
-        return f"{self.client} {self.model}, {self.steps} steps at {self.window // 1000}k"
+        api = {"responses": " (Responses)", "chat": " (chat completions)"}.get(self.api, "")
+        return f"{self.client} {self.model}{api}, {self.steps} steps at {self.window // 1000}k"
 
 
 RUNS = (
@@ -56,22 +61,37 @@ RUNS = (
     Run("codex", 16_000, 100, "gpt-6.1-sol"),
     Run("codex", 16_000, 100, "gpt-5.1-codex"),
     Run("codex", 16_000, 100, "gpt-5.1-codex", lines=40),
+    Run("codex", 32_000, 100, "gpt-5.1-codex"),
+    Run("openai-agents", 16_000, 100, "gpt-4.1", api="responses"),
+    Run("openai-agents", 32_000, 100, "gpt-4.1", api="responses"),
+    Run("openai-agents", 16_000, 100, "gpt-4.1", api="chat"),
+    Run("openai-agents", 32_000, 100, "gpt-4.1", api="chat"),
 )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a tenth of the steps")
+    parser.add_argument("--only", help="the runs whose label holds this text")
+    parser.add_argument(
+        "--breaks",
+        action="store_true",
+        help="print each request whose prefix broke before the previous request's end: where, "
+        "and the first differing item of each",
+    )
     args = parser.parse_args()
-    if not (BIN / "claude").exists() or not (BIN / "codex").exists():
+    clients = {run.client for run in RUNS if not args.only or args.only in run.label}
+    if clients & {"claude", "codex"} and not all((BIN / c).exists() for c in ("claude", "codex")):
         print("the pinned CLIs are not installed: npm ci --prefix tests/clients")
         return 2
     sys.path.insert(0, str(ROOT))
     rows = []
     for run in RUNS:
+        if args.only and args.only not in run.label:
+            continue
         if args.quick:
-            run = Run(run.client, run.window, max(5, run.steps // 10), run.model, run.lines)
-        rows.append(measure(run))
+            run = replace(run, steps=max(5, run.steps // 10))
+        rows.append(measure(run, args.breaks))
         print(" | ".join(rows[-1]), flush=True)
     header = [
         "run",
@@ -91,7 +111,7 @@ def main() -> int:
     return 0
 
 
-def measure(run: Run) -> list[str]:
+def measure(run: Run, breaks: bool = False) -> list[str]:
     from tests.clients.conftest import TASK, write_steps
     from tests.clients.scripted import Script, create_scripted
 
@@ -100,7 +120,7 @@ def measure(run: Run) -> list[str]:
         script = Script(steps=run.steps, window=run.window)
         upstream = stack.enter_context(BackgroundServer(create_scripted(script)))
         apis = ["chat_completions", "responses", "messages"]
-        config = {
+        config: dict[str, Any] = {
             "upstreams": {"scripted": {"base_url": f"{upstream.url}/v1", "apis": apis}},
             "default_upstream": "scripted",
             "data_dir": str(work / "data"),
@@ -110,32 +130,57 @@ def measure(run: Run) -> list[str]:
         (work / "task").mkdir()
         (work / "home").mkdir()
         write_steps(work / "task", run.steps, run.lines)
-        argv, env, path = command(run, proxy.url, work / "home", TASK)
         started = time.monotonic()
-        done = subprocess.run(
-            argv, cwd=work / "task", env=env, capture_output=True, text=True, timeout=3600,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        if run.client == "openai-agents":
+            path = run.api
+            output, failed = asyncio.run(run_agents(run, proxy.url, work / "task", TASK))
+        else:
+            argv, env, path = command(run, proxy.url, work / "home", TASK)
+            done = subprocess.run(
+                argv, cwd=work / "task", env=env, capture_output=True, text=True, timeout=3600,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            output, failed = done.stdout, done.returncode != 0
         seconds = time.monotonic() - started
     received = [r for r in script.received if r.path == path]
     taken = [r.body for r in received if r.status == 200]
-    finished = f"Done after {run.steps} steps" in done.stdout
+    finished = f"Done after {run.steps} steps" in output
     # A prefix as the provider's cache sees it: Claude Code moves its cache_control marker to
     # the newest message on every request, which changes no cached token.
     items = [unmarked(prompt_items(b, path)) for b in taken]
     kept = sum(b[: len(a)] == a for a, b in itertools.pairwise(items))
     share = prefix_token_share(items)
     ceiling = append_ceiling(items)
+    if breaks:
+        for line in broken_prefixes(items):
+            print(line, flush=True)
     return [
         run.label + ("" if run.lines == 120 else f", {run.lines}-line steps"),
-        "yes" if finished else f"no (exit {done.returncode})",
+        "yes" if finished else "no",
         str(len(received) - len(taken)),
-        "0" if done.returncode == 0 else "1",
+        "1" if failed else "0",
         f"{kept}/{max(0, len(taken) - 1)}",
         f"{share:.0%}",
         f"{ceiling:.0%}",
         f"{seconds:.0f}",
     ]
+
+
+def broken_prefixes(items: list[list[Any]]) -> list[str]:
+    """For each request whose prompt does not start with the whole previous one: its number,
+    its items and the index of the first that differs, with both versions of that item."""
+    lines = []
+    for n, (a, b) in enumerate(itertools.pairwise(items), 2):
+        k = 0
+        while k < min(len(a), len(b)) and a[k] == b[k]:
+            k += 1
+        if k == len(a):
+            continue
+        lines.append(f"request {n}: {len(a)} -> {len(b)} items, the prefix breaks at item {k}")
+        lines.append(f"  was: {orjson.dumps(a[k]).decode()[:300]}")
+        now = orjson.dumps(b[k]).decode()[:300] if k < len(b) else "(none)"
+        lines.append(f"  now: {now}")
+    return lines
 
 
 def prompt_items(body: dict[str, Any], path: str) -> list[Any]:
@@ -145,6 +190,8 @@ def prompt_items(body: dict[str, Any], path: str) -> list[Any]:
     if path == "responses":
         frame = [{"tools": body.get("tools")}, {"instructions": body.get("instructions")}]
         return [*frame, *body.get("input", [])]
+    if path == "chat":
+        return [{"tools": body.get("tools")}, *body.get("messages", [])]
     frame = [{"tools": body.get("tools")}, {"system": body.get("system")}]
     return [*frame, *body.get("messages", [])]
 
@@ -201,6 +248,47 @@ def unmarked(value: Any) -> Any:
     if isinstance(value, list):
         return [unmarked(v) for v in value]
     return value
+
+
+async def run_agents(run: Run, proxy: str, task_dir: Path, task: str) -> tuple[str, bool]:
+    """One ``Runner.run`` of the task by an openai-agents agent with a ``read_file`` tool and
+    default model settings, as tests/clients/test_openai_agents.py drives it: its final output,
+    and whether it raised."""
+    import openai
+    from agents import (
+        Agent,
+        OpenAIChatCompletionsModel,
+        OpenAIResponsesModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
+
+    set_tracing_disabled(True)
+
+    @function_tool
+    def read_file(path: str) -> str:
+        """Read a file of the task's directory."""
+        return (task_dir / Path(path).name).read_text()
+
+    url = f"{proxy}/v1"
+    async with openai.AsyncOpenAI(base_url=url, api_key="sk-bench", max_retries=0) as client:
+        model = (
+            OpenAIResponsesModel(model=run.model, openai_client=client)
+            if run.api == "responses"
+            else OpenAIChatCompletionsModel(model=run.model, openai_client=client)
+        )
+        coder = Agent(
+            name="coder",
+            instructions="You are a careful agent. Read what you are asked to read.",
+            tools=[read_file],
+            model=model,
+        )
+        try:
+            result = await Runner.run(coder, task, max_turns=run.steps + 5)
+        except Exception as error:  # a client error is a figure of the run
+            return f"{type(error).__name__}: {error}", True
+        return str(result.final_output), False
 
 
 def command(run: Run, proxy: str, home: Path, task: str) -> tuple[list[str], dict[str, str], str]:

@@ -1,4 +1,4 @@
-from bench.agents import append_ceiling, prefix_token_share, prompt_items
+from bench.agents import append_ceiling, broken_prefixes, prefix_token_share, prompt_items
 
 
 def test_the_prefix_share_counts_the_leading_items_equal_to_the_previous_requests() -> None:
@@ -38,3 +38,14 @@ def test_the_ceiling_counts_only_the_new_trailing_items_as_lost() -> None:
     assert abs(prefix_token_share([first, grown]) - append_ceiling([first, grown])) < 1e-9
     assert append_ceiling([first, grown]) < 1.0
     assert prefix_token_share([first, recut]) < append_ceiling([first, recut]) < 1.0
+
+
+def test_a_broken_prefix_is_reported_with_its_first_differing_item() -> None:
+    system = {"role": "system", "content": "rules"}
+    first = [system, {"role": "user", "content": "task"}]
+    grown = [*first, {"role": "assistant", "content": "ok"}]
+    recut = [system, {"role": "user", "content": "a ledger"}, grown[2]]
+    lines = broken_prefixes([first, grown, recut])
+    assert lines[0] == "request 3: 3 -> 3 items, the prefix breaks at item 1"
+    assert "task" in lines[1] and "a ledger" in lines[2]
+    assert len(lines) == 3  # the append broke nothing
