@@ -40,7 +40,7 @@ from proxy.formats.chat import CHAT
 from proxy.formats.completions import COMPLETIONS
 from proxy.formats.responses import RESPONSES
 from proxy.headers import TEAM as TEAM_HEADER
-from proxy.paths import SafePaths, is_messages_path
+from proxy.paths import SafePaths, is_messages_path, query_of
 from proxy.request.planning.off_loop import interpreter_shared
 from proxy.runtime import Runtime, new_transport, run_each
 from proxy.upstreams.forwarding import Transport
@@ -167,7 +167,7 @@ async def passthrough(request: Request) -> Response:
 
 async def preview(request: Request) -> Response:
     rt = _runtime(request)
-    who = rt.auth.team(request.headers)
+    who = rt.auth.team(request.headers, query_of(request.scope))
     return await handle_preview(request, rt.models, rt.planner, who, rt.admission)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers
 
@@ -185,13 +186,15 @@ class Authenticator:
         self._admin = _env_key(settings.admin_key_env)
         self._metrics = _env_key(settings.metrics_key_env)
 
-    def team(self, headers: Headers) -> Principal:
+    def team(self, headers: Headers, query: str = "") -> Principal:
+        """The team and caller of a request with ``headers`` and ``query`` (its query string,
+        which may carry a credential too: Google's ``?key=``)."""
         settings = self._settings
         if settings.auth == "passthrough":
             name = headers.get(TEAM_HEADER) or settings.default_team
             if name not in settings.teams:
                 raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
-            caller = self._caller(headers)
+            caller = self._caller(headers, query)
             alone = "" if caller is not None else secrets.token_hex(8)
             return Principal(name, settings.teams[name], True, caller, alone)
         # Anthropic clients (Claude Code's ANTHROPIC_API_KEY) put the key in x-api-key. It is a
@@ -238,8 +241,8 @@ class Authenticator:
         if not any([hmac.compare_digest(presented, k) for k in allowed]):
             raise Unauthorized("/metrics needs the metrics key: Authorization: Bearer <key>")
 
-    def _caller(self, headers: Headers) -> str | None:
-        presented = caller_identity(headers, self._settings.credential_headers)
+    def _caller(self, headers: Headers, query: str = "") -> str | None:
+        presented = caller_identity(headers, self._settings.credential_headers, query)
         return None if presented is None else self._digest(presented)
 
     def _digest(self, credential: str) -> str:
@@ -275,13 +278,17 @@ def caller_credential(headers: Headers) -> Credential | None:
 NOT_CREDENTIALS = frozenset({"idempotency-key"})
 
 
-def caller_identity(headers: Headers, configured: Iterable[str] = ()) -> str | None:
+def caller_identity(
+    headers: Headers, configured: Iterable[str] = (), query: str = ""
+) -> str | None:
     """What makes a passthrough caller: every credential the request carries upstream, in
     whatever header (a bearer or HTTP Basic ``Authorization``, ``x-api-key``, Google's
-    ``x-goog-api-key``, a gateway's own token, a cookie) and the headers the config names
-    (``credential_headers``). Two callers with different credentials of any kind are two
-    callers; None when the request carries none. One bearer, ``x-api-key`` or ``api-key``
-    alone is its value (the identity callers had before other headers counted)."""
+    ``x-goog-api-key``, a gateway's own token, a cookie), the headers the config names
+    (``credential_headers``) and the parameters of its query string whose names say
+    credential (Google's ``?key=``, ``?access_token=``: the query is forwarded too). Two
+    callers with different credentials of any kind are two callers; None when the request
+    carries none. One bearer, ``x-api-key`` or ``api-key`` alone is its value (the identity
+    callers had before other headers counted)."""
     named = {n.lower() for n in configured}
     found = sorted(
         (name, value)
@@ -291,6 +298,12 @@ def caller_identity(headers: Headers, configured: Iterable[str] = ()) -> str | N
         and name not in NOT_CREDENTIALS
         and (name in named or CREDENTIAL_NAME.search(name))
     )
+    if query:
+        found += sorted(
+            (f"?{name}", value)
+            for name, value in parse_qsl(query, keep_blank_values=False)
+            if CREDENTIAL_NAME.search(name)
+        )
     if not found:
         return None
     single = caller_credential(headers)

@@ -64,7 +64,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     clock = UpstreamClock()
     team, model, stream = "-", "-", False
     try:
-        who = rt.auth.team(request.headers)
+        who = rt.auth.team(request.headers, query_of(request.scope))
         team = who.team
         # The body, and the CPU-bound part (parse, view, count, fit), are admitted first
         # (proxy/edge/admission.py).

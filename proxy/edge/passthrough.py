@@ -40,7 +40,7 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
     one the team may use; with the proxy's own key (``keys`` mode, or a key in config) only
     allowlisted paths go; the answer says ``not-fitted`` and is counted by path."""
     started = time.perf_counter()
-    who = rt.auth.team(request.headers)
+    who = rt.auth.team(request.headers, query_of(request.scope))
     label = path_label(subpath, rt.settings.forward_paths)
     model: str | None = None
     status = 0
@@ -191,7 +191,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     """The default upstream's model list when it answers, with the configured models added; an
     Anthropic client's (``addressed_upstream``) is its Anthropic upstream's, as it answers."""
 
-    who = rt.auth.team(request.headers)
+    who = rt.auth.team(request.headers, query_of(request.scope))
     listed: list[dict[str, object]] = []
     name = addressed_upstream(rt.settings, request.headers)
     upstream = rt.settings.upstreams[name]

@@ -39,6 +39,7 @@ from proxy.edge.websocket_session import (
 )
 from proxy.errors import NoRoute, PayloadTooLarge, ProxyError, error_body
 from proxy.formats.responses import RESPONSES
+from proxy.paths import query_of
 from proxy.upstreams.forwarding import decoded, is_event_stream
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ async def serve(websocket: WebSocket) -> None:
     """One connection: the handshake, then each frame in turn until the client closes."""
     rt: Runtime = websocket.app.state.runtime
     try:
-        rt.auth.team(websocket.headers)
+        rt.auth.team(websocket.headers, query_of(websocket.scope))
     except ProxyError as exc:
         await deny(websocket, exc)
         return
@@ -131,7 +132,7 @@ async def admitted(
     limit = rt.settings.limits.max_body_bytes
     if len(data) > limit:
         raise PayloadTooLarge(f"the frame of {len(data)} bytes is over the {limit}-byte limit")
-    team = rt.auth.team(websocket.headers).team
+    team = rt.auth.team(websocket.headers, query_of(websocket.scope)).team
     async with rt.admission.admit(as_request(websocket, data), team) as body:
         return await rt.admission.run(body, session.asked, body)
 

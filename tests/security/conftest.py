@@ -47,6 +47,7 @@ class Seen:
     raw_path: bytes
     headers: dict[str, str]
     body: bytes
+    query: bytes = b""
 
 
 @dataclass
@@ -62,7 +63,8 @@ class Capture:
         async def anything(request: Request) -> Response:
             body = await request.body()
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw}
-            seen = Seen(request.method, request.scope["raw_path"], headers, body)
+            path, query = request.scope["raw_path"], request.scope["query_string"]
+            seen = Seen(request.method, path, headers, body, query)
             self.seen.append(seen)
             if self.answer is not None:
                 return self.answer(seen)

@@ -30,19 +30,37 @@ def basic(user: str) -> dict[str, str]:
 
 FORMS = {
     "basic": basic,
+    "a query string's key": lambda user: {},  # the key is in the path (``path_of``)
     "x-goog-api-key": lambda user: {"x-goog-api-key": user},
     "a gateway's token": lambda user: {"x-gateway-token": user},
     "a configured header": lambda user: {"x-portal-user": user},
 }
 
 
-def scope(headers: dict[str, str], **config: object) -> tuple[str, str, str]:
+def scope(headers: dict[str, str], query: str = "", **config: object) -> tuple[str, str, str]:
     auth = Authenticator(load_settings(None, **config), b"k" * 32)
-    who = auth.team(Headers(headers))
+    who = auth.team(Headers(headers), query)
     return who.scope, who.learns_as, who.alone
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("name", ["key", "api_key", "access_token"])
+def test_a_credential_in_the_query_string_makes_its_own_caller(name: str) -> None:
+    """The query string is forwarded with the request: Google's ``?key=`` is a credential as
+    much as its ``x-goog-api-key`` header."""
+    a, b = scope({}, f"{name}={SMALL}&alt=sse"), scope({}, f"{name}={LARGE}&alt=sse")
+    assert a[0] != b[0] and a[1] != b[1]
+    assert scope({}, f"alt=sse&{name}={SMALL}") == a  # the same credential: the same caller
+    assert not a[2] and not b[2]
+    # A parameter that is no credential makes no caller.
+    assert scope({}, "api-version=2024-10-21")[:2] == ("default", "default")
+
+
+def path_of(form: str, user: str) -> str:
+    query = f"?key={user}" if form == "a query string's key" else ""
+    return "/v1/chat/completions" + query
+
+
+@pytest.mark.parametrize("form", [f for f in FORMS if f != "a query string's key"])
 def test_each_credential_makes_its_own_caller(form: str) -> None:
     config = {"credential_headers": ["X-Portal-User"]}
     headers = FORMS[form]
@@ -77,8 +95,10 @@ def test_each_request_without_a_credential_keeps_recall_for_itself() -> None:
 
 def per_account(seen: Seen) -> Response:
     """An upstream whose window is 1,000 tokens for the small account, however it is named."""
-    small = any(SMALL in v or base64.b64encode(f"{SMALL}:pw".encode()).decode() in v
-                for v in seen.headers.values())  # fmt: skip
+    small = SMALL.encode() in seen.query or any(
+        SMALL in v or base64.b64encode(f"{SMALL}:pw".encode()).decode() in v
+        for v in seen.headers.values()
+    )
     if small and len(seen.body) > 6000:  # about 1,000 tokens
         message = (
             "This model's maximum context length is 1000 tokens. However, your messages "
@@ -102,13 +122,13 @@ def test_one_callers_overflow_does_not_shrink_anothers_window(
         **({"credential_headers": ["x-portal-user"]} if form == "a configured header" else {}),
     )
     with proxy.client() as c:
-        small = c.post("/v1/chat/completions", json=body(), headers=FORMS[form](SMALL))
+        small = c.post(path_of(form, SMALL), json=body(), headers=FORMS[form](SMALL))
         assert small.status_code == 200
         assert "overflow-retry" in small.headers["x-contextwarden-actions"]
-        large = c.post("/v1/chat/completions", json=body(), headers=FORMS[form](LARGE))
+        large = c.post(path_of(form, LARGE), json=body(), headers=FORMS[form](LARGE))
         assert large.status_code == 200
         assert large.headers["x-contextwarden-actions"] == "none"  # sent whole: 16,000 still
-        again = c.post("/v1/chat/completions", json=body(), headers=FORMS[form](SMALL))
+        again = c.post(path_of(form, SMALL), json=body(), headers=FORMS[form](SMALL))
         assert again.status_code == 200  # the small account keeps what it learned
         assert "overflow-retry" not in again.headers["x-contextwarden-actions"]
 
