@@ -12,6 +12,8 @@ client gets back.
     intake.py       from bytes and headers to what the planner needs: the body validated by
                     its wire format, controls taken out
     passthrough.py  every other ``/v1/*`` path, forwarded untouched
+    forwarded_fields.py  what a forwarded body names that the proxy acts on, whatever type it
+                    declares (JSON, a form)
     shadow.py       shadow mode: a request sent as it came, what the proxy would have done
                     planned after and recorded
     background.py   work a request leaves to run after its answer (shadow plans)

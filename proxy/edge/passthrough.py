@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from proxy.config.settings import Settings
 from proxy.edge.auth import SPEND_FIELDS, Principal
+from proxy.edge.forwarded_fields import fields_of
 from proxy.edge.ownership import answered_ids, is_reference, named_in_path
 from proxy.errors import (
     BadRequest,
@@ -21,7 +22,6 @@ from proxy.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from proxy.formats.base import reject_duplicate_keys
 from proxy.headers import decode_headers, upstream_headers
 from proxy.observe.outcome import Outcome
 from proxy.paths import forwardable, query_of
@@ -133,22 +133,6 @@ def addressed_upstream(settings: Settings, headers: Headers) -> str:
     return serving[0] if serving else default
 
 
-def _json_of(body: bytes | None, content_type: str) -> dict[str, Any] | None:
-    """A JSON object body, read as strictly as a fitted one: a key the proxy acts on (``model``)
-    twice in one object is a 400, since the proxy would check one and the upstream might take
-    the other. None for no body, another type, or JSON that is not an object."""
-    if not body or "json" not in content_type.lower():
-        return None
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("the request body is not valid JSON") from None
-    if not isinstance(payload, dict):
-        return None
-    reject_duplicate_keys(body, payload)
-    return payload
-
-
 # What the proxy acts on in a forwarded body: the model, what it may spend, the stored objects
 # it names (proxy/edge/auth.py, proxy/edge/ownership.py). The rest goes upstream unread.
 ACTED_ON = ("model", *SPEND_FIELDS, "previous_response_id", "conversation")
@@ -160,7 +144,7 @@ def acted_on(body: bytes, content_type: str) -> Read:
     large body's in the worker process: a 32 MiB parse never holds this process's
     interpreter, and only these fields come back)."""
     try:
-        payload = _json_of(body, content_type)
+        payload = fields_of(body, content_type, ACTED_ON)
     except BadRequest as exc:
         return exc.message, exc.param, None
     if payload is None:
