@@ -286,6 +286,65 @@ def test_what_is_not_a_session_is_said(tmp_path: Path, capsys: pytest.CaptureFix
     assert "names no model (give --model)" in capsys.readouterr().err
 
 
+def test_bad_lines_among_good_ones_are_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        b'{"role": "user", "content": "hi"}',
+        b"not json",
+        b'{"role": "assistant", "content": "hello"}',
+        b"",
+        b"[1, 2]",
+        b'{"role": "user", "content": "more"}',
+        b'{"role": "assistant", "content": "ok"}',
+        b'{"role": "user", "content": "torn',
+    ]
+    (tmp_path / "chat.jsonl").write_bytes(b"\n".join(lines))
+    assert main(["estimate", str(tmp_path), "--model", "gpt-4o", "--window", "8000"]) == 0
+    err = capsys.readouterr().err
+    assert "chat.jsonl: 3 lines dropped, not JSON messages like the rest (lines 2, 5, 8)" in err
+    bodies = [b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}', b"{}"]
+    (tmp_path / "chat.jsonl").write_bytes(b"\n".join(bodies))
+    assert main(["estimate", str(tmp_path), "--window", "8000"]) == 0
+    assert "1 line dropped, not JSON request bodies like the rest (line 2)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_bad_option_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    codex = str(FIXTURES / "codex")
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("a: [1\n")
+    assert main(["estimate", codex, "--prices", str(prices)]) == 2
+    err = capsys.readouterr().err
+    assert f"--prices {prices}: not YAML or JSON: line 2, column 1: expected ','" in err
+    assert "unicode string" not in err
+    prices.write_text('"*":\n  input_cost_per_token: cheap\n')
+    assert main(["estimate", codex, "--prices", str(prices)]) == 2
+    err = capsys.readouterr().err
+    assert f"--prices {prices}: *: input_cost_per_token: Input should be a valid number" in err
+    assert "embedded default config" not in err
+    with pytest.raises(SystemExit):
+        main(["estimate", codex, "--overhead", "-100"])
+    assert "-100 is below 0" in capsys.readouterr().err
+
+
+def test_with_no_path_and_no_session_the_places_searched_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    assert main(["estimate"]) == 1
+    err = capsys.readouterr().err
+    assert f"no session found (searched: {tmp_path / '.claude' / 'projects'}, " in err
+    assert str(tmp_path / "codex" / "sessions") in err
+    (tmp_path / "codex" / "sessions").mkdir(parents=True)
+    assert main(["estimate"]) == 1
+    assert f"(searched: {tmp_path / 'codex' / 'sessions'})" in capsys.readouterr().err
+
+
 def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -300,3 +359,5 @@ def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
     assert "system prompt and tools: not in the transcript" in lines[4]
     assert "9 requests over the window without the proxy" in lines[4]
     assert "codex, gpt-6.1-sol, window 21600" in lines[5]
+    assert main(["estimate", str(FIXTURES / "codex"), "--window", "20000"]) == 0
+    assert "; 1 request over the window without the proxy" in capsys.readouterr().out
