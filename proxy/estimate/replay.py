@@ -4,6 +4,10 @@ request path (proxy/edge/exchange.py), in process. Nothing is sent anywhere: no 
 summarizer. Where the proxy would ask its summarizer for a summary, the ask is counted and
 declined, and the request takes the path the proxy takes when its summarizer fails (the cut).
 
+Every prompt is counted, as the preview counts it (``exact``): where the request path sends a
+body on its byte bound alone, uncounted (the same bytes either way), a replay counts it, so
+that its figures are tokens, not that bound.
+
 Each session starts from nothing, as the proxy does for a conversation it has not seen: a
 store of its own in a temporary directory, no learned windows, no calibration.
 """
@@ -100,7 +104,9 @@ async def _planned(session: Session, settings: Settings, model: str, options: Op
             raw = orjson.dumps(body)
             try:
                 req = build_request(raw, Headers(), settings, models, who, fmt, pins)
-                plan = await planner.plan_first(req)
+                # Counted, never the byte-bound fast path's upper bound: the figures are
+                # tokens, whatever the window (the fast path forwards the same bytes).
+                plan = await planner.plan_first(req, exact=True)
             except ProxyError as exc:
                 figures.refuse(exc.message)
                 continue

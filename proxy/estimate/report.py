@@ -91,6 +91,10 @@ def total(figures: list[Figures]) -> Totals:
     return out
 
 
+def _requests(count: int) -> str:
+    return f"{count} request" + ("s" if count != 1 else "")
+
+
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
@@ -132,9 +136,9 @@ def render(figures: list[Figures]) -> str:
         said = [f"{f.session.client}, {f.model}, window {f.window or 'unknown'}"]
         said += f.session.notes
         if f.over_window:
-            said.append(f"{f.over_window} requests over the window without the proxy")
+            said.append(f"{_requests(f.over_window)} over the window without the proxy")
         if f.unfitted:
-            said.append(f"{f.unfitted} requests not fitted (unknown window: give --window)")
+            said.append(f"{_requests(f.unfitted)} not fitted (unknown window: give --window)")
         said += [f"refused: {e}" for e in f.errors]
         lines.append(f"  {f.session.name}: {'; '.join(said)}")
     return "\n".join(lines)

@@ -24,6 +24,8 @@ class Session:
     notes: list[str] = field(default_factory=list)
     # Whether the system prompt or tools the client sent are missing (prelude.py adds them).
     lacks_prelude: bool = False
+    # What the reader dropped that the user should hear of (printed on stderr).
+    warnings: list[str] = field(default_factory=list)
 
 
 class TranscriptError(ValueError):

@@ -22,10 +22,15 @@ READERS = (
 )
 
 
-def default_places() -> list[Path]:
+def default_candidates() -> list[Path]:
+    """Where the clients write their transcripts, whether or not they exist here."""
     home = Path.home()
     codex_home = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    return [p for p in (home / ".claude" / "projects", codex_home / "sessions") if p.is_dir()]
+    return [home / ".claude" / "projects", codex_home / "sessions"]
+
+
+def default_places() -> list[Path]:
+    return [p for p in default_candidates() if p.is_dir()]
 
 
 def files(paths: Iterable[Path]) -> list[Path]:

@@ -6,6 +6,7 @@ against the same requests sent through the proxy itself: the per-session figures
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,14 @@ from proxy.cli import main
 from proxy.config.settings import load_settings
 from proxy.edge.auth import Principal
 from proxy.edge.intake import build_request
-from proxy.estimate.prelude import OVERHEAD, Prelude
+from proxy.estimate.prelude import CONVERSATION, OVERHEAD, Prelude
 from proxy.estimate.replay import Options, replay
 from proxy.estimate.session import Session
 from proxy.estimate.sources import sessions
-from proxy.formats.anthropic import ANTHROPIC
+from proxy.formats import FORMATS
 from proxy.request.budget import budget_for
 from proxy.windows.models import build_models
+from strategies.cost import Prices
 from strategies.tokens import count_prompt
 from tests.estimate import bodies
 from tests.proxy.upstreams.test_forwarding import running
@@ -195,14 +197,51 @@ def test_with_the_estimated_prelude_claude_codes_figures_are_the_proxys_too(
     assert close(ours["cost_with"], theirs["cost_as_forwarded"])
 
 
-def measured(case: str, body: dict[str, Any]) -> int:
+def measured(case: str, body: dict[str, Any], fmt: str = "anthropic") -> int:
     """A body's prompt tokens as the proxy counts them (tools included)."""
     settings = load_settings(None, **config(case))
     models = build_models(settings)
     who = Principal("default", settings.teams[settings.default_team], False)
-    req = build_request(orjson.dumps(body), Headers(), settings, models, who, ANTHROPIC)
+    req = build_request(orjson.dumps(body), Headers(), settings, models, who, FORMATS[fmt])
     tools = budget_for(req, 10**9, settings.trimming).tools
     return tools + count_prompt(req.counter(), req.view.messages)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_figures_without_the_proxy_are_what_was_sent_whatever_the_window(case: str) -> None:
+    """What the client sent does not depend on the window: the prompt tokens and cost without
+    the proxy are the same at a window that trims, one that trims less and one that trims
+    nothing, and they are each request's exact count (not the byte bound a request far under
+    the window is forwarded on uncounted), its previous prompt cached."""
+    model, trims = CASES[case]
+    found = session(case)
+    windows = [trims, 2 * trims, 1_000_000]
+    runs = [
+        asyncio.run(replay(found, Options(window=w, prices={"*": PRICES}, prelude=Prelude())))
+        for w in windows
+    ]
+    assert runs[0].trimmed > 0 and runs[-1].trimmed == 0
+    assert all(r.refused == r.unfitted == 0 for r in runs)
+
+    def measure(body: dict[str, Any]) -> int:
+        return measured(case, body, found.fmt)
+
+    bodies = Prelude().complete(found, model, measure)
+    counts = [measure(b) for b in bodies]
+    # An append-only client's previous prompt is its prompt's prefix (Claude Code's own
+    # compaction starts a new one).
+    key = CONVERSATION[found.fmt]
+    cached = [0] + [
+        count if body[key][: len(last[key])] == last[key] else 0
+        for count, last, body in zip(counts, bodies, bodies[1:], strict=False)
+    ]
+    prices = Prices(PRICES["input_cost_per_token"], PRICES["cache_read_input_token_cost"])
+    prices = replace(prices, cache_write=PRICES["cache_creation_input_token_cost"])
+    cost = sum(prices.prompt(t, c) for t, c in zip(counts, cached, strict=True))
+    for r in runs:
+        assert r.tokens_without == sum(counts), r.window
+        assert r.cached_without == sum(cached), r.window
+        assert r.cost_without == pytest.approx(cost), r.window
 
 
 def test_chat_jsonl_of_request_bodies_or_of_one_conversation(tmp_path: Path) -> None:
@@ -247,6 +286,65 @@ def test_what_is_not_a_session_is_said(tmp_path: Path, capsys: pytest.CaptureFix
     assert "names no model (give --model)" in capsys.readouterr().err
 
 
+def test_bad_lines_among_good_ones_are_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        b'{"role": "user", "content": "hi"}',
+        b"not json",
+        b'{"role": "assistant", "content": "hello"}',
+        b"",
+        b"[1, 2]",
+        b'{"role": "user", "content": "more"}',
+        b'{"role": "assistant", "content": "ok"}',
+        b'{"role": "user", "content": "torn',
+    ]
+    (tmp_path / "chat.jsonl").write_bytes(b"\n".join(lines))
+    assert main(["estimate", str(tmp_path), "--model", "gpt-4o", "--window", "8000"]) == 0
+    err = capsys.readouterr().err
+    assert "chat.jsonl: 3 lines dropped, not JSON messages like the rest (lines 2, 5, 8)" in err
+    bodies = [b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}', b"{}"]
+    (tmp_path / "chat.jsonl").write_bytes(b"\n".join(bodies))
+    assert main(["estimate", str(tmp_path), "--window", "8000"]) == 0
+    assert "1 line dropped, not JSON request bodies like the rest (line 2)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_bad_option_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    codex = str(FIXTURES / "codex")
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("a: [1\n")
+    assert main(["estimate", codex, "--prices", str(prices)]) == 2
+    err = capsys.readouterr().err
+    assert f"--prices {prices}: not YAML or JSON: line 2, column 1: expected ','" in err
+    assert "unicode string" not in err
+    prices.write_text('"*":\n  input_cost_per_token: cheap\n')
+    assert main(["estimate", codex, "--prices", str(prices)]) == 2
+    err = capsys.readouterr().err
+    assert f"--prices {prices}: *: input_cost_per_token: Input should be a valid number" in err
+    assert "embedded default config" not in err
+    with pytest.raises(SystemExit):
+        main(["estimate", codex, "--overhead", "-100"])
+    assert "-100 is below 0" in capsys.readouterr().err
+
+
+def test_with_no_path_and_no_session_the_places_searched_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    assert main(["estimate"]) == 1
+    err = capsys.readouterr().err
+    assert f"no session found (searched: {tmp_path / '.claude' / 'projects'}, " in err
+    assert str(tmp_path / "codex" / "sessions") in err
+    (tmp_path / "codex" / "sessions").mkdir(parents=True)
+    assert main(["estimate"]) == 1
+    assert f"(searched: {tmp_path / 'codex' / 'sessions'})" in capsys.readouterr().err
+
+
 def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -261,3 +359,5 @@ def test_the_table_has_a_row_per_session_the_total_and_what_each_rests_on(
     assert "system prompt and tools: not in the transcript" in lines[4]
     assert "9 requests over the window without the proxy" in lines[4]
     assert "codex, gpt-6.1-sol, window 21600" in lines[5]
+    assert main(["estimate", str(FIXTURES / "codex"), "--window", "20000"]) == 0
+    assert "; 1 request over the window without the proxy" in capsys.readouterr().out
