@@ -63,6 +63,7 @@ log = logging.getLogger("contextwarden")
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     started = time.perf_counter()
+    rt.shadows.arrived()  # shadow plans wait for a quiet moment (proxy/edge/background.py)
     clock = UpstreamClock()
     team, model, stream = "-", "-", False
     try:

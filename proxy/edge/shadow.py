@@ -96,7 +96,7 @@ async def forward(
     # A refusal the answer carries whole is read for an overflow after, with the plan; a
     # stream is never peeked (that would hold its first bytes).
     refused = reply if reply.status >= 400 and reply.body is not None else None
-    rt.shadows.start(after(rt, who.team, made, outcome, refused))
+    rt.shadows.start(after(rt, who.team, made, outcome, refused), len(intake.body))
     return response
 
 
