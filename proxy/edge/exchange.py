@@ -18,11 +18,12 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 
 from proxy.edge.auth import Principal
-from proxy.edge.intake import build_request
+from proxy.edge.intake import Intake, build_request, made_request, read_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.shadow import forward as shadow_forward
 from proxy.edge.shadow import shadowed
@@ -55,12 +56,14 @@ from proxy.wire import WireRequest
 
 if TYPE_CHECKING:
     from proxy.runtime import Runtime
+    from proxy.windows.models import Route
 
 log = logging.getLogger("contextwarden")
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     started = time.perf_counter()
+    rt.shadows.arrived()  # shadow plans wait for a quiet moment (proxy/edge/background.py)
     clock = UpstreamClock()
     team, model, stream = "-", "-", False
     try:
@@ -69,29 +72,40 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         # The body, and the CPU-bound part (parse, view, count, fit), are admitted first
         # (proxy/edge/admission.py).
         async with rt.admission.admit(request, team) as body:
-            args = (request.headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
-            req = await rt.admission.run(body, build_request, body, *args)
-            model, stream = req.spec.name, bool(req.payload.get("stream"))
-            await discover(rt, req, who)
+            headers = request.headers
+            intake = await rt.admission.run(
+                body, read_request, body, headers, rt.settings, rt.models, who, fmt, rt.items
+            )
+            model, stream = intake.spec.name, bool(intake.payload.get("stream"))
             if fmt.api == "responses" and rt.settings.auth == "keys":
                 capped = bool(who.config.max_context_tokens)
-                await rt.owners.check(team, capped, req.payload)
+                await rt.owners.check(team, capped, intake.payload)
+            # Shadow mode: sent as it came once read and checked, its view and plan made
+            # after (proxy/edge/shadow.py); what the proxy answers itself (a compaction) is
+            # answered as ever.
+            shadow = shadowed(rt, intake, who)
+            if not shadow:
+                req = await rt.admission.run(
+                    body, made_request, intake, headers, rt.models, who, rt.pins
+                )
+                await discover(rt, req, who)
+                args = (headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
 
-            async def build(other: bytes) -> WireRequest:
-                return await rt.admission.run(other, build_request, other, *args)
+                async def build(other: bytes) -> WireRequest:
+                    return await rt.admission.run(other, build_request, other, *args)
 
-            compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
-            # Shadow mode: sent as it came, planned after (proxy/edge/shadow.py); what the
-            # proxy answers itself (a compaction) is answered as ever.
-            shadow = not compacting and req.compaction is None and shadowed(req, who)
-            if not compacting and not shadow:
-                req, plan, trial = await planned(rt, req, body, build)
-                fitting = fitting_for(rt, req)
+                compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
+                if not compacting:
+                    req, plan, trial = await planned(rt, req, body, build)
+                    fitting = fitting_for(rt, req)
+        if shadow:
+            send = sending_as_sent(request, rt, intake, who, clock)
+            later = partial(rest_of_intake, rt, intake, request.headers, who)
+            return await shadow_forward(
+                rt, intake, who, send, later, started, lambda: clock.seconds
+            )
         if compacting:  # answered outside the admission slot: a summary takes its time
             return await compact(request, rt, req, who, started)
-        if shadow:
-            send = sending_as_sent(request, rt, req, who, clock)
-            return await shadow_forward(rt, req, send, started, lambda: clock.seconds)
         compacted = None
         if req.compaction is not None:  # served: a summary takes its time, outside the slot
             summary = await compaction_summary(rt, req)
@@ -127,7 +141,7 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         exc.headers = refused_headers(exc)
         raise
     await tell_unknown_window(rt, req, reply, plan)
-    if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
+    if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req.fmt, req.payload):
         await claim_answer(rt, team, reply)
     seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
     await rt.settle()
@@ -171,10 +185,10 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     return response
 
 
-def stores_objects(req: WireRequest) -> bool:
+def stores_objects(fmt: WireFormat, payload: dict[str, Any]) -> bool:
     """Whether the answer holds objects the upstream keeps, which other teams could name: a
     Responses answer's response and items, a chat completion asked to be stored."""
-    return req.fmt.api == "responses" or req.payload.get("store") is True
+    return fmt.api == "responses" or payload.get("store") is True
 
 
 async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
@@ -191,20 +205,21 @@ async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
 
 
 def sending_as_sent(
-    request: Request, rt: Runtime, req: WireRequest, who: Principal, clock: UpstreamClock
+    request: Request, rt: Runtime, intake: Intake, who: Principal, clock: UpstreamClock
 ) -> Callable[[Plan], Awaitable[Reply]]:
-    """How a shadow mode request is sent (proxy/edge/shadow.py): once, timed as the
-    upstream's, and the objects its answer makes claimed for its team, as on the request
-    path."""
+    """How a shadow mode request is sent (proxy/edge/shadow.py): once, to the upstream it
+    addressed, timed as the upstream's, and the objects its answer makes claimed for its team,
+    as on the request path."""
+    stores = stores_objects(intake.fmt, intake.payload)
 
     async def send(plan: Plan) -> Reply:
         sent = time.perf_counter()
         try:
-            reply = await send_once(request, rt, req, plan, who)
+            reply = await send_to(request, rt, intake.spec.route, intake.fmt, plan.body, who)
         finally:
             clock.add(time.perf_counter() - sent)
-        if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req):
-            await claim_answer(rt, req.team, reply)
+        if rt.settings.auth == "keys" and reply.status == 200 and stores:
+            await claim_answer(rt, who.team, reply)
         return reply
 
     return send
@@ -235,6 +250,16 @@ async def answered_alone(
     )  # fmt: skip
     rt.metrics.record(outcome)
     return response
+
+
+async def rest_of_intake(
+    rt: Runtime, intake: Intake, headers: Headers, who: Principal
+) -> WireRequest:
+    """A shadow request's rest of its intake, made after its answer (proxy/edge/shadow.py)."""
+    body = intake.body
+    req = await rt.admission.run(body, made_request, intake, headers, rt.models, who, rt.pins)
+    await discover(rt, req, who)
+    return req
 
 
 async def discover(rt: Runtime, req: WireRequest, who: Principal) -> None:
@@ -391,16 +416,30 @@ async def send_once(
     request: Request, rt: Runtime, req: WireRequest, plan: Plan, who: Principal
 ) -> Reply:
     """``plan`` sent to the request's upstream, in its format's path."""
-    route = req.spec.route
-    upstream, key = route.upstream, route.key
     # The caller's credential goes only to the upstream it addressed (a fallback model on
     # another upstream is reached with that upstream's own key).
-    forward = who.forward_client_auth and route.name == req.addressed
+    forward = who.forward_client_auth and req.spec.route.name == req.addressed
+    return await send_to(request, rt, req.spec.route, req.fmt, plan.body, who, forward)
+
+
+async def send_to(
+    request: Request,
+    rt: Runtime,
+    route: Route,
+    fmt: WireFormat,
+    body: bytes,
+    who: Principal,
+    forward: bool | None = None,
+) -> Reply:
+    """``body`` sent to ``route``'s upstream, in ``fmt``'s path; with the caller's credential
+    when ``forward`` (by default: when the team forwards it)."""
+    upstream, key = route.upstream, route.key
+    forward = who.forward_client_auth if forward is None else forward
     headers = upstream_headers(decode_headers(request.headers.raw), upstream, key, forward)
     if upstream.provider == "litellm":
-        return await litellm_upstream.complete(upstream, key, headers, plan.body)
+        return await litellm_upstream.complete(upstream, key, headers, body)
     assert upstream.base_url is not None
-    url = join_url(upstream.base_url, req.fmt.path, query_of(request.scope))
-    reply = await rt.transport.send(upstream, "POST", url, headers, plan.body)
-    reply.broken = req.fmt.stream_error
+    url = join_url(upstream.base_url, fmt.path, query_of(request.scope))
+    reply = await rt.transport.send(upstream, "POST", url, headers, body)
+    reply.broken = fmt.stream_error
     return reply

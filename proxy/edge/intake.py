@@ -32,7 +32,7 @@ from proxy.formats.chat import CHAT
 from proxy.formats.compaction import expand
 from proxy.formats.responses_context import FIELD as RESPONSES_FIELD
 from proxy.formats.responses_context import asked
-from proxy.formats.reused_items import RecentItems
+from proxy.formats.reused_items import RecentItems, Reuse
 from proxy.headers import PIN_LAST, POLICY, SESSION_MEMORY, text_header
 from proxy.request.conversations import PinMemory, conversation_key
 from proxy.windows.models import Models, ModelSpec
@@ -53,6 +53,40 @@ def build_request(
 ) -> WireRequest:
     """``recent``: the conversations' last requests, whose items this one reuses where it
     sends them again (proxy/formats/reused_items.py)."""
+    intake = read_request(body, headers, settings, models, who, fmt, recent)
+    return made_request(intake, headers, models, who, pins)
+
+
+@dataclass(slots=True)
+class Intake:
+    """A request read and checked (``read_request``): what deciding whether, where and how it
+    is forwarded needs. The rest of a ``WireRequest`` (its view, window, conversation, pins:
+    what only its plan needs) is ``made_request``'s."""
+
+    body: bytes  # as forwarded: the client's, less the proxy's own controls
+    payload: dict[str, Any]
+    fmt: WireFormat
+    spec: ModelSpec
+    policy: str  # the policy it runs under
+    controls: Controls
+    reuse: Reuse | None
+    edits: list[dict[str, Any]] | None = None
+    compaction: CompactionAsk | None = None
+
+
+def read_request(
+    body: bytes,
+    headers: Headers,
+    settings: Settings,
+    models: Models,
+    who: Principal,
+    fmt: WireFormat = CHAT,
+    recent: RecentItems | None = None,
+) -> Intake:
+    """The body validated by its wire format (every 400 the request can get from its body),
+    its controls taken out and allowed, its model resolved and allowed to the team, its hosted
+    tools and paid options too, its route serving its format, and what the proxy takes out of
+    it for its upstream: all a request is refused for, before anything is forwarded."""
     if fmt.api == "responses":  # the proxy's own compaction items, as the upstream reads them
         body = expand(body)
     reuse = (
@@ -92,16 +126,30 @@ def build_request(
             if served == "serve" and asked_at is not None:
                 compaction = CompactionAsk(at=asked_at)
             body = orjson.dumps(payload)
-    team = who.config
-    name = allowed_controls(controls, who, settings, team.policy or spec.policy.name)
-    learner = who.learns_as
+    name = allowed_controls(controls, who, settings, who.config.policy or spec.policy.name)
+    return Intake(body, payload, fmt, spec, name, controls, reuse, edits, compaction)
+
+
+def made_request(
+    intake: Intake,
+    headers: Headers,
+    models: Models,
+    who: Principal,
+    pins: PinMemory | None = None,
+) -> WireRequest:
+    """The request its plan needs, from what ``read_request`` read: the format's view of the
+    conversation, the window, the calibration, its conversation and pinned messages."""
+    body, payload, spec, controls, reuse = (
+        intake.body, intake.payload, intake.spec, intake.controls, intake.reuse
+    )  # fmt: skip
+    fmt, team, learner = intake.fmt, who.config, who.learns_as
     window = models.window(spec, learner, team.max_context_tokens)
     req = WireRequest(
         body,
         payload,
         spec,
         window,
-        models.policy(name),
+        models.policy(intake.policy),
         fmt,
         fmt.view(payload, reuse),
         team=who.team,
@@ -120,8 +168,8 @@ def build_request(
         alone=who.alone,
         sampled=not spec.pricing.exact and models.calibration.wants(learner, spec.name),
         reused=reuse.known_bytes if reuse is not None else 0,
-        context_edits=edits,
-        compaction=compaction,
+        context_edits=intake.edits,
+        compaction=intake.compaction,
     )
     if reuse is not None:
         reuse.commit(len(body))

@@ -8,6 +8,15 @@ the ones every request gets (proxy/headers.py: upstream_headers), and the answer
 byte for byte, with ``x-contextwarden-actions: shadow``. An upstream overflow is passed on as
 it came (no retry) and counted.
 
+On the request's path, only what deciding whether, where and how to forward it needs: the
+intake's first half (proxy/edge/intake.py ``read_request``: the body validated by its format,
+controls, the model, its route and the team's permissions; in keys mode, the ownership of the
+objects it names). So whatever enforce mode refuses as bad input or not allowed (400, 403,
+413), shadow mode refuses alike, before anything is forwarded; a request enforce mode refuses
+only for not fitting its window is forwarded, and recorded as ``would-refuse``. The rest of
+the intake (``made_request``: the format's view, the window, the conversation and its pins),
+the access-log line and the metrics of the forwarded request, and the plan, come after.
+
 After the answer is made, off the request's path, the plan the proxy would have made is made
 (the planner's own first plan, to the same budget) and recorded apart from what it did
 (proxy/observe/shadow.py): whether it would trim, summarize or refuse, the tokens and dollars it
@@ -31,11 +40,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from proxy.edge.auth import Principal
+from proxy.edge.intake import Intake
 from proxy.errors import ContextTooLarge, ProxyError
 from proxy.headers import cw_headers
 from proxy.observe.outcome import Outcome
 from proxy.observe.shadow import REFUSE
 from proxy.overflow.retry import overflow_of
+from proxy.request.compaction import compaction_trigger
 from proxy.request.fitting import fitting_for
 from proxy.request.kept_prefix import costs_of, see_prefix
 from proxy.request.planning.plan import Plan
@@ -52,36 +63,61 @@ log = logging.getLogger("contextwarden.shadow")
 SHADOW = "shadow"  # the action of a request forwarded as sent in shadow mode
 
 
-def shadowed(req: WireRequest, who: Principal) -> bool:
-    """Whether ``req`` runs in shadow mode: its team's mode, else its policy's."""
-    return (who.config.mode or req.policy.config.mode) == SHADOW
+def shadowed(rt: Runtime, intake: Intake, who: Principal) -> bool:
+    """Whether the request ``intake`` read runs in shadow mode: its team's mode, else its
+    policy's; never a compaction the proxy answers or serves itself."""
+    if intake.compaction is not None or compaction_trigger(intake.fmt, intake.spec, intake.payload):
+        return False
+    return (who.config.mode or rt.models.policy(intake.policy).config.mode) == SHADOW
 
 
 async def forward(
     rt: Runtime,
-    req: WireRequest,
+    intake: Intake,
+    who: Principal,
     send: Callable[[Plan], Awaitable[Reply]],
+    made: Callable[[], Awaitable[WireRequest]],
     started: float,
     upstream: Callable[[], float],
 ) -> Response:
-    """``req`` sent upstream as it came, once; its answer relayed, counted as the request
-    path counts a forwarded request; its plan made after (``plan_after``). ``upstream``: the
-    seconds spent waiting for the upstream so far."""
-    sent = Plan(req.body, None, actions=[SHADOW], counted="none")
+    """The request ``intake`` read, sent upstream as it came, once; its answer relayed; then,
+    off its path (``after``), counted as the request path counts a forwarded request, made
+    (``made``: the rest of its intake, proxy/edge/intake.py ``made_request``) and planned.
+    ``upstream``: the seconds spent waiting for the upstream so far."""
+    sent = Plan(intake.body, None, actions=[SHADOW], counted="none")
     reply = await send(sent)
     response = respond(reply, cw_headers(sent, 0))
-    stream = bool(req.payload.get("stream"))
+    stream = bool(intake.payload.get("stream"))
     outcome = Outcome(
-        req.team, req.spec.name, reply.status, None, None, [SHADOW], 0, None,
-        time.perf_counter() - started - upstream(), upstream(), stream, policy=req.policy.name,
-        path=req.fmt.path, format=req.fmt.name,
+        who.team, intake.spec.name, reply.status, None, None, [SHADOW], 0, None,
+        time.perf_counter() - started - upstream(), upstream(), stream, policy=intake.policy,
+        path=intake.fmt.path, format=intake.fmt.name,
     )  # fmt: skip
-    rt.metrics.record(outcome)
     # A refusal the answer carries whole is read for an overflow after, with the plan; a
     # stream is never peeked (that would hold its first bytes).
     refused = reply if reply.status >= 400 and reply.body is not None else None
-    rt.shadows.start(plan_after(rt, req, reply.status, refused))
+    rt.shadows.start(after(rt, who.team, made, outcome, refused), len(intake.body))
     return response
+
+
+async def after(
+    rt: Runtime,
+    team: str,
+    made: Callable[[], Awaitable[WireRequest]],
+    outcome: Outcome,
+    refused: Reply | None,
+) -> None:
+    """After the answer: the forwarded request counted (``outcome``), then made (its view,
+    window, conversation) and the plan it would have had recorded (never raises: a failure
+    is logged and counted)."""
+    rt.metrics.record(outcome)
+    try:
+        req = await made()
+    except Exception:
+        log.exception("team %s: a shadow plan failed (the request was answered)", team)
+        rt.metrics.shadow.failed(team)
+        return
+    await plan_after(rt, req, outcome.status, refused)
 
 
 async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply | None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.responses import Response
@@ -38,7 +38,9 @@ from strategies.messages import Message, leading_count
 from strategies.tokens import count_prompt
 
 if TYPE_CHECKING:
+    from proxy.formats.base import WireFormat
     from proxy.runtime import Runtime
+    from proxy.windows.models import ModelSpec
 
 log = logging.getLogger("contextwarden.compaction")
 
@@ -55,11 +57,16 @@ PASSING = frozenset({401, 403, 408, 409, 429, 502, 503, 504})
 def wants_compaction(req: WireRequest) -> bool:
     """Whether ``req`` is a compaction request the proxy may have to answer (one its upstream
     is trusted with goes the ordinary way)."""
-    upstream = req.spec.route.upstream
+    return compaction_trigger(req.fmt, req.spec, req.payload)
+
+
+def compaction_trigger(fmt: WireFormat, spec: ModelSpec, payload: dict[str, Any]) -> bool:
+    """``wants_compaction`` of a request not yet made (proxy/edge/intake.py: an ``Intake``)."""
+    upstream = spec.route.upstream
     return (
-        req.fmt.api == "responses"
+        fmt.api == "responses"
         and upstream.responses_compaction != "upstream"
-        and is_trigger(req.payload)
+        and is_trigger(payload)
     )
 
 
