@@ -222,7 +222,19 @@ def sending_as_sent(
             await claim_answer(rt, who.team, reply)
         return reply
 
-    return send
+    if rt.telemetry is None:
+        return send
+    # Its one attempt in a span, as the request path's are (proxy/observe/tracing.py); its
+    # verdict is its answer's (an overflow is only read after, with the plan).
+    spec = req.spec
+    traced, judged = rt.telemetry.attempts(send, spec.name, req.fmt.name, spec.route.upstream)
+
+    async def attempt(plan: Plan) -> Reply:
+        reply = await traced(plan)
+        judged(reply, None)
+        return reply
+
+    return attempt
 
 
 async def compact(

@@ -172,6 +172,7 @@ class Metrics:
         self.shadow = ShadowMetrics(self.registry, self.model_label, UNCHANGED)
         # Told every Outcome too, with its model label: OpenTelemetry's (proxy/observe/otel.py).
         self.also: Callable[[Outcome, str], None] | None = None
+        self.also_shadow: Callable[[Outcome, bool], None] | None = None  # each shadow plan
 
     def _counter(self, name: str, doc: str, labels: tuple[str, ...]) -> Counter:
         return Counter(name, doc, labels, registry=self.registry)
@@ -190,6 +191,8 @@ class Metrics:
         """Count and log a shadow plan (proxy/edge/shadow.py), apart from what was done."""
         log_request(o, shadow=True)
         self.shadow.record(o, overflowed)
+        if self.also_shadow is not None:
+            self.also_shadow(o, overflowed)
 
     def record(self, o: Outcome, content: list[Any] | None = None) -> None:
         """Count ``o`` and log it (with ``content``, the messages, when the config says so)."""

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from proxy.observe.otel_numbers import checked
+
 if TYPE_CHECKING:
     from proxy.observe.tracing import Telemetry
 
@@ -94,7 +96,7 @@ def start(env: Mapping[str, str] = os.environ) -> Telemetry | None:
     from proxy.observe.tracing import build
 
     try:
-        telemetry = build(asked.traces, asked.metrics)
+        telemetry = build(asked.traces, asked.metrics, numbers=checked(env))
     except Exception as exc:  # a variable the SDK refuses (OTEL_BSP_*...): said, and left off
         log.error("OpenTelemetry left off: the SDK refused its OTEL_* variables: %s", exc)
         return None

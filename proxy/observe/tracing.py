@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
@@ -58,6 +59,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from starlette.responses import Response, StreamingResponse
 
 from proxy.errors import ProxyError
+from proxy.observe import otel_numbers as numeric
 from proxy.observe.genai import (
     INPUT,
     OUTPUT,
@@ -89,6 +91,11 @@ ERROR = "error.type"
 HEAD_BYTES = 16384  # a stream's start kept for its usage (Anthropic's message_start)
 TAIL_BYTES = 65536  # and its end (the others' final usage)
 EXEMPLARS = "OTEL_METRICS_EXEMPLAR_FILTER"
+SHADOW = "shadow"  # a shadow mode request's action (proxy/edge/shadow.py), and its mode
+SHADOW_PLAN = "contextwarden.shadow_plan"
+# Shutdown's bound on exporting what is left: the pod's grace period gives background work 5 s
+# (deploy/kubernetes), and a collector that does not answer must not take them.
+SHUTDOWN_SECONDS = 2.5
 
 
 class Planned(Protocol):
@@ -134,9 +141,13 @@ class Telemetry:
     (flushed) at shutdown."""
 
     def __init__(
-        self, tracers: TracerProvider | None = None, meters: MeterProvider | None = None
+        self,
+        tracers: TracerProvider | None = None,
+        meters: MeterProvider | None = None,
+        exporters: Sequence[SpanExporter | MetricExporter] = (),
     ) -> None:
         self._tracers, self._meters = tracers, meters
+        self._exporters = exporters  # stopped at shutdown's deadline, their retries with them
         own = _version()
         self.tracer = tracers.get_tracer(NAME, own) if tracers else trace.NoOpTracer()
         self.instruments = Instruments(meters.get_meter(NAME, own)) if meters else None
@@ -146,6 +157,7 @@ class Telemetry:
     def beside(self, metrics: Metrics) -> None:
         """Told each request's Outcome as Prometheus is, and labelling models as it does."""
         metrics.also, self.label = self.recorded, metrics.model_label
+        metrics.also_shadow = self.shadow_planned
 
     def flush(self) -> None:
         """Export what is waiting now (blocking; python -m bench.otel counts its cost)."""
@@ -154,12 +166,31 @@ class Telemetry:
         if self._meters is not None:
             self._meters.force_flush()
 
-    def shutdown(self) -> None:
-        """Export what is left and stop the exporters (blocking: run off the event loop)."""
+    def shutdown(self, seconds: float = SHUTDOWN_SECONDS) -> None:
+        """Export what is left and stop the exporters, in ``seconds`` at most (blocking: run off
+        the event loop). The SDK waits for a collector that does not answer (its retries, each
+        export's timeout) well past a pod's grace period: traces and metrics are shut down side
+        by side in threads of their own, and what they have not exported by the deadline is
+        dropped, said once."""
+        steps: list[Callable[[], object]] = []
         if self._tracers is not None:
-            self._tracers.shutdown()
+            steps.append(self._tracers.shutdown)
         if self._meters is not None:
-            self._meters.shutdown()
+            steps.append(partial(self._meters.shutdown, timeout_millis=seconds * 1000))
+        threads = [threading.Thread(target=s, name="otel-shutdown", daemon=True) for s in steps]
+        deadline = time.monotonic() + seconds
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads):
+            log.warning(
+                "OpenTelemetry: what was left was not exported within %.1f s of shutdown "
+                "(the collector did not take it): dropped",
+                seconds,
+            )
+            for exporter in self._exporters:  # ends their retries (the threads are daemons)
+                exporter.shutdown()
 
     async def served(self, fmt: str, handler: Callable[[], Awaitable[Response]]) -> Response:
         """``handler``'s response to a request in the wire format ``fmt``, inside the request's
@@ -219,11 +250,11 @@ class Telemetry:
         attributes = served.attributes
         attributes[STATUS] = status
         attributes.update(answered.attributes())
-        if error is not None or status >= 500:
+        if error is not None or failed(status):
             attributes[ERROR] = error or str(status)
         span.update_name(served.name)
         span.set_attributes(attributes)
-        if status >= 500:  # a refusal (4xx) is the client's, not the server's, error
+        if ERROR in attributes:  # a refusal (4xx, the proxy's or the upstream's) too
             span.set_status(Status(StatusCode.ERROR))
         if self.instruments is not None and answered.usage is not None:
             self.instruments.token_usage(attributes, served.labels)
@@ -242,6 +273,15 @@ class Telemetry:
             served.labels[REQUEST_MODEL] = model
         if self.instruments is not None:
             self.instruments.record(o, model)
+
+    def shadow_planned(self, o: Outcome, overflowed: bool) -> None:
+        """A shadow request's plan, made after its answer (proxy/edge/shadow.py): a span of its
+        own under the request's (which has ended by then), its figures as
+        ``contextwarden.shadow.*``."""
+        served = _current.get()  # the plan's task was started inside the request's context
+        parent = trace.set_span_in_context(served.span) if served is not None else None
+        attributes = shadow_attributes(o, overflowed)
+        self.tracer.start_span(SHADOW_PLAN, parent, SpanKind.INTERNAL, attributes).end()
 
     def attempts(
         self, send: Callable[[P], Awaitable[Reply]], model: str, fmt: str, upstream: Upstream
@@ -291,7 +331,7 @@ class Telemetry:
                 return
             span, started = sent.pop()
             span.set_attributes(reply_attributes(reply, overflow))
-            if overflow is not None or reply.status >= 400:
+            if overflow is not None or failed(reply.status):
                 span.set_status(Status(StatusCode.ERROR))
             if self.instruments is not None:
                 self.instruments.duration(labels, time.perf_counter() - started, reply.status)
@@ -332,6 +372,12 @@ class Telemetry:
         return response
 
 
+def failed(status: int) -> bool:
+    """Whether an answer with ``status`` is an error on a span (``error.type``, the status as
+    a string, and status ERROR): any that is not 2xx, a refusal included."""
+    return not 200 <= status < 300
+
+
 def _ended(served: Served | None, span: Span) -> None:
     if served is not None and span in served.pending:
         served.pending.remove(span)
@@ -356,10 +402,31 @@ def reply_attributes(reply: Reply, overflow: Overflow | None) -> dict[str, Any]:
             out["contextwarden.overflow.limit"] = overflow.limit
         if overflow.prompt:
             out["contextwarden.overflow.prompt"] = overflow.prompt
-    elif reply.status >= 400:
+    elif failed(reply.status):
         out[ERROR] = str(reply.status)
     elif reply.body is not None:
         out.update(answered_body(decoded(reply.body, reply.headers)).attributes())
+    return out
+
+
+def shadow_attributes(o: Outcome, overflowed: bool) -> dict[str, Any]:
+    """What a shadow plan would have done (proxy/observe/shadow.py counts the same)."""
+    out: dict[str, Any] = {
+        "contextwarden.mode": SHADOW,
+        "contextwarden.team": o.team,
+        "contextwarden.shadow.actions": list(o.actions),
+        "contextwarden.shadow.upstream_overflow": overflowed,
+    }
+    if o.tokens_before is not None and o.tokens_after is not None:
+        out["contextwarden.shadow.tokens_before"] = o.tokens_before
+        out["contextwarden.shadow.tokens_after"] = o.tokens_after
+        out["contextwarden.shadow.tokens_saved"] = max(0, o.tokens_before - o.tokens_after)
+    if o.checkpoint is not None:
+        out["contextwarden.shadow.checkpoint"] = o.checkpoint
+    if o.prefix is not None:
+        out["contextwarden.shadow.prefix"] = o.prefix
+    if o.costs is not None:
+        out["contextwarden.shadow.dollars_saved_estimated"] = round(o.costs.saved, 6)
     return out
 
 
@@ -382,6 +449,8 @@ def outcome_attributes(o: Outcome, asked: str) -> dict[str, Any]:
         "contextwarden.prefix": o.prefix,
     }
     out.update({k: v for k, v in optional.items() if v is not None})
+    if SHADOW in o.actions:  # forwarded as sent; its plan is its own span's (shadow_planned)
+        out["contextwarden.mode"] = SHADOW
     if o.cached_tokens:
         out["contextwarden.cached_tokens_estimated"] = o.cached_tokens
     return out
@@ -521,7 +590,7 @@ class Instruments:
                 self.usage.record(said[key], {**labels, "gen_ai.token.type": kind})
 
     def duration(self, labels: dict[str, Any], seconds: float, status: int) -> None:
-        if status >= 400:
+        if failed(status):
             labels = {**labels, ERROR: str(status)}
         self.operation.record(seconds, labels)
 
@@ -532,21 +601,41 @@ def build(
     *,
     span_exporter: SpanExporter | None = None,
     metric_reader: MetricReader | None = None,
+    numbers: dict[str, float] | None = None,
 ) -> Telemetry:
     """The telemetry the named exporters ask for (``otlp``: OTLP/HTTP, configured by the
     ``OTEL_EXPORTER_OTLP_*`` variables; ``console``); ``span_exporter`` (exported at each span's
-    end) and ``metric_reader`` beside them, as the tests give."""
+    end) and ``metric_reader`` beside them, as the tests give. ``numbers``: the numeric
+    variables, checked (proxy/observe/otel_numbers.py; read here when not given)."""
+    got = numeric.checked(os.environ) if numbers is None else numbers
     resource = _resource()
-    processors: list[SpanProcessor] = [BatchSpanProcessor(_span_exporter(n)) for n in traces]
+    span_exporters = [_span_exporter(name, got[numeric.OTLP_TRACES_TIMEOUT]) for name in traces]
+    processors: list[SpanProcessor] = [
+        BatchSpanProcessor(
+            exporter,
+            max_queue_size=int(got[numeric.BSP_MAX_QUEUE_SIZE]),
+            schedule_delay_millis=got[numeric.BSP_SCHEDULE_DELAY],
+            max_export_batch_size=int(got[numeric.BSP_MAX_EXPORT_BATCH_SIZE]),
+            export_timeout_millis=got[numeric.BSP_EXPORT_TIMEOUT],
+        )
+        for exporter in span_exporters
+    ]
     if span_exporter is not None:
         processors.append(SimpleSpanProcessor(span_exporter))
     tracers = None
-    if processors:
-        tracers = TracerProvider(resource=resource)
+    if processors:  # shut down by Telemetry.shutdown, in bounded time (not at exit: unbounded)
+        tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         for processor in processors:
             tracers.add_span_processor(processor)
+    timeout = got[numeric.OTLP_METRICS_TIMEOUT]
+    metric_exporters = [_metric_exporter(name, timeout) for name in metrics]
     readers: list[MetricReader] = [
-        PeriodicExportingMetricReader(_metric_exporter(n)) for n in metrics
+        PeriodicExportingMetricReader(
+            exporter,
+            export_interval_millis=got[numeric.METRIC_EXPORT_INTERVAL],
+            export_timeout_millis=got[numeric.METRIC_EXPORT_TIMEOUT],
+        )
+        for exporter in metric_exporters
     ]
     if metric_reader is not None:
         readers.append(metric_reader)
@@ -555,24 +644,29 @@ def build(
     exemplars = None if EXEMPLARS in os.environ else AlwaysOffExemplarFilter()
     meters = None
     if readers:
-        meters = MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=exemplars)
-    return Telemetry(tracers, meters)
+        meters = MeterProvider(
+            resource=resource,
+            metric_readers=readers,
+            exemplar_filter=exemplars,
+            shutdown_on_exit=False,
+        )
+    return Telemetry(tracers, meters, [*span_exporters, *metric_exporters])
 
 
-def _span_exporter(name: str) -> SpanExporter:
+def _span_exporter(name: str, timeout: float) -> SpanExporter:
     if name == "console":
         return ConsoleSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(timeout=timeout)
 
 
-def _metric_exporter(name: str) -> MetricExporter:
+def _metric_exporter(name: str, timeout: float) -> MetricExporter:
     if name == "console":
         return ConsoleMetricExporter()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter()
+    return OTLPMetricExporter(timeout=timeout)
 
 
 def _resource() -> Resource:

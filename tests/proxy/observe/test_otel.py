@@ -12,6 +12,7 @@ import asyncio
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,7 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -39,9 +40,9 @@ from proxy.app import create_app
 from proxy.config.settings import load_settings
 from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
-from proxy.observe import otel
+from proxy.observe import otel, otel_numbers
 from proxy.observe.genai import answered_body, usage_attributes
-from proxy.observe.tracing import build
+from proxy.observe.tracing import SHUTDOWN_SECONDS, build
 
 ROOT = Path(__file__).resolve().parents[3]
 MODEL = "demo-model"
@@ -422,3 +423,140 @@ def test_a_streams_usage_is_read_however_it_is_chunked(
     assert said["gen_ai.usage.output_tokens"] == output
     assert said["gen_ai.response.model"] == "c"
     telemetry.shutdown()
+
+
+def spans_by_kind(exporter: InMemorySpanExporter) -> dict[SpanKind, list[Any]]:
+    out: dict[SpanKind, list[Any]] = {}
+    for span in exporter.get_finished_spans():
+        out.setdefault(span.kind, []).append(span)
+    return out
+
+
+def test_a_shadow_request_has_its_attempt_its_provider_its_error_and_its_plan(
+    tmp_path: Path,
+) -> None:
+    """Shadow mode (a policy's ``mode: shadow``) forwards the client's bytes: its span has the
+    upstream attempt under it and the gen_ai attributes of an enforced request's; the upstream's
+    400 overflow is an error on both; the plan made after the answer is a span of its own with
+    ``contextwarden.shadow.*``."""
+    spans = InMemorySpanExporter()
+    with ExitStack() as stack:
+        upstream = stack.enter_context(BackgroundServer(create_upstream(2048)))
+        config = {
+            "data_dir": str(tmp_path),
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+            "default_upstream": "demo",
+            "models": {MODEL: {"context_window": 4096, "tokenizer": "o200k_base"}},
+            "policies": {"default": {"mode": "shadow", "summarize": False}},
+        }
+        app = create_app(load_settings(None, **config), telemetry=build(span_exporter=spans))
+        with BackgroundServer(app) as proxy:  # its shutdown drains the shadow plans
+            body = {"model": MODEL, "messages": conversation(30)}
+            got = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=60)
+            assert got.status_code == 400, got.text  # the upstream's overflow, passed on
+    found = spans_by_kind(spans)
+    [server], [attempt] = found[SpanKind.SERVER], found[SpanKind.CLIENT]
+    [plan] = found[SpanKind.INTERNAL]
+    said, tried, planned = (dict(s.attributes or {}) for s in (server, attempt, plan))
+    assert said["contextwarden.mode"] == "shadow" and said["contextwarden.actions"] == ("shadow",)
+    assert said["gen_ai.provider.name"] == said["gen_ai.system"] == "openai"
+    assert said["gen_ai.request.model"] == MODEL and server.name == f"chat {MODEL}"
+    assert said["error.type"] == "400" and server.status.status_code == StatusCode.ERROR
+    assert attempt.parent is not None and attempt.parent.span_id == server.context.span_id
+    assert tried["gen_ai.provider.name"] == "openai" and tried["contextwarden.attempt"] == 1
+    assert tried["http.response.status_code"] == 400 and tried["error.type"] == "400"
+    assert attempt.status.status_code == StatusCode.ERROR
+    assert plan.name == "contextwarden.shadow_plan" and plan.parent is not None
+    assert plan.parent.span_id == server.context.span_id
+    assert planned["contextwarden.mode"] == "shadow"
+    assert planned["contextwarden.shadow.upstream_overflow"] is True
+    assert planned["contextwarden.shadow.tokens_before"] > 2048  # over the upstream's window
+    assert planned["contextwarden.shadow.tokens_saved"] == (
+        planned["contextwarden.shadow.tokens_before"] - planned["contextwarden.shadow.tokens_after"]
+    )
+
+
+def test_any_answer_not_2xx_is_an_error_on_the_request_and_its_attempt(tmp_path: Path) -> None:
+    """An enforced request the upstream refuses (429): ``error.type`` is the status, and both
+    spans' status is ERROR (a refusal is a failure the trace must show)."""
+
+    async def limited(request: Request) -> Response:
+        await request.body()
+        return Response(b'{"error": {"message": "slow down"}}', 429, media_type="application/json")
+
+    spans = InMemorySpanExporter()
+    limiter = Starlette(routes=[Route("/v1/chat/completions", limited, methods=["POST"])])
+    with ExitStack() as stack:
+        upstream = stack.enter_context(BackgroundServer(limiter))
+        config = {
+            "data_dir": str(tmp_path),
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+            "default_upstream": "demo",
+            "models": {MODEL: {"context_window": 4096, "tokenizer": "o200k_base"}},
+        }
+        app = create_app(load_settings(None, **config), telemetry=build(span_exporter=spans))
+        proxy = stack.enter_context(BackgroundServer(app))
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        got = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=30)
+    assert got.status_code == 429
+    found = spans_by_kind(spans)
+    for span in (*found[SpanKind.SERVER], *found[SpanKind.CLIENT]):
+        assert dict(span.attributes or {})["error.type"] == "429", span.name
+        assert span.status.status_code == StatusCode.ERROR
+
+
+def test_shutdown_with_the_collector_unreachable_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector that refuses every connection: the proxy that served a request stops within
+    the bound (the SDK alone retried for 7 s a signal, traces then metrics), well inside the 5 s
+    the Kubernetes manifests give background work."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+    with ExitStack() as stack:
+        upstream = stack.enter_context(BackgroundServer(create_upstream(100_000)))
+        config = {
+            "data_dir": str(tmp_path),
+            "upstreams": {"demo": {"base_url": f"{upstream.url}/v1"}},
+            "default_upstream": "demo",
+            "models": {MODEL: {"context_window": 100_000, "tokenizer": "o200k_base"}},
+        }
+        proxy = BackgroundServer(create_app(load_settings(None, **config)))
+        with proxy:
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            got = httpx.post(f"{proxy.url}/v1/chat/completions", json=body, timeout=30)
+            assert got.status_code == 200, got.text
+            began = time.monotonic()
+        stopped = time.monotonic() - began
+    assert stopped < SHUTDOWN_SECONDS + 1.0, stopped
+
+
+def test_a_bad_number_is_said_in_one_line_and_its_default_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``OTEL_BSP_SCHEDULE_DELAY=xyz`` made the SDK log a traceback: each numeric variable is
+    checked first, said in one line naming it, and the default handed to the SDK instead."""
+    bad = {
+        "OTEL_BSP_SCHEDULE_DELAY": "xyz",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1.5",
+        "OTEL_METRIC_EXPORT_INTERVAL": "-1",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "soon",
+    }
+    for name, value in {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", **bad}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "4")
+    with caplog.at_level(logging.INFO):
+        telemetry = otel.start()
+        assert telemetry is not None
+        telemetry.shutdown(0.2)
+    said = [r for r in caplog.records if r.name == "contextwarden" and "used instead" in r.message]
+    assert sorted(r.message.split("=")[0] for r in said) == sorted(bad)
+    assert "5000 ms used instead" in caplog.text and "60000 ms used instead" in caplog.text
+    assert "4 s used instead" in caplog.text  # a signal's timeout falls back to the general one
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert "Unable to parse" not in caplog.text and "Found invalid" not in caplog.text
+    assert otel_numbers.checked({"OTEL_EXPORTER_OTLP_TIMEOUT": "2.5"}) == {
+        **otel_numbers.checked({}),
+        "OTEL_EXPORTER_OTLP_TIMEOUT": 2.5,
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": 2.5,
+        "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": 2.5,
+    }
