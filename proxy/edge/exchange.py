@@ -226,8 +226,8 @@ def sending_as_sent(
         return send
     # Its one attempt in a span, as the request path's are (proxy/observe/tracing.py); its
     # verdict is its answer's (an overflow is only read after, with the plan).
-    spec = req.spec
-    traced, judged = rt.telemetry.attempts(send, spec.name, req.fmt.name, spec.route.upstream)
+    spec = intake.spec
+    traced, judged = rt.telemetry.attempts(send, spec.name, intake.fmt.name, spec.route.upstream)
 
     async def attempt(plan: Plan) -> Reply:
         reply = await traced(plan)

@@ -96,7 +96,10 @@ async def forward(
     # A refusal the answer carries whole is read for an overflow after, with the plan; a
     # stream is never peeked (that would hold its first bytes).
     refused = reply if reply.status >= 400 and reply.body is not None else None
-    rt.shadows.start(after(rt, who.team, made, outcome, refused), len(intake.body))
+    if rt.telemetry is not None:  # the request's span takes its outcome before it ends
+        rt.metrics.record(outcome)
+    later = outcome if rt.telemetry is None else None
+    rt.shadows.start(after(rt, who.team, made, later, refused, reply.status), len(intake.body))
     return response
 
 
@@ -104,20 +107,22 @@ async def after(
     rt: Runtime,
     team: str,
     made: Callable[[], Awaitable[WireRequest]],
-    outcome: Outcome,
+    outcome: Outcome | None,
     refused: Reply | None,
+    status: int,
 ) -> None:
-    """After the answer: the forwarded request counted (``outcome``), then made (its view,
-    window, conversation) and the plan it would have had recorded (never raises: a failure
-    is logged and counted)."""
-    rt.metrics.record(outcome)
+    """After the answer: the forwarded request counted (``outcome``, unless it was on the
+    request's path), then made (its view, window, conversation) and the plan it would have had
+    recorded (never raises: a failure is logged and counted)."""
+    if outcome is not None:
+        rt.metrics.record(outcome)
     try:
         req = await made()
     except Exception:
         log.exception("team %s: a shadow plan failed (the request was answered)", team)
         rt.metrics.shadow.failed(team)
         return
-    await plan_after(rt, req, outcome.status, refused)
+    await plan_after(rt, req, status, refused)
 
 
 async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply | None) -> None:
