@@ -5,6 +5,7 @@ lets worker threads hold the interpreter only briefly while the event loop waits
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from proxy.observe.memory import IN_FLIGHT_FACTOR, MIB, MemoryBudget
 from proxy.request.planning.off_loop import SWITCH_INTERVAL
 
 
-def posted(body: bytes) -> Request:
+def posted(body: bytes, read: list[bytes] | None = None) -> Request:
+    """A POST of ``body`` with its length; ``read``: where to note that it was read."""
     sent = False
 
     async def receive() -> Message:
@@ -29,15 +31,44 @@ def posted(body: bytes) -> Request:
         if sent:
             return {"type": "http.disconnect"}
         sent = True
+        if read is not None:
+            read.append(body)
         return {"type": "http.request", "body": body, "more_body": False}
 
     scope = {
         "type": "http",
         "method": "POST",
         "path": "/v1/chat/completions",
-        "headers": [(b"content-type", b"application/json")],
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
     }
     return Request(scope, receive)
+
+
+async def test_a_teams_next_large_body_waits_unread() -> None:
+    """Its length says it is large: it waits for its team's slot before a byte of it is read
+    (a key's uploads in parallel are not held whole at once); another team's is read."""
+    admission = Admission(Limits(large_body_bytes=1024, large_bodies_per_team=1))
+    bodies = [b'{"n": "' + bytes([65 + k]) * 2000 + b'"}' for k in range(3)]
+    read: list[bytes] = []
+    release = asyncio.Event()
+
+    async def hold(body: bytes, team: str, wait: bool) -> None:
+        async with admission.admit(posted(body, read), team):
+            if wait:
+                await release.wait()
+
+    first = asyncio.create_task(hold(bodies[0], "a", True))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(hold(bodies[1], "a", False))
+    other = asyncio.create_task(hold(bodies[2], "b", False))
+    await asyncio.sleep(0.01)
+    assert read == [bodies[0], bodies[2]]  # team a's second is not read yet
+    release.set()
+    await asyncio.gather(first, second, other)
+    assert read == [bodies[0], bodies[2], bodies[1]]
 
 
 @pytest.mark.parametrize(("size", "counted"), [(100, 0), (4096, 4096 * IN_FLIGHT_FACTOR)])
