@@ -24,9 +24,6 @@ from strategies.protected import protected
 from strategies.tokens import MemoCounter
 
 LEDGER = "ledger"  # the action a fit with a ledger reports
-# A ledger longer than its reserve may take up to this part of the room a cut left to grow in
-# (a deep cut leaves more than half its budget; the next requests replay it while it lasts).
-GROWTH_SHARE = 8
 
 
 def cap(req: WireRequest, full: Budget) -> int:
@@ -99,20 +96,15 @@ def add_ledger(
     front: frozenset[int] = frozenset(),
 ) -> Fit:
     """``result`` (a fit of ``original`` to ``budget``) with the ledger of what it removed,
-    within the room ``reserve`` kept for it (``reserved``, or ``GROWTH_SHARE`` of the room the
-    fit left when that is more: a deeper cut removed more than the reserve counted on; None:
-    the room the fit left) and the cap (the reserve's own ledger when the cut removed just
-    what it counted on); it goes
+    within the room ``reserve`` kept for it (``reserved``; None: the room the fit left) and the
+    cap (the reserve's own ledger when the cut removed just what it counted on); it goes
     after ``front`` (``summary_front``), else after the leading instructions.
     Room the fit left beyond what was kept is the conversation's room to grow in: a cut made
     cache-friendly leaves it so the next requests replay the cut, and a ledger filling it
     would have them cut afresh."""
     room = budget.messages - result.tokens_after
     if reserved is not None:
-        # The reserve priced the ledger of what the cut was expected to remove; a cut that
-        # went deeper removed more, whose ledger is longer: it may take up to a share of the
-        # room the cut left to grow in, never less than the reserve.
-        room = min(room, max(reserved.tokens, room // GROWTH_SHARE))
+        room = min(room, reserved.tokens)
     most = min(cap(req, full), room)
     # What the cut removed; the protected messages it rewrote (a running task's statement cut
     # in its middle) are still there, and say so themselves.
