@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.edge.forwarded_fields import fields_of
@@ -40,14 +40,13 @@ def test_no_body_has_no_fields() -> None:
     assert fields_of(b"", "application/json", ACTED_ON) is None
 
 
-@pytest.mark.parametrize(
-    "content_type",
-    ["application/json", "application/json; charset=utf-8", "Application/JSON",
-     "application/vnd.api+json", "text/plain", "", "application/octet-stream"],
-)  # fmt: skip
-def test_a_json_object_is_read_whatever_type_it_declares(content_type: str) -> None:
+def test_a_json_object_is_read_whatever_type_it_declares() -> None:
     body = b' \n{"model": "gpt-x", "n": 10}'
-    assert fields_of(body, content_type, ACTED_ON) == {"model": "gpt-x", "n": 10}
+    for content_type in [
+        "application/json", "application/json; charset=utf-8", "Application/JSON",
+        "application/vnd.api+json", "text/plain", "", "application/octet-stream",
+    ]:  # fmt: skip
+        assert fields_of(body, content_type, ACTED_ON) == {"model": "gpt-x", "n": 10}
 
 
 def test_invalid_json_is_a_400_only_when_declared_json() -> None:
@@ -63,10 +62,10 @@ def test_json_that_is_no_object_or_another_type_has_no_fields() -> None:
     assert fields_of(b"\x89PNG\r\n", "image/png", ACTED_ON) is None
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
-def test_a_key_given_twice_in_json_is_a_400(content_type: str) -> None:
-    with pytest.raises(BadRequest):
-        fields_of(b'{"model": "allowed", "model": "other"}', content_type, ACTED_ON)
+def test_a_key_given_twice_in_json_is_a_400() -> None:
+    for content_type in ["application/json", "text/plain"]:
+        with pytest.raises(BadRequest):
+            fields_of(b'{"model": "allowed", "model": "other"}', content_type, ACTED_ON)
 
 
 def test_an_urlencoded_form_reads_numbers_and_booleans_as_json_values() -> None:
@@ -112,6 +111,7 @@ def spelled(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
+@settings(deadline=None)  # a loaded machine must not fail an example
 @given(st.dictionaries(NAMES, VALUES, min_size=1, max_size=6))
 def test_the_same_fields_are_read_whatever_type_the_body_declares(fields: dict[str, Any]) -> None:
     """A check that read one type only could be dodged by declaring another."""

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.edge.ownership import (
@@ -170,6 +170,7 @@ async def test_each_id_is_claimed_once_before_the_chunk_that_states_it_goes_on()
 IDS = st.from_regex(r"(resp|msg|fc|rs)_[A-Za-z0-9]{6,40}", fullmatch=True)
 
 
+@settings(deadline=None)  # a loaded machine must not fail an example
 @given(
     st.lists(IDS, min_size=1, max_size=4, unique=True),
     st.lists(st.integers(1, 400), max_size=12),
