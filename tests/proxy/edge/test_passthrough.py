@@ -74,11 +74,11 @@ def test_a_request_naming_no_model_goes_to_the_upstream_its_api_addressed() -> N
     anthropic_client = Headers({"anthropic-version": "2023-06-01"})
     assert addressed_upstream(settings, anthropic_client) == "claude"
     # A default that serves Messages itself keeps them.
-    serving = {
+    messages_too = {
         **UPSTREAMS,
         "openai": {"base_url": OPENAI, "apis": ["chat_completions", "messages"]},
     }
-    both = load_settings(None, upstreams=serving, default_upstream="openai")
+    both = load_settings(None, upstreams=messages_too, default_upstream="openai")
     assert addressed_upstream(both, anthropic_client) == "openai"
     alone = load_settings(None, upstreams={"openai": {"base_url": OPENAI}})
     assert addressed_upstream(alone, anthropic_client) == "openai"  # none serves Messages
