@@ -126,7 +126,9 @@ async def claiming(
         if new:
             await claim(new)
             seen |= new
-        carry = chunk[-CARRY:]
+        # The tail of everything read so far, not of this chunk alone: an id may span a
+        # chunk shorter than itself (aiohttp relays what arrived, however little).
+        carry = (carry + chunk)[-CARRY:]
         yield chunk
 
 

@@ -199,13 +199,8 @@ def _spaced(steps: list[int]) -> list[int]:
     return points
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="claiming keeps only the last chunk's tail (carry = chunk[-CARRY:]), so an id spread "
-    "over three chunks (a chunk shorter than the id in its middle) is never read nor claimed, "
-    "and stays nobody's: any team may then name it",
-)
 async def test_an_id_spread_over_three_chunks_is_claimed() -> None:
+    """A chunk shorter than the id in its middle: the carry is the tail of all read so far."""
     chunks = [b'data: {"item": {"id": "msg_', b"abc", b'def123"}}\n\n']
     out, claims, _ = await relayed(chunks)
     assert out == chunks
