@@ -12,6 +12,7 @@ from proxy.config.catalog import Upstream
 from proxy.providers.base import TransportName
 from proxy.providers.registry import PROVIDERS, SERVERS
 from proxy.upstreams.transports import transports
+from proxy.windows.servers import PROBES
 
 ROOT = Path(__file__).resolve().parents[3]
 PROXY = ROOT / "proxy"
@@ -128,8 +129,10 @@ def test_the_kinds_are_the_configs_list() -> None:
     assert set(SERVERS) == _literal("discovery") - {"auto", "off"}
     assert all(p.kind == kind for kind, p in PROVIDERS.items())
     assert all(p.server == name for name, p in SERVERS.items())
-    # A local server refines a kind the config lists, one that window discovery asks.
+    # A local server refines a kind the config lists, one that window discovery asks, and
+    # names a probe that asks it (or ``auto``'s, which tries each).
     assert all(s.kind in PROVIDERS and PROVIDERS[s.kind].discovers for s in SERVERS.values())
+    assert {p.probe for p in [*PROVIDERS.values(), *SERVERS.values()]} <= {*PROBES, "auto"}
 
 
 def test_each_provider_has_its_transport() -> None:
