@@ -11,5 +11,6 @@ from proxy.providers.openai import PROVIDER as OPENAI_COMPATIBLE
 
 
 def local_server(name: str, probe: str) -> Provider:
-    """The OpenAI-compatible provider, as the local server ``name`` asked with ``probe``."""
-    return replace(OPENAI_COMPATIBLE, server=name, probe=probe)
+    """The OpenAI-compatible provider, as the local server ``name`` asked with ``probe`` (not
+    OpenAI's own API: none of its hosts)."""
+    return replace(OPENAI_COMPATIBLE, server=name, probe=probe, hosts=(), context_api=None)
