@@ -14,6 +14,7 @@ from pathlib import Path
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import ConfigError, Settings, load_settings
 from proxy.config.startup import WILDCARDS, client_url, key_notes, self_loop_problem
+from proxy.providers.registry import provider_of
 from proxy.windows.advice import banner_lines, small_window_lines
 from proxy.windows.discovery import asks
 from proxy.windows.families import is_pattern
@@ -275,9 +276,7 @@ def banner(settings: Settings, path: str | None) -> str:
         upstream = settings.upstreams[where]
         if not entry.context_window:
             # A litellm upstream serves the model its own ``model:`` names.
-            known = table.lookup(
-                upstream.model if upstream.provider == "litellm" and upstream.model else name
-            )
+            known = table.lookup(provider_of(upstream).table_model(upstream, name))
             window, source = (
                 (str(known.window), known.source or "litellm's table")
                 if known

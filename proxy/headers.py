@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from proxy.errors import BadRequest, ContextTooLarge
+from proxy.providers.registry import provider_of
 from strategies.budget import Budget
 
 if TYPE_CHECKING:
@@ -82,8 +83,9 @@ def upstream_headers(
     api_key: str | None,
     forward_client_auth: bool = True,
 ) -> list[tuple[str, str]]:
-    """The client's headers for the upstream, then the proxy's key the way the upstream takes
-    it (Anthropic's API: ``x-api-key``; others: a bearer token), then configured headers.
+    """The client's headers for the upstream, then the proxy's key the way its provider takes
+    it (proxy/providers/: Anthropic's API ``x-api-key``, others a bearer token), then
+    configured headers.
 
     The client's credentials go along only in passthrough mode (``forward_client_auth``, which
     the caller sets only for the upstream the client addressed) and when the proxy holds no key
@@ -107,10 +109,8 @@ def upstream_headers(
             for k, v in incoming
             if (_team_may_send(k.lower()) or k.lower() in allowed) and k.lower() not in drop
         ]
-    if api_key and upstream.provider == "anthropic":
-        out.append(("x-api-key", api_key))
-    elif api_key:
-        out.append(("authorization", f"Bearer {api_key}"))
+    if api_key:
+        out.append(provider_of(upstream).auth(api_key))
     out.extend(configured.items())
     return out
 

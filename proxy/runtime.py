@@ -22,6 +22,7 @@ from proxy.headers import upstream_headers
 from proxy.observe import otel
 from proxy.observe.memory import MemoryBudget
 from proxy.observe.metrics import Metrics
+from proxy.providers.base import TransportName
 from proxy.request import conversations
 from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.planning.planner import Planner
@@ -35,6 +36,7 @@ from proxy.summaries.seen import SeenConversations
 from proxy.upstreams.aiohttp_transport import AiohttpTransport
 from proxy.upstreams.capabilities import CompactionSupport
 from proxy.upstreams.forwarding import Reply, Transport, decoded
+from proxy.upstreams.transports import transports
 from proxy.windows.advice import FirstRefusals
 from proxy.windows.discovery import Discovery, Fetch
 from proxy.windows.knowledge import WindowKnowledge
@@ -81,6 +83,12 @@ class Runtime:
     shadows: Background = field(default_factory=Background)
     # OpenTelemetry's spans and metrics (proxy/observe/otel.py): None, the default, when off.
     telemetry: Telemetry | None = None
+    # Every transport by name, ``transport`` (the HTTP one) among them: a provider names the
+    # one that sends to it (proxy/providers/, proxy/upstreams/transports.py).
+    transports: dict[TransportName, Transport] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.transports = transports(self.transport)
 
     @classmethod
     async def start(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proxy.providers.base import Api
+from proxy.providers.registry import context_management, provider_of
 from strategies.cost import Prices
 
 
@@ -16,22 +17,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-Api = Literal["chat_completions", "responses", "messages"]
-# What an upstream serves when its config does not say: OpenAI's API (and most compatible
-# servers) chat and Responses; Anthropic's API Messages; litellm, through its completion call,
-# chat only. vLLM and llama.cpp serve all three: say so with ``apis:``.
-DEFAULT_APIS: dict[str, tuple[Api, ...]] = {
-    "openai": ("chat_completions", "responses"),
-    "anthropic": ("messages",),
-    "litellm": ("chat_completions",),
-}
-
-
 class Upstream(Strict):
+    # The kinds of upstream, each a module of proxy/providers/ (its ``discovery:`` kinds too).
     provider: Literal["openai", "anthropic", "litellm"] = "openai"
     base_url: str | None = None
     apis: tuple[Api, ...] | None = Field(
-        None, description="the wire formats it serves; default by provider (DEFAULT_APIS)"
+        None, description="the wire formats it serves; default by provider (proxy/providers/)"
     )
     api_key_env: str | None = None
     model: str | None = Field(None, description="litellm model string, for provider: litellm")
@@ -74,32 +65,22 @@ class Upstream(Strict):
     @property
     def context_edits(self) -> Literal["forward", "strip", "serve"]:
         """What happens to a Messages body's ``context_management`` (``auto`` resolved)."""
-        if self.context_management != "auto":
-            return self.context_management
-        host = urlsplit(self.base_url or "").hostname or ""
-        return "forward" if host == "api.anthropic.com" else "serve"
+        return context_management(self, self.context_management, "messages")
 
     @property
     def responses_context(self) -> Literal["forward", "strip", "serve"]:
         """What happens to a Responses body's ``context_management`` (``auto`` resolved)."""
-        if self.context_management != "auto":
-            return self.context_management
-        host = urlsplit(self.base_url or "").hostname or ""
-        own = host == "api.openai.com" or host.endswith(".openai.azure.com")
-        return "forward" if own else "serve"
+        return context_management(self, self.context_management, "responses")
 
     @property
     def served_apis(self) -> tuple[Api, ...]:
-        return self.apis if self.apis is not None else DEFAULT_APIS[self.provider]
+        return self.apis if self.apis is not None else provider_of(self).apis
 
     @model_validator(mode="after")
     def _needs(self) -> Upstream:
-        if self.provider in ("openai", "anthropic") and not self.base_url:
-            raise ValueError(f"an {self.provider} upstream needs base_url")
-        if self.provider == "litellm" and self.apis and set(self.apis) != {"chat_completions"}:
-            raise ValueError("a litellm upstream serves chat_completions only")
-        if self.provider == "litellm" and not self.model:
-            raise ValueError("a litellm upstream needs model (e.g. anthropic/claude-sonnet-4-5)")
+        problem = provider_of(self).problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

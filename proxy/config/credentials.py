@@ -17,6 +17,7 @@ from typing import Protocol
 
 from proxy.config.catalog import ModelEntry, Upstream
 from proxy.config.policies import PolicyConfig
+from proxy.providers.registry import provider_of
 
 
 class _Team(Protocol):
@@ -84,7 +85,7 @@ def misdirected_credentials(settings: Settings) -> list[str]:
 
 def _needs_callers(settings: Settings, upstream: str, addressed: set[str]) -> bool:
     """Whether reaching ``upstream`` would take a caller's key that was sent to another."""
-    held = settings.holds_key(upstream) or settings.upstreams[upstream].provider == "litellm"
+    held = settings.holds_key(upstream) or provider_of(settings.upstreams[upstream]).own_credentials
     return not held and bool(addressed - {upstream})
 
 

@@ -28,6 +28,7 @@ from proxy.config.credentials import misdirected_credentials
 from proxy.config.defaults import with_default_upstreams
 from proxy.config.policies import PolicyConfig, resolve_extends
 from proxy.paths import DEFAULT_FORWARD
+from proxy.providers.registry import provider_of
 
 # The command line's options (``serve --port``), while a Settings is made: above the
 # environment, and validated by the same fields as the file.
@@ -373,7 +374,7 @@ class Settings(BaseSettings):
         held = [
             name
             for name, u in self.upstreams.items()
-            if u.provider == "litellm" or self.holds_key(name)
+            if provider_of(u).own_credentials or self.holds_key(name)
         ]
         if not held:
             return None
@@ -396,7 +397,8 @@ class Settings(BaseSettings):
         """Whether any upstream is reached with a credential the proxy holds (a litellm
         upstream may read its provider's key from the environment)."""
         return any(
-            u.provider == "litellm" or self.holds_key(name) for name, u in self.upstreams.items()
+            provider_of(u).own_credentials or self.holds_key(name)
+            for name, u in self.upstreams.items()
         )
 
     def api_key(self, upstream: str) -> str | None:

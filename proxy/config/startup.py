@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from proxy.config.defaults import origin_of
 from proxy.config.settings import Settings, is_loopback
+from proxy.providers.registry import provider_of
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 WILDCARDS = ("0.0.0.0", "::", "[::]", "")
@@ -136,7 +137,7 @@ def _upstream_note(settings: Settings, name: str, keys: bool) -> str | None:
     env = upstream.api_key_env
     if settings.holds_key(name):
         return None
-    if upstream.provider == "litellm":
+    if provider_of(upstream).own_credentials:
         if not env or os.environ.get(env):
             return None
         return f"{env} is not set: upstream {name!r} (litellm) calls its provider with " + (

@@ -41,6 +41,7 @@ from proxy.observe.outcome import Outcome
 from proxy.overflow.relearning import planned
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
+from proxy.providers.registry import provider_of
 from proxy.request.compaction import compaction, wants_compaction
 from proxy.request.context_compaction import carry, compaction_summary, made, paused
 from proxy.request.fitting import Fitting, fitting_for
@@ -49,7 +50,6 @@ from proxy.request.lessons import Lessons
 from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
-from proxy.upstreams import litellm_client as litellm_upstream
 from proxy.upstreams.forwarding import Reply, decoded, join_url, respond, rewrite_answer
 from proxy.windows.advice import annotated, refusal_note
 from proxy.wire import WireRequest
@@ -448,10 +448,11 @@ async def send_to(
     upstream, key = route.upstream, route.key
     forward = who.forward_client_auth if forward is None else forward
     headers = upstream_headers(decode_headers(request.headers.raw), upstream, key, forward)
-    if upstream.provider == "litellm":
-        return await litellm_upstream.complete(upstream, key, headers, body)
-    assert upstream.base_url is not None
-    url = join_url(upstream.base_url, fmt.path, query_of(request.scope))
-    reply = await rt.transport.send(upstream, "POST", url, headers, body)
+    # The route's provider names the transport that sends to it (HTTP, litellm's call), which
+    # takes the URL it needs: litellm's reads the upstream's config instead.
+    transport = rt.transports[provider_of(upstream).transport]
+    base = upstream.base_url
+    url = join_url(base, fmt.path, query_of(request.scope)) if base else ""
+    reply = await transport.send(upstream, "POST", url, headers, body)
     reply.broken = fmt.stream_error
     return reply

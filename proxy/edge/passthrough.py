@@ -25,6 +25,7 @@ from proxy.errors import (
 from proxy.headers import decode_headers, upstream_headers
 from proxy.observe.outcome import Outcome
 from proxy.paths import forwardable, query_of
+from proxy.providers.registry import provider_of
 from proxy.upstreams.forwarding import decoded, join_url, respond
 from proxy.windows.families import is_pattern
 
@@ -110,7 +111,7 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str, headers
     else:
         who.check_model(model)
         name = rt.models.resolve(model).route.name
-    if rt.settings.upstreams[name].provider == "litellm":
+    if not provider_of(rt.settings.upstreams[name]).forwards:
         raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
     return name
 
@@ -129,7 +130,7 @@ def addressed_upstream(settings: Settings, headers: Headers) -> str:
         for name, u in settings.upstreams.items()
         if "messages" in u.served_apis and u.base_url is not None
     ]
-    serving.sort(key=lambda name: settings.upstreams[name].provider != "anthropic")
+    serving.sort(key=lambda name: not provider_of(settings.upstreams[name]).native_messages)
     return serving[0] if serving else default
 
 
@@ -179,7 +180,8 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
     listed: list[dict[str, object]] = []
     name = addressed_upstream(rt.settings, request.headers)
     upstream = rt.settings.upstreams[name]
-    if upstream.base_url is not None and upstream.provider == "anthropic":
+    listing = provider_of(upstream).model_list
+    if upstream.base_url is not None and listing == "relayed":
         key = rt.settings.api_key(name)
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
@@ -199,7 +201,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             models = [m for m in models if isinstance(m, dict) and who.allows(str(m.get("id")))]
         data["data"] = [with_window(m, rt, who) if isinstance(m, dict) else m for m in models]
         return respond(replace(reply, body=orjson.dumps(data), stream=None), [])
-    if upstream.base_url is not None and upstream.provider == "openai":
+    if upstream.base_url is not None and listing == "merged":
         key = rt.settings.api_key(name)
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from proxy.config.catalog import Upstream
+from proxy.providers.registry import provider_of
 
 INPUT = "gen_ai.usage.input_tokens"
 OUTPUT = "gen_ai.usage.output_tokens"
@@ -38,10 +39,7 @@ def operation(fmt: str) -> str:
 def provider(upstream: Upstream) -> str:
     """gen_ai.provider.name: the upstream's API (openai, anthropic), or for litellm the
     provider its model string names (``bedrock/...``: bedrock)."""
-    if upstream.provider != "litellm":
-        return upstream.provider
-    prefix, slash, _ = (upstream.model or "").partition("/")
-    return prefix if slash and prefix else "litellm"
+    return provider_of(upstream).telemetry_name(upstream)
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 
 from proxy.errors import ContextTooLarge, ProxyError
+from proxy.providers.registry import provider_of
 from proxy.request.planning.plan import Plan
 from proxy.wire import WireRequest
 
@@ -45,7 +46,8 @@ def reachable(req: WireRequest, alt: WireRequest) -> bool:
     if req.credential is None or route.name == req.addressed:
         return True
     upstream = route.upstream
-    return bool(route.key or upstream.header_credentials or upstream.provider == "litellm")
+    own = provider_of(upstream).own_credentials
+    return bool(route.key or upstream.header_credentials or own)
 
 
 async def plan_with_fallbacks(

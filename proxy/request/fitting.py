@@ -17,6 +17,7 @@ import orjson
 
 from proxy.errors import BadRequest
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
+from proxy.providers.registry import provider_of
 from proxy.request.budget import budget_for, checked, output_floor
 from proxy.request.planning.off_loop import off_loop
 from proxy.request.planning.plan import Plan
@@ -128,7 +129,7 @@ class PromptFitting:
                 param="contextwarden.session_memory",
             )
         upstream = req.spec.route.upstream
-        if upstream.provider != "openai" or upstream.base_url is None:
+        if not provider_of(upstream).serves_completions or upstream.base_url is None:
             raise BadRequest("/v1/completions is only served by an OpenAI-compatible upstream")
         self.req, self.margin = req, margin
         self.prompts = Prompts(

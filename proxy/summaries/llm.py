@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
+from proxy.providers.litellm import key_header
+from proxy.providers.registry import provider_of
 from proxy.wire import WireRequest
 from strategies.messages import Message
 
@@ -62,19 +64,13 @@ def target_for(settings: Settings, req: WireRequest) -> Target:
         if cfg.upstream is None:
             return Target(cfg.model)
         via = settings.upstreams[cfg.upstream]
-        sends_as = "x-api-key" if cfg.model.startswith("anthropic/") else "authorization"
+        sends_as = key_header(cfg.model)
         own = settings.api_key(cfg.upstream)
         return Target(cfg.model, via.base_url, own or req.credential_for(cfg.upstream, sends_as))
     upstream = req.spec.route.upstream
-    sends_as = "x-api-key" if upstream.provider == "anthropic" else "authorization"
-    key = req.spec.route.key or req.credential_for(req.spec.route.name, sends_as)
-    if upstream.provider == "litellm" and upstream.model:
-        return Target(upstream.model, upstream.base_url, key)
-    if upstream.provider == "anthropic" and upstream.base_url:
-        # litellm's Anthropic provider appends /v1/messages to its api_base.
-        base = upstream.base_url.rstrip("/").removesuffix("/v1")
-        return Target(f"anthropic/{req.spec.name}", base, key)
-    return Target(f"openai/{req.spec.name}", upstream.base_url, key)
+    provider = provider_of(upstream)
+    key = req.spec.route.key or req.credential_for(req.spec.route.name, provider.key_header)
+    return Target(*provider.summarizer(upstream, req.spec.name), key)
 
 
 class LLMSummarizer:

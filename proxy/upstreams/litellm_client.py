@@ -1,4 +1,6 @@
-"""Upstreams served through ``litellm.acompletion`` (Anthropic, Bedrock, Gemini...).
+"""Upstreams served through ``litellm.acompletion`` (Anthropic, Bedrock, Gemini...): the
+litellm transport (``LitellmTransport``), behind the same seam as the HTTP one
+(proxy/upstreams/forwarding.py: Transport).
 
 litellm is imported on first use only: importing it takes seconds, and a proxy that serves only
 OpenAI-compatible upstreams never needs it. Answers come back in OpenAI's format, streams as SSE.
@@ -7,6 +9,7 @@ OpenAI-compatible upstreams never needs it. Answers come back in OpenAI's format
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -72,12 +75,32 @@ def _litellm() -> Any:
     return litellm
 
 
-async def complete(
-    upstream: Upstream, api_key: str | None, headers: list[tuple[str, str]], body: bytes
-) -> Reply:
+@dataclass(frozen=True, slots=True)
+class LitellmTransport:
+    """Sends a chat body through ``litellm.acompletion``: to the provider the upstream's
+    ``model:`` string names (the method and URL are the HTTP transport's, and unused here), with
+    the key the headers carry as a bearer token (the proxy's, or the caller's in passthrough)."""
+
+    async def send(
+        self,
+        upstream: Upstream,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes] | None,
+    ) -> Reply:
+        if not isinstance(content, bytes):
+            raise TypeError("litellm is sent a whole JSON body")
+        return await complete(upstream, headers, content)
+
+    async def aclose(self) -> None:
+        """Nothing to close: litellm's clients are its own."""
+
+
+async def complete(upstream: Upstream, headers: list[tuple[str, str]], body: bytes) -> Reply:
     litellm = _litellm()
     payload = orjson.loads(body)
-    kwargs = call_arguments(payload, upstream, api_key or _bearer(headers))
+    kwargs = call_arguments(payload, upstream, _bearer(headers))
     try:
         response = await litellm.acompletion(**kwargs)
     except litellm.ContextWindowExceededError as exc:

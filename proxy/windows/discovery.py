@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.config.catalog import Upstream
+from proxy.providers.registry import provider_of
 from proxy.windows.sane import sane_window
 from proxy.windows.servers import Said, probe
 
@@ -240,7 +241,7 @@ class Discovery:
 
         try:
             said = await asyncio.wait_for(
-                probe(get, upstream.base_url, model, upstream.discovery), TIMEOUT
+                probe(get, upstream.base_url, model, provider_of(upstream).probe), TIMEOUT
             )
         except Exception as exc:  # a server that cannot be asked is learned about otherwise
             log.info("could not discover the window of %s at %s: %r", model, name, exc)
@@ -302,10 +303,11 @@ HOSTED = (
 
 
 def asks(upstream: Upstream) -> bool:
-    """Whether discovery asks ``upstream`` for windows: an OpenAI-compatible server with an
-    address, discovery not off, and under ``auto`` not a provider's hosted API (its models
-    endpoint states no window)."""
-    if upstream.discovery == "off" or upstream.provider != "openai" or not upstream.base_url:
+    """Whether discovery asks ``upstream`` for windows: one whose provider discovery asks (an
+    OpenAI-compatible server) with an address, discovery not off, and under ``auto`` not a
+    provider's hosted API (its models endpoint states no window)."""
+    discovers = provider_of(upstream).discovers
+    if upstream.discovery == "off" or not discovers or not upstream.base_url:
         return False
     return upstream.discovery != "auto" or not hosted(upstream.base_url)
 

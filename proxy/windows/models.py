@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proxy.config.catalog import Api, Upstream
+from proxy.config.catalog import Upstream
 from proxy.config.environment import prepare_environment
 from proxy.config.policies import PolicyConfig
 from proxy.config.settings import Settings
+from proxy.providers.base import Api
+from proxy.providers.registry import provider_of
 from proxy.windows.calibration import Calibration
 from proxy.windows.discovery import DiscoveredWindows
 from proxy.windows.families import Families
@@ -226,9 +228,7 @@ class Models:
     def _table_name(self, name: str, upstream: str) -> str:
         # A litellm upstream serves the model its own `model:` string names.
         config = self._settings.upstreams.get(upstream)
-        if config is not None and config.provider == "litellm" and config.model:
-            return config.model
-        return name
+        return provider_of(config).table_model(config, name) if config is not None else name
 
 
 def build_models(settings: Settings) -> Models:

@@ -131,9 +131,10 @@ PROBES = {
 
 
 async def probe(get: Get, base_url: str, model: str, server: str = "auto") -> Said | None:
-    """What the server at ``base_url`` says of ``model``'s window: ``server`` names which one
-    it is, or ``auto`` asks each in turn (the OpenAI-compatible list first: vLLM and SGLang
-    state the window there, and llama.cpp names itself there)."""
+    """What the server at ``base_url`` says of ``model``'s window: ``server`` names which
+    probe asks it (its provider's, proxy/providers/), or ``auto`` asks each in turn (the
+    OpenAI-compatible list first: vLLM and SGLang state the window there, and llama.cpp names
+    itself there)."""
     base, root = roots(base_url)
     if server != "auto":
         return await PROBES[server](get, base, root, model)
