@@ -123,17 +123,17 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     except ProxyError as exc:  # refused by the proxy itself: counted and logged too
         elapsed = time.perf_counter() - started
         outcome = Outcome(
-            team,
-            model,
-            exc.status,
-            None,
-            None,
-            [],
-            0,
-            None,
-            elapsed - clock.seconds,
-            clock.seconds,
-            stream,
+            team=team,
+            model=model,
+            status=exc.status,
+            tokens_before=None,
+            tokens_after=None,
+            actions=[],
+            retries=0,
+            checkpoint=None,
+            overhead=elapsed - clock.seconds,
+            upstream=clock.seconds,
+            stream=stream,
             path=fmt.path,
             format=fmt.name,
         )
@@ -257,9 +257,20 @@ async def answered_alone(
     actions = response.headers.get("x-contextwarden-actions", "compaction-relayed")
     elapsed = time.perf_counter() - started
     outcome = Outcome(
-        req.team, req.spec.name, response.status_code, None, None, actions.split(","), 0, None,
-        elapsed, 0.0, bool(req.payload.get("stream")), path=req.fmt.path, format=req.fmt.name,
-    )  # fmt: skip
+        team=req.team,
+        model=req.spec.name,
+        status=response.status_code,
+        tokens_before=None,
+        tokens_after=None,
+        actions=actions.split(","),
+        retries=0,
+        checkpoint=None,
+        overhead=elapsed,
+        upstream=0.0,
+        stream=bool(req.payload.get("stream")),
+        path=req.fmt.path,
+        format=req.fmt.name,
+    )
     rt.metrics.record(outcome)
     return response
 
