@@ -27,7 +27,7 @@ from proxy.edge.intake import Intake, build_request, made_request, read_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.shadow import forward as shadow_forward
 from proxy.edge.shadow import shadowed
-from proxy.errors import ProxyError
+from proxy.errors import Invariant, ProxyError
 from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
 from proxy.headers import (
@@ -370,8 +370,8 @@ def recalling(
         )
         return reply, made
 
-    assert rt.planner.recalls is not None and plan.budget is not None
-    assert plan.recall is not None
+    if rt.planner.recalls is None or plan.budget is None or plan.recall is None:
+        raise Invariant("a plan that offers recall has a budget and a memory of outputs")
     config = req.policy.config
     return Round(
         build,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from starlette.responses import Response
 
+from proxy.errors import Invariant
 from proxy.formats import anthropic_compaction as anthropic
 from proxy.formats import responses_context as responses
 from proxy.formats.anthropic_compaction import alone, block, events
@@ -82,7 +83,8 @@ def made(req: WireRequest, summary: str | None) -> dict[str, Any]:
     is null for a compaction that failed, as Anthropic's API says it)."""
     if req.fmt.api == "messages":
         return block(summary)
-    assert summary is not None
+    if summary is None:
+        raise Invariant("a Responses compaction is made of a summary")
     return item_of(summary)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, Invariant
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.request.budget import budget_for, checked, output_floor
 from proxy.request.planning.off_loop import off_loop
@@ -107,7 +107,8 @@ def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
     """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
     request's counter weighed it: proxy/windows/calibration.py), with how much of it the view
     hides and how many messages it held."""
-    assert plan.tokens_after is not None
+    if plan.tokens_after is None:
+        raise Invariant("a sent plan is counted")
     forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
     hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
     weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)

@@ -36,6 +36,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from proxy.errors import Invariant
 from proxy.formats.references import holds_references
 from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
@@ -216,7 +217,8 @@ class Lessons:
             return plan.prompts[1]  # no fit: the proxy's own count, as it stands
         sample = self.fitting.sample(0, plan)
         if sample is None:
-            assert plan.tokens_after is not None
+            if plan.tokens_after is None:
+                raise Invariant("a sent plan is counted")
             return math.ceil(plan.tokens_after * req.units)
         return self.rt.models.calibration.predict(self.learner, req.spec.name, sample)
 
