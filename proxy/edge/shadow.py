@@ -144,7 +144,7 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
         req.shadow = True
         conversation = False
         try:
-            fitting = fitting_for(rt, req)
+            fitting = fitting_for(rt.planner, rt.settings.trimming, req)
             conversation = fitting.conversation
             plan = await fitting.first()
         except ProxyError as exc:  # the enforced path would refuse it (or fall back)
