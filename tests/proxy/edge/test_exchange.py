@@ -7,13 +7,16 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from starlette.datastructures import Headers
 from starlette.requests import Request
 
+from proxy.app import create_app
 from proxy.config.catalog import Upstream
 from proxy.config.settings import load_settings
+from proxy.edge import exchange
 from proxy.edge.auth import Principal
 from proxy.edge.exchange import (
     Asked,
@@ -29,7 +32,7 @@ from proxy.edge.exchange import (
     serve_compaction,
     take_in,
 )
-from proxy.errors import BadRequest, ContextTooLarge
+from proxy.errors import BadRequest, ContextTooLarge, Invariant
 from proxy.formats.chat import CHAT
 from proxy.formats.responses import RESPONSES
 from proxy.observe.outcome import Outcome
@@ -244,3 +247,30 @@ async def test_handle_runs_the_stages_in_turn(stack: Stack) -> None:
 def test_a_planned_value_is_keyword_only() -> None:
     with pytest.raises(TypeError):
         Planned(None, None, None)  # type: ignore[call-arg, arg-type]
+
+
+async def test_a_broken_invariant_is_a_plain_500_in_the_clients_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What an ``assert`` checked raises ``Invariant``, kept under ``python -O``: the client gets
+    the top-level handler's 500, never a traceback."""
+
+    async def broken(*args: Any) -> Any:
+        raise Invariant("a plan that offers recall has a budget")
+
+    monkeypatch.setattr(exchange, "make_plan", broken)
+    with tempfile.TemporaryDirectory() as data:
+        settings = load_settings(
+            None,
+            data_dir=data,
+            upstreams={"u": {"base_url": "http://u.test/v1"}},
+            models={"small": {"context_window": 4000, "tokenizer": "o200k_base"}},
+        )
+        app = create_app(settings, FakeTransport())
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+                response = await c.post("/v1/chat/completions", content=chat(10))
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "internal_error"
+    assert "Traceback" not in response.text and "recall" not in response.text
