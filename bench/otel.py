@@ -66,9 +66,21 @@ UPSTREAM = Upstream(base_url="http://127.0.0.1:9/v1")
 
 def outcome() -> Outcome:
     return Outcome(
-        "default", MODEL, 200, 9000, 5120, ["truncate_oldest", "ledger"], 0, None, 0.0004,
-        0.002, False, policy="default", prefix="kept", cached_tokens=4096,
-    )  # fmt: skip
+        team="default",
+        model=MODEL,
+        status=200,
+        tokens_before=9000,
+        tokens_after=5120,
+        actions=["truncate_oldest", "ledger"],
+        retries=0,
+        checkpoint=None,
+        overhead=0.0004,
+        upstream=0.002,
+        stream=False,
+        policy="default",
+        prefix="kept",
+        cached_tokens=4096,
+    )
 
 
 async def one(telemetry: Telemetry | None, metrics: Metrics) -> Response:

@@ -12,6 +12,10 @@ ProxyError (status, type, code, param)
  └── UpstreamTimeout       504 the upstream did not answer in time
 
 Anthropic Messages clients get the same errors in Anthropic's shape (``anthropic_body``).
+
+``Invariant`` is no client's error: the proxy's own code found a state it rules out (what an
+``assert`` would check, but kept under ``python -O``). It is a bug; the top-level handler
+(proxy/app.py) logs it with its traceback and answers a plain 500 in the client's shape.
 """
 
 from __future__ import annotations
@@ -110,6 +114,11 @@ class UpstreamTimeout(ProxyError):
     status = 504
     type = "upstream_error"
     code = "upstream_timeout"
+
+
+class Invariant(Exception):
+    """A state the proxy's code rules out, met all the same (a bug): raised where an
+    ``assert`` would stand, which ``python -O`` would drop."""
 
 
 def error_body(message: str, type_: str, code: str | None, param: str | None = None) -> bytes:

@@ -1,10 +1,17 @@
 """One fitted request, in any wire format (chat, Responses, Anthropic Messages, legacy
-completions), in layers:
+completions), in named stages, each handing the next an explicit value:
 
-    handle                    read the body, let the format parse and view it, resolve the
-                              model, plan the first try (fitting.py: by kind of body)
-     └─ send_with_overflow_retry   (proxy/overflow) on an upstream overflow: shrink, re-fit, retry
-         └─ send_once              pick the transport (HTTP to the format's path, or litellm)
+    handle                 the stages in turn, in the admission slot up to the plan
+     ├─ read_in, take_in   intake: read the body, let the format parse and view it, resolve the
+     │                     model, check its objects are the team's, make the request (-> Intake,
+     │                     WireRequest; none in shadow mode: proxy/edge/shadow.py)
+     ├─ make_plan          plan the first try, by its model or a fallback's (-> Planned)
+     ├─ serve_compaction   a compaction the client asked for, served (-> Served)
+     ├─ send_with_retry    send; on an upstream overflow shrink, re-fit, retry (proxy/overflow);
+     │   │                 continue past recall calls (-> Sent)
+     │   └─ send_once      pick the transport (HTTP to the format's path, or litellm)
+     ├─ record             teach, claim, headers, the outcome counted and logged (-> Response)
+     └─ refused            a refusal by the proxy itself, counted and logged
 
 The client gets the upstream's own status, headers and bytes, plus ``x-contextwarden-*`` headers.
 """
@@ -14,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +34,7 @@ from proxy.edge.intake import Intake, build_request, made_request, read_request
 from proxy.edge.ownership import answered_id, answered_ids, claiming
 from proxy.edge.shadow import forward as shadow_forward
 from proxy.edge.shadow import shadowed
-from proxy.errors import ProxyError
+from proxy.errors import Invariant, ProxyError
 from proxy.formats.anthropic_edits import reported_body, reported_stream
 from proxy.formats.base import WireFormat
 from proxy.headers import (
@@ -38,15 +45,15 @@ from proxy.headers import (
     upstream_headers,
 )
 from proxy.observe.outcome import Outcome
-from proxy.overflow.relearning import planned
+from proxy.overflow.relearning import Planning, planned
 from proxy.overflow.retry import Retrying, overflow_of, send_with_overflow_retry
 from proxy.paths import query_of
 from proxy.providers.registry import provider_of
-from proxy.request.compaction import compaction, wants_compaction
-from proxy.request.context_compaction import carry, compaction_summary, made, paused
+from proxy.request.compaction import Compactions, compaction, wants_compaction
+from proxy.request.context_compaction import Summaries, carry, compaction_summary, made, paused
 from proxy.request.fitting import Fitting, fitting_for
 from proxy.request.kept_prefix import costs_of, see_prefix
-from proxy.request.lessons import Lessons
+from proxy.request.lessons import Lessons, Teachers
 from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
 from proxy.request.usage import answer, prompt_usage, tapped
@@ -62,88 +69,195 @@ log = logging.getLogger("contextwarden")
 
 
 async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
-    started = time.perf_counter()
-    rt.shadows.arrived()  # shadow plans wait for a quiet moment (proxy/edge/background.py)
+    """One request, through its stages: intake (``read_in``, ``take_in``), plan (``make_plan``),
+    send with retry (``send_with_retry``), record (``record``); a refusal by the proxy itself
+    is counted and logged too (``refused``)."""
     clock = UpstreamClock()
-    team, model, stream = "-", "-", False
+    rt.shadows.arrived()  # shadow plans wait for a quiet moment (proxy/edge/background.py)
+    asked = Asked()
     try:
         who = rt.auth.team(request.headers, query_of(request.scope))
-        team = who.team
+        asked.team = who.team
         # The body, and the CPU-bound part (parse, view, count, fit), are admitted first
         # (proxy/edge/admission.py).
-        async with rt.admission.admit(request, team) as body:
-            headers = request.headers
-            intake = await rt.admission.run(
-                body, read_request, body, headers, rt.settings, rt.models, who, fmt, rt.items
+        async with rt.admission.admit(request, who.team) as body:
+            intake = await read_in(rt, fmt, who, body, request.headers)
+            asked.model, asked.stream = intake.spec.name, bool(intake.payload.get("stream"))
+            req = await take_in(rt, intake, who, request.headers)
+            planned = (
+                await make_plan(rt, req, who, body, request.headers)
+                if req is not None and not answered_by_compaction(req)
+                else None
             )
-            model, stream = intake.spec.name, bool(intake.payload.get("stream"))
-            if fmt.api == "responses" and rt.settings.auth == "keys":
-                capped = bool(who.config.max_context_tokens)
-                await rt.owners.check(team, capped, intake.payload)
-            # Shadow mode: sent as it came once read and checked, its view and plan made
-            # after (proxy/edge/shadow.py); what the proxy answers itself (a compaction) is
-            # answered as ever.
-            shadow = shadowed(rt, intake, who)
-            if not shadow:
-                req = await rt.admission.run(
-                    body, made_request, intake, headers, rt.models, who, rt.pins
-                )
-                await discover(rt, req, who)
-                args = (headers, rt.settings, rt.models, who, fmt, rt.pins, rt.items)
-
-                async def build(other: bytes) -> WireRequest:
-                    return await rt.admission.run(other, build_request, other, *args)
-
-                compacting = wants_compaction(req) or (req.compaction and req.compaction.only)
-                if not compacting:
-                    req, plan, trial = await planned(rt, req, body, build)
-                    fitting = fitting_for(rt, req)
-        if shadow:
-            send = sending_as_sent(request, rt, intake, who, clock)
-            later = partial(rest_of_intake, rt, intake, request.headers, who)
-            return await shadow_forward(
-                rt, intake, who, send, later, started, lambda: clock.seconds
-            )
-        if compacting:  # answered outside the admission slot: a summary takes its time
-            return await compact(request, rt, req, who, started)
-        compacted = None
-        if req.compaction is not None:  # served: a summary takes its time, outside the slot
-            summary = await compaction_summary(rt, req)
-            if summary is not None and req.compaction.pause:
-                return await answered_alone(rt, req, paused(req, summary), started)
-            compacted = made(req, summary) if summary is not None else None
-        lessons = Lessons(rt, req, fitting, who.config.max_context_tokens, trial)
-        reply, plan, retries = await send_with_overflow_retry(
-            plan, retrying(request, rt, req, who, clock, fitting, lessons), rt.settings.trimming
-        )
-        recalled = 0
-        if plan.recall and reply.status == 200:
-            rounds = recalling(request, rt, req, who, clock, plan)
-            reply, recalled = await settle(reply, req.fmt, req.payload, rounds)
+        if req is None:  # shadow mode: sent as it came, made and planned after its answer
+            return await forward_shadow(request, rt, intake, who, clock)
+        if planned is None:  # answered outside the admission slot: a summary takes its time
+            return await compact(request, rt, req, who, clock.started)
+        served = await serve_compaction(rt, planned.req)  # outside the slot, as above
+        if served.alone is not None:
+            return await answered_alone(rt, planned.req, served.alone, clock.started)
+        sent = await send_with_retry(request, rt, who, clock, planned)
     except ProxyError as exc:  # refused by the proxy itself: counted and logged too
-        elapsed = time.perf_counter() - started
-        outcome = Outcome(
-            team,
-            model,
-            exc.status,
-            None,
-            None,
-            [],
-            0,
-            None,
-            elapsed - clock.seconds,
-            clock.seconds,
-            stream,
-            path=fmt.path,
-            format=fmt.name,
-        )
-        rt.metrics.record(outcome)
-        exc.headers = refused_headers(exc)
+        refused(rt, fmt, asked, exc, clock)
         raise
+    return await record(rt, who, asked, sent, served.carried, clock)
+
+
+@dataclass(slots=True, kw_only=True)
+class Asked:
+    """What the client asked, as far as it is known when the proxy refuses it: its team, its
+    model, whether it streams."""
+
+    team: str = "-"
+    model: str = "-"
+    stream: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """What the plan stage hands the send stage: the request to send (the client's, or a
+    fallback model's), its first plan, how to fit it again, and whether it is let through past
+    a learned window (proxy/overflow/relearning.py)."""
+
+    req: WireRequest
+    plan: Plan
+    fitting: Fitting
+    trial: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Served:
+    """A compaction the proxy serves (proxy/request/context_compaction.py): the answer it
+    makes alone, without the model's turn (a compaction that pauses), or the one the model's
+    answer carries; neither when none is due or none could be made."""
+
+    alone: Response | None = None
+    carried: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """What the send stage hands the record stage: the request sent, the answer that stands
+    and the plan it answered, the retries and recalls it took, its lessons."""
+
+    req: WireRequest
+    conversation: bool  # a conversation whose prefix the proxy tracks
+    lessons: Lessons
+    reply: Reply
+    plan: Plan
+    retries: int = 0
+    recalled: int = 0
+
+
+async def read_in(
+    rt: Runtime, fmt: WireFormat, who: Principal, body: bytes, headers: Headers
+) -> Intake:
+    """Intake, first: the body parsed and checked, its model resolved (proxy/edge/intake.py),
+    in the admission slot's worker when large."""
+    settings, models, items = rt.settings, rt.models, rt.items
+    return await rt.admission.run(
+        body, read_request, body, headers, settings, models, who, fmt, items
+    )
+
+
+async def take_in(
+    rt: Runtime, intake: Intake, who: Principal, headers: Headers
+) -> WireRequest | None:
+    """Intake, then: a Responses request may name only its team's objects
+    (proxy/edge/ownership.py); the request made (its view, window, conversation) and its
+    model's window asked of its server the first time. None in shadow mode: sent as it came
+    once read and checked, made after (proxy/edge/shadow.py)."""
+    if intake.fmt.api == "responses" and rt.settings.auth == "keys":
+        capped = bool(who.config.max_context_tokens)
+        await rt.owners.check(who.team, capped, intake.payload)
+    if shadowed(rt, intake, who):
+        return None
+    body = intake.body
+    req = await rt.admission.run(body, made_request, intake, headers, rt.models, who, rt.pins)
+    await discover(rt, req, who)
+    return req
+
+
+def answered_by_compaction(req: WireRequest) -> bool:
+    """Whether the proxy answers ``req`` as a compaction request, unplanned: Codex's
+    compaction trigger (proxy/request/compaction.py), or a request that is only Anthropic's
+    compaction (proxy/request/context_compaction.py)."""
+    return wants_compaction(req) or (req.compaction is not None and req.compaction.only)
+
+
+async def make_plan(
+    rt: Runtime, req: WireRequest, who: Principal, body: bytes, headers: Headers
+) -> Planned:
+    """The plan stage: the first plan, by the request's own model or the first fallback that
+    fits better (proxy/overflow/fallbacks.py), past a learned window when it is due
+    (proxy/overflow/relearning.py), and how the chosen request is fitted again
+    (proxy/request/fitting.py)."""
+    args = (headers, rt.settings, rt.models, who, req.fmt, rt.pins, rt.items)
+
+    async def build(other: bytes) -> WireRequest:
+        return await rt.admission.run(other, build_request, other, *args)
+
+    chosen, first, trial = await planned(planning(rt), req, body, build)
+    fitting = fitting_for(rt.planner, rt.settings.trimming, chosen)
+    return Planned(req=chosen, plan=first, fitting=fitting, trial=trial)
+
+
+async def serve_compaction(rt: Runtime, req: WireRequest) -> Served:
+    """The compaction the proxy serves for ``req``, when it asked for one and its input is
+    past the threshold (proxy/request/context_compaction.py)."""
+    if req.compaction is None:
+        return Served()
+    summary = await compaction_summary(summaries(rt), req)
+    if summary is None:
+        return Served()
+    if req.compaction.pause:
+        return Served(alone=paused(req, summary))
+    return Served(carried=made(req, summary))
+
+
+async def send_with_retry(
+    request: Request, rt: Runtime, who: Principal, clock: UpstreamClock, planned: Planned
+) -> Sent:
+    """The send stage: the plan sent, shrunk and sent again while the upstream overflows
+    (proxy/overflow/retry.py), then, when the model calls the recall tool, continued out of
+    the client's sight (proxy/request/recall.py)."""
+    req, fitting = planned.req, planned.fitting
+    cap = who.config.max_context_tokens
+    lessons = Lessons(teachers(rt), req, fitting, cap, planned.trial)
+    do = retrying(request, rt, req, who, clock, fitting, lessons)
+    reply, plan, retries = await send_with_overflow_retry(planned.plan, do, rt.settings.trimming)
+    recalled = 0
+    if plan.recall and reply.status == 200:
+        rounds = recalling(request, rt, req, who, clock, plan)
+        reply, recalled = await settle(reply, req.fmt, req.payload, rounds)
+    conversation = fitting.conversation
+    return Sent(
+        req=req,
+        conversation=conversation,
+        lessons=lessons,
+        reply=reply,
+        plan=plan,
+        retries=retries,
+        recalled=recalled,
+    )
+
+
+async def record(
+    rt: Runtime,
+    who: Principal,
+    asked: Asked,
+    sent: Sent,
+    carried: dict[str, Any] | None,
+    clock: UpstreamClock,
+) -> Response:
+    """The record stage: what the answer teaches (the window, the calibration, the prefix
+    kept) and says in ``x-contextwarden-*`` headers, the objects it makes claimed for the
+    team, a compaction ``carried`` put first in it, and the outcome counted and logged."""
+    req, reply, plan = sent.req, sent.reply, sent.plan
     await tell_unknown_window(rt, req, reply, plan)
     if rt.settings.auth == "keys" and reply.status == 200 and stores_objects(req.fmt, req.payload):
-        await claim_answer(rt, team, reply)
-    seen = await see_prefix(rt.prefixes, req, plan) if fitting.conversation else None
+        await claim_answer(rt, who.team, reply)
+    seen = await see_prefix(rt.prefixes, req, plan) if sent.conversation else None
     await rt.settle()
     # Said only to a caller with a credential: callers without one cannot be told apart, and
     # the state would say whether another one sent this conversation (an oracle).
@@ -151,17 +265,18 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
     prefix = [("x-contextwarden-prefix", seen.state)] if told and seen else []
     # After recalls, the answer is to a continuation the proxy planned: its usage is not this
     # plan's, so it teaches nothing.
-    learned = await observe_usage(rt, req, lessons, reply, plan) if not recalled else []
-    # A fallback answered: the model that did (``model`` is the one the client asked for).
-    answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != model else []
-    more = [("x-contextwarden-recalled", str(recalled))] if recalled else []
+    learned = await observe_usage(rt, req, sent.lessons, reply, plan) if not sent.recalled else []
+    # A fallback answered: the model that did (``asked.model`` is the one the client named).
+    answered = [("x-contextwarden-model", req.spec.name)] if req.spec.name != asked.model else []
+    more = [("x-contextwarden-recalled", str(sent.recalled))] if sent.recalled else []
     if req.context_edits is not None and reply.status == 200:
         report_edits(reply, req.context_edits, bool(req.payload.get("stream")))
-    if compacted is not None and reply.status == 200 and carry(reply, compacted, req.fmt.api):
+    if carried is not None and reply.status == 200 and carry(reply, carried, req.fmt.api):
         plan = replace(plan, actions=[*plan.actions, "compaction-served"])
     if req.context_edits:  # served before the request was fitted: named first, by their type
         plan = replace(plan, actions=[*(e["type"] for e in req.context_edits), *plan.actions])
-    response = respond(reply, [*cw_headers(plan, retries), *prefix, *answered, *more, *learned])
+    said = [*cw_headers(plan, sent.retries), *prefix, *answered, *more, *learned]
+    response = respond(reply, said)
     outcome = Outcome(
         team=req.team,
         model=req.spec.name,
@@ -169,20 +284,60 @@ async def handle(request: Request, rt: Runtime, fmt: WireFormat) -> Response:
         tokens_before=plan.tokens_before,
         tokens_after=plan.tokens_after,
         actions=plan.actions,
-        retries=retries,
+        retries=sent.retries,
         checkpoint=plan.checkpoint,
-        overhead=time.perf_counter() - started - clock.seconds,
+        overhead=clock.overhead(),
         upstream=clock.seconds,
         stream=bool(req.payload.get("stream")),
         policy=req.policy.name,
-        path=fmt.path,
-        format=fmt.name,
+        path=req.fmt.path,
+        format=req.fmt.name,
         prefix=seen.state if seen else None,
         cached_tokens=seen.cached_tokens if seen else 0,
         costs=costs_of(req, plan, seen),
     )
     rt.metrics.record(outcome, req.view.messages if rt.settings.log_content else None)
     return response
+
+
+def refused(
+    rt: Runtime, fmt: WireFormat, asked: Asked, exc: ProxyError, clock: UpstreamClock
+) -> None:
+    """A request the proxy refused itself, counted and logged as the others are, and its
+    error given the ``x-contextwarden-*`` headers it carries."""
+    outcome = Outcome(
+        team=asked.team,
+        model=asked.model,
+        status=exc.status,
+        tokens_before=None,
+        tokens_after=None,
+        actions=[],
+        retries=0,
+        checkpoint=None,
+        overhead=clock.overhead(),
+        upstream=clock.seconds,
+        stream=asked.stream,
+        path=fmt.path,
+        format=fmt.name,
+    )
+    rt.metrics.record(outcome)
+    exc.headers = refused_headers(exc)
+
+
+def teachers(rt: Runtime) -> Teachers:
+    """Where a request's lessons go (proxy/request/lessons.py)."""
+    return Teachers(windows=rt.windows, models=rt.models, usages=rt.usages, metrics=rt.metrics)
+
+
+def planning(rt: Runtime) -> Planning:
+    """What a first plan is made with (proxy/overflow/relearning.py)."""
+    return Planning(planner=rt.planner, models=rt.models, trimming=rt.settings.trimming)
+
+
+def summaries(rt: Runtime) -> Summaries:
+    """What a compaction's summary is made with (proxy/request/context_compaction.py)."""
+    reserve = rt.settings.trimming.reserve_output_tokens
+    return Summaries(compactor=rt.compactor, planner=rt.planner, reserve_output_tokens=reserve)
 
 
 def stores_objects(fmt: WireFormat, payload: dict[str, Any]) -> bool:
@@ -202,6 +357,16 @@ async def claim_answer(rt: Runtime, team: str, reply: Reply) -> None:
         await rt.owners.claim(team, [made])
     if reply.stream is not None:
         reply.stream = claiming(reply.stream, partial(rt.owners.claim, team))
+
+
+async def forward_shadow(
+    request: Request, rt: Runtime, intake: Intake, who: Principal, clock: UpstreamClock
+) -> Response:
+    """A shadow mode request, sent as it came (proxy/edge/shadow.py); the rest of its intake
+    and its plan made after its answer."""
+    send = sending_as_sent(request, rt, intake, who, clock)
+    later = partial(rest_of_intake, rt, intake, request.headers, who)
+    return await shadow_forward(rt, intake, who, send, later, clock.started, lambda: clock.seconds)
 
 
 def sending_as_sent(
@@ -244,9 +409,10 @@ async def compact(
     compaction_trigger: proxy/request/compaction.py; Anthropic's compaction parameter,
     served: proxy/request/context_compaction.py), counted and logged as the others are."""
     if req.compaction is not None and req.compaction.only:
-        response = paused(req, await compaction_summary(rt, req))
+        response = paused(req, await compaction_summary(summaries(rt), req))
     else:
-        response = await compaction(rt, req, partial(send_once, request, rt, req, who=who))
+        by = Compactions(support=rt.compactions, store=rt.store, summaries=summaries(rt))
+        response = await compaction(by, req, partial(send_once, request, rt, req, who=who))
     return await answered_alone(rt, req, response, started)
 
 
@@ -257,9 +423,20 @@ async def answered_alone(
     actions = response.headers.get("x-contextwarden-actions", "compaction-relayed")
     elapsed = time.perf_counter() - started
     outcome = Outcome(
-        req.team, req.spec.name, response.status_code, None, None, actions.split(","), 0, None,
-        elapsed, 0.0, bool(req.payload.get("stream")), path=req.fmt.path, format=req.fmt.name,
-    )  # fmt: skip
+        team=req.team,
+        model=req.spec.name,
+        status=response.status_code,
+        tokens_before=None,
+        tokens_after=None,
+        actions=actions.split(","),
+        retries=0,
+        checkpoint=None,
+        overhead=elapsed,
+        upstream=0.0,
+        stream=bool(req.payload.get("stream")),
+        path=req.fmt.path,
+        format=req.fmt.name,
+    )
     rt.metrics.record(outcome)
     return response
 
@@ -351,21 +528,22 @@ def recalling(
         return nxt
 
     async def send(nxt: WireRequest) -> tuple[Reply, Plan]:
-        fitting = fitting_for(rt, nxt)
+        fitting = fitting_for(rt.planner, rt.settings.trimming, nxt)
         first = await fitting.first()
-        lessons = Lessons(rt, nxt, fitting, who.config.max_context_tokens)
+        lessons = Lessons(teachers(rt), nxt, fitting, who.config.max_context_tokens)
         reply, made, _ = await send_with_overflow_retry(
             first, retrying(request, rt, nxt, who, clock, fitting, lessons), rt.settings.trimming
         )
         return reply, made
 
-    assert rt.planner.recalls is not None and plan.budget is not None
-    assert plan.recall is not None
+    recalls = rt.planner.recalls
+    if recalls is None or plan.budget is None or plan.recall is None:
+        raise Invariant("a plan that offers recall has a budget and a memory of outputs")
     config = req.policy.config
     return Round(
         build,
         send,
-        rt.planner.recalls,
+        recalls,
         recall_key(req),
         req.counter(),
         plan.budget.messages,
@@ -378,12 +556,18 @@ def recalling(
 class UpstreamClock:
     """Time spent waiting for the upstream, over every attempt: for its response headers and,
     of a stream, for the first events the overflow peek reads before relaying it (a reasoning
-    model's first event can take seconds: they were counted as the proxy's overhead)."""
+    model's first event can take seconds: they were counted as the proxy's overhead); and
+    when the request arrived, for the proxy's own time (``overhead``)."""
 
     seconds: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
 
     def add(self, seconds: float) -> None:
         self.seconds += seconds
+
+    def overhead(self) -> float:
+        """The time since the request arrived, less the upstream's."""
+        return time.perf_counter() - self.started - self.seconds
 
 
 def retrying(

@@ -86,9 +86,20 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         raise
     finally:
         outcome = Outcome(
-            who.team, model or "-", status, None, None, ["not-fitted"], 0, None,
-            time.perf_counter() - started, 0.0, False, path=label, format="-",
-        )  # fmt: skip
+            team=who.team,
+            model=model or "-",
+            status=status,
+            tokens_before=None,
+            tokens_after=None,
+            actions=["not-fitted"],
+            retries=0,
+            checkpoint=None,
+            overhead=time.perf_counter() - started,
+            upstream=0.0,
+            stream=False,
+            path=label,
+            format="-",
+        )
         rt.metrics.record(outcome)
 
 

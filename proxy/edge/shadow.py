@@ -89,10 +89,21 @@ async def forward(
     response = respond(reply, cw_headers(sent, 0))
     stream = bool(intake.payload.get("stream"))
     outcome = Outcome(
-        who.team, intake.spec.name, reply.status, None, None, [SHADOW], 0, None,
-        time.perf_counter() - started - upstream(), upstream(), stream, policy=intake.policy,
-        path=intake.fmt.path, format=intake.fmt.name,
-    )  # fmt: skip
+        team=who.team,
+        model=intake.spec.name,
+        status=reply.status,
+        tokens_before=None,
+        tokens_after=None,
+        actions=[SHADOW],
+        retries=0,
+        checkpoint=None,
+        overhead=time.perf_counter() - started - upstream(),
+        upstream=upstream(),
+        stream=stream,
+        policy=intake.policy,
+        path=intake.fmt.path,
+        format=intake.fmt.name,
+    )
     # A refusal the answer carries whole is read for an overflow after, with the plan; a
     # stream is never peeked (that would hold its first bytes).
     refused = reply if reply.status >= 400 and reply.body is not None else None
@@ -133,7 +144,7 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
         req.shadow = True
         conversation = False
         try:
-            fitting = fitting_for(rt, req)
+            fitting = fitting_for(rt.planner, rt.settings.trimming, req)
             conversation = fitting.conversation
             plan = await fitting.first()
         except ProxyError as exc:  # the enforced path would refuse it (or fall back)
@@ -142,12 +153,24 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
         seen = await see_prefix(rt.prefixes, req, plan) if conversation else None
         await rt.settle()
         outcome = Outcome(
-            req.team, req.spec.name, status, plan.tokens_before, plan.tokens_after,
-            plan.actions, 0, plan.checkpoint, 0.0, 0.0, bool(req.payload.get("stream")),
-            policy=req.policy.name, path=req.fmt.path, format=req.fmt.name,
-            prefix=seen.state if seen else None, cached_tokens=seen.cached_tokens if seen else 0,
+            team=req.team,
+            model=req.spec.name,
+            status=status,
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.tokens_after,
+            actions=plan.actions,
+            retries=0,
+            checkpoint=plan.checkpoint,
+            overhead=0.0,
+            upstream=0.0,
+            stream=bool(req.payload.get("stream")),
+            policy=req.policy.name,
+            path=req.fmt.path,
+            format=req.fmt.name,
+            prefix=seen.state if seen else None,
+            cached_tokens=seen.cached_tokens if seen else 0,
             costs=costs_of(req, plan, seen),
-        )  # fmt: skip
+        )
         rt.metrics.record_shadow(outcome, overflowed)
     except Exception:
         log.exception("team %s: a shadow plan failed (the request was answered)", req.team)

@@ -9,7 +9,7 @@ from typing import Any
 from strategies.cost import PromptCosts
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Outcome:
     """What one request did, for metrics and the access log."""
 

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 
-from proxy.errors import ContextTooLarge, ProxyError
+from proxy.errors import ContextTooLarge, Invariant, ProxyError
 from proxy.providers.registry import provider_of
 from proxy.request.planning.plan import Plan
 from proxy.wire import WireRequest
@@ -87,6 +87,5 @@ async def plan_with_fallbacks(
         alt_plan.actions.append(f"fallback {req.spec.name}->{name}")
         return alt, alt_plan
     if plan is None:
-        assert refused is not None
-        raise refused
+        raise refused or Invariant("no plan and no refusal")
     return req, await plan_first(req, False) if choosing else plan

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -27,30 +28,43 @@ from proxy.request.planning.plan import Plan
 from proxy.wire import WireRequest
 
 if TYPE_CHECKING:
-    from proxy.runtime import Runtime
+    from proxy.config.settings import Trimming
+    from proxy.request.planning.planner import Planner
+    from proxy.windows.models import Models
 
 log = logging.getLogger("contextwarden.overflow")
 
 RETRIED = "learned-window-retried"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planning:
+    """What the first plan is made with: the planner, the models' windows (a lesson's, and
+    the one without it), the trimming settings (when a lesson is tried again)."""
+
+    planner: Planner
+    models: Models
+    trimming: Trimming
+
+
 async def planned(
-    rt: Runtime, req: WireRequest, body: bytes, build: Build
+    with_: Planning, req: WireRequest, body: bytes, build: Build
 ) -> tuple[WireRequest, Plan, bool]:
     """The request to send and its plan (its own model's or a fallback's), and whether it is
     let through past a lesson."""
+    plan_first = partial(first_plan, with_.planner, with_.trimming)
     try:
-        chosen, plan = await plan_with_fallbacks(req, body, build, partial(first_plan, rt))
+        chosen, plan = await plan_with_fallbacks(req, body, build, plan_first)
     except ContextTooLarge as exc:
-        trial = await _past_lesson(rt, req)
+        trial = await _past_lesson(with_, req)
         if trial is not None:
             return req, trial, True
-        said = learned_note(rt, req)
+        said = learned_note(with_.models, with_.trimming, req)
         if said:
             exc.message = f"{exc.message} ({said})"
         raise
     if chosen is req and _held_back(plan):
-        trial = await _past_lesson(rt, req)
+        trial = await _past_lesson(with_, req)
         if trial is not None:
             return req, trial, True
     return chosen, plan, False
@@ -62,35 +76,34 @@ def _held_back(plan: Plan) -> bool:
     return before is not None and budget is not None and before > budget.messages
 
 
-async def _past_lesson(rt: Runtime, req: WireRequest) -> Plan | None:
+async def _past_lesson(with_: Planning, req: WireRequest) -> Plan | None:
     """``req`` planned without the lesson that held it back, when it is the one let through;
     else None."""
     learner, model = req.learns_as or req.team, req.spec.name
-    if rt.models.lowered(req.spec, learner) is None:
+    models, trimming = with_.models, with_.trimming
+    if models.lowered(req.spec, learner) is None:
         return None
-    trimming = rt.settings.trimming
-    due = rt.models.learned.due(
+    due = models.learned.due(
         learner, model, trimming.learned_retry_seconds, trimming.learned_retry_requests
     )
     if not due:
         return None
     log.info("team %s: a request of %s is let through past its learned window", req.team, model)
-    req.window = rt.models.window(req.spec, learner, req.cap, learned=False)
-    plan = await first_plan(rt, req)
+    req.window = models.window(req.spec, learner, req.cap, learned=False)
+    plan = await first_plan(with_.planner, trimming, req)
     plan.actions = [*plan.actions, RETRIED]
     return plan
 
 
-def learned_note(rt: Runtime, req: WireRequest) -> str | None:
+def learned_note(models: Models, trimming: Trimming, req: WireRequest) -> str | None:
     """What a refusal that rests on a learned window tells the client; None when none is in
     force."""
     learner, model = req.learns_as or req.team, req.spec.name
-    lowered = rt.models.lowered(req.spec, learner)
+    lowered = models.lowered(req.spec, learner)
     if lowered is None:
         return None
-    at = rt.models.learned.learned_at(learner, model)
+    at = models.learned.learned_at(learner, model)
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at)) if at else "before a restart"
-    trimming = rt.settings.trimming
     again = " or ".join(
         part
         for part in (

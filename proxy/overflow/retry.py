@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from proxy.config.settings import Trimming
-from proxy.errors import ContextTooLarge
+from proxy.errors import ContextTooLarge, Invariant
 from proxy.overflow.peek import peek
 from proxy.request.budget import checked
 from proxy.request.planning.off_loop import off_loop
@@ -87,7 +87,8 @@ async def send_with_overflow_retry(
         do.judged(reply, overflow)
         if not should_retry(overflow, plan, retries, trimming.max_overflow_retries):
             return reply, plan, retries
-        assert overflow is not None
+        if overflow is None:
+            raise Invariant("a retry without an overflow")
         retry: Plan | None
         try:
             retry = await _retry_plan(plan, overflow, do, trimming)
@@ -138,7 +139,8 @@ async def _retry_plan(plan: Plan, overflow: Overflow, do: Retrying, trimming: Tr
         plan.budget, plan.tokens_after = do.budget_for(UNBOUNDED), do.recount()
     elif plan.counted == "bound":  # the shrink must start from the real count, not a bound
         plan.tokens_after = do.recount()
-    assert plan.budget is not None and plan.tokens_after is not None
+    if plan.budget is None or plan.tokens_after is None:
+        raise Invariant("a retried plan is counted against a budget")
     lesson = lesson_of(overflow, plan.tokens_after + plan.budget.tools)
     known = await do.learn(lesson, plan) if lesson is not None else None
     # The upstream's own figures first: a prompt that fit beside a smaller reply limit is
@@ -160,7 +162,8 @@ async def _retry_plan(plan: Plan, overflow: Overflow, do: Retrying, trimming: Tr
 async def _refit_within(plan: Plan, window: int, sent: int, do: Retrying) -> Plan:
     """The original fitted to ``window``; when what must be kept does not fit that small but
     fits below what was refused (``sent``), fitted to the least window that holds it."""
-    assert plan.budget is not None and plan.tokens_after is not None
+    if plan.budget is None:
+        raise Invariant("a retried plan is counted against a budget")
     fixed = plan.budget.window - plan.budget.messages  # a reply reserve, tools and the margin
     for _ in range(3):  # the window asked, the least the budget allows, the least the fit does
         try:
@@ -213,7 +216,8 @@ def budget_after_overflow(
     A limit stated without the upstream's count (``known``: the window it set, now in force,
     in the proxy's count) is fitted to when that is smaller than what was sent.
     """
-    assert plan.budget is not None and plan.tokens_after is not None
+    if plan.budget is None or plan.tokens_after is None:
+        raise Invariant("a retried plan is counted against a budget")
     old, sent = plan.budget, plan.tokens_after
     if overflow.limit and overflow.prompt:
         # The upstream's tokens per proxy token on this very prompt: under 1 too (an estimate

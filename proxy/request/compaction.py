@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,24 +29,23 @@ from starlette.responses import Response
 
 from proxy.formats.compaction import answer, compacted, events, is_trigger, item_of, without_trigger
 from proxy.headers import response_headers
+from proxy.request.context_compaction import Summaries
 from proxy.request.planning.plan import Plan
-from proxy.upstreams.capabilities import unsupported
+from proxy.upstreams.capabilities import CompactionSupport, unsupported
 from proxy.upstreams.forwarding import Reply, decoded
 from proxy.wire import WireRequest
-from strategies.budget import Budget
 from strategies.checkpoints.cut import serialize
 from strategies.messages import Message, leading_count
 from strategies.tokens import count_prompt
 
 if TYPE_CHECKING:
     from proxy.formats.base import WireFormat
-    from proxy.runtime import Runtime
+    from proxy.stores.protocol import Store
     from proxy.windows.models import ModelSpec
 
 log = logging.getLogger("contextwarden.compaction")
 
 MAX_ANSWER = 16 << 20  # bytes of an upstream's compaction answer read, at most
-HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
 FALLBACK_CHARS = 8000  # without a summarizer: the end of the conversation, verbatim
 # An answer with one of these says nothing of whether the upstream compacts (a key refused, a
 # rate limit, a server busy or down): relayed as it came, and the next compaction is forwarded
@@ -70,12 +70,22 @@ def compaction_trigger(fmt: WireFormat, spec: ModelSpec, payload: dict[str, Any]
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compactions:
+    """What answers a compaction request: which upstreams compact (learned, kept in the
+    store) and how the proxy's own summary is made."""
+
+    support: CompactionSupport
+    store: Store
+    summaries: Summaries
+
+
 async def compaction(
-    rt: Runtime, req: WireRequest, send: Callable[[Plan], Awaitable[Reply]]
+    by: Compactions, req: WireRequest, send: Callable[[Plan], Awaitable[Reply]]
 ) -> Response:
     """The answer to a compaction request: the proxy's, or its upstream's read whole."""
     route, scope = req.spec.route, req.learns_as or req.team
-    if not await rt.compactions.served(scope, route.name, route.upstream, rt.store):
+    if not await by.support.served(scope, route.name, route.upstream, by.store):
         reply = await send(Plan(req.body, None, actions=["compaction-forwarded"], counted="none"))
         body = await _read(reply)
         plain = decoded(body, reply.headers) if body is not None else None
@@ -88,27 +98,21 @@ async def compaction(
                 "upstream %s says it does not compact (status %d): the proxy answers the "
                 "compactions of %s from now on", route.name, reply.status, scope,
             )  # fmt: skip
-            await rt.compactions.learn(scope, route.name, rt.store)
+            await by.support.learn(scope, route.name, by.store)
         else:
             log.info(
                 "upstream %s answered a compaction with no compaction item (status %d): the "
                 "proxy answers this one; nothing is learned (only an explicit 'not supported' "
                 "is; responses_compaction: proxy skips the ask)", route.name, reply.status,
             )  # fmt: skip
-    return await _answered(rt, req)
+    return await _answered(by.summaries, req)
 
 
-async def _answered(rt: Runtime, req: WireRequest) -> Response:
+async def _answered(summaries: Summaries, req: WireRequest) -> Response:
     """The proxy's own answer: one compaction item that carries its summary."""
     payload = without_trigger(req.payload)
     messages = req.fmt.view(payload).messages
-    # What the summarizer needs of a budget: the window its pieces are cut for, and the reply
-    # reserve (never checked for room: the request itself is not fitted here).
-    trimming = rt.settings.trimming
-    window = req.window or HANDOFF_WINDOW
-    budget = Budget(window, min(trimming.reserve_output_tokens, window // 4), 0, 0)
-    ctx = rt.planner.summary_context(req, budget)
-    checkpoint = await rt.compactor.handoff(messages, ctx)
+    checkpoint, _ = await summaries.handoff(req, messages)
     actions = ["compaction-served"]
     if checkpoint is not None:
         text = checkpoint.summary

@@ -18,12 +18,14 @@ only a compaction gets Anthropic's failed one (content null, which the API ignor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.responses import Response
 
+from proxy.errors import Invariant
 from proxy.formats import anthropic_compaction as anthropic
 from proxy.formats import responses_context as responses
 from proxy.formats.anthropic_compaction import alone, block, events
@@ -38,10 +40,36 @@ from strategies.messages import leading_count
 from strategies.tokens import count_prompt
 
 if TYPE_CHECKING:
-    from proxy.runtime import Runtime
+    from proxy.request.planning.planner import Planner
+    from proxy.summaries import Compactor
+    from strategies.checkpoints.chain import Checkpoint
+    from strategies.messages import Message
 
 SHARE = 0.8  # of the window: the threshold of a request that asked for none
 HANDOFF_WINDOW = 32_000  # the summarizer's window when the model's is unknown
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summaries:
+    """What a compaction's summary is made with: the summarizer's compactor, the planner (the
+    summary's context for the request) and the reply reserve the settings keep."""
+
+    compactor: Compactor
+    planner: Planner
+    reserve_output_tokens: int
+
+    async def handoff(
+        self, req: WireRequest, messages: list[Message]
+    ) -> tuple[Checkpoint | None, Budget]:
+        """``messages`` summarized for ``req``'s model, and the budget the summary was cut
+        for: its window (or ``HANDOFF_WINDOW`` when unknown) and a reply reserve (at most a
+        quarter of the window, as the budget keeps it elsewhere: a small model's window would
+        leave the summary and the ledger no room at all; never checked for room: the request
+        itself is not fitted here)."""
+        window = req.window or HANDOFF_WINDOW
+        budget = Budget(window, min(self.reserve_output_tokens, window // 4), 0, 0)
+        ctx = self.planner.summary_context(req, budget)
+        return await self.compactor.handoff(messages, ctx), budget
 
 
 def threshold(req: WireRequest) -> int | None:
@@ -55,19 +83,14 @@ def threshold(req: WireRequest) -> int | None:
     return int(req.window * SHARE) if req.window else None
 
 
-async def compaction_summary(rt: Runtime, req: WireRequest) -> str | None:
+async def compaction_summary(summaries: Summaries, req: WireRequest) -> str | None:
     """The summary ``req``'s answer carries as a compaction: None under the threshold, or when
     no summary could be made."""
     at = threshold(req)
     messages = req.view.messages
     if at is None or not messages or count_prompt(req.counter(), messages) < at:
         return None
-    window = req.window or HANDOFF_WINDOW
-    # The reply reserve at most a quarter of the window, as the budget keeps it elsewhere: a
-    # small model's window would leave the summary and the ledger no room at all.
-    reserve = min(rt.settings.trimming.reserve_output_tokens, window // 4)
-    budget = Budget(window, reserve, 0, 0)
-    checkpoint = await rt.compactor.handoff(messages, rt.planner.summary_context(req, budget))
+    checkpoint, budget = await summaries.handoff(req, messages)
     if checkpoint is None:
         return None
     # The ledger of what the compaction stands for goes first: the rules, decisions, names and
@@ -82,7 +105,8 @@ def made(req: WireRequest, summary: str | None) -> dict[str, Any]:
     is null for a compaction that failed, as Anthropic's API says it)."""
     if req.fmt.api == "messages":
         return block(summary)
-    assert summary is not None
+    if summary is None:
+        raise Invariant("a Responses compaction is made of a summary")
     return item_of(summary)
 
 

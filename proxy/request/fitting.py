@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, Invariant
 from proxy.formats.completions import COMPLETIONS, DEFAULT_MAX_TOKENS, Prompts, codec_for
 from proxy.providers.registry import provider_of
 from proxy.request.budget import budget_for, checked, output_floor
@@ -27,7 +27,8 @@ from strategies.budget import Budget
 from strategies.tokens import count_prompt
 
 if TYPE_CHECKING:
-    from proxy.runtime import Runtime
+    from proxy.config.settings import Trimming
+    from proxy.request.planning.planner import Planner
 
 
 class Fitting(Protocol):
@@ -56,32 +57,34 @@ class Fitting(Protocol):
         ...
 
 
-def fitting_for(rt: Runtime, req: WireRequest) -> Fitting:
+def fitting_for(planner: Planner, trimming: Trimming, req: WireRequest) -> Fitting:
     if req.fmt is COMPLETIONS:
-        return PromptFitting(req, rt.settings.trimming.safety_margin_tokens)
-    return ConversationFitting(rt, req)
+        return PromptFitting(req, trimming.safety_margin_tokens)
+    return ConversationFitting(planner, trimming, req)
 
 
-async def first_plan(rt: Runtime, req: WireRequest, dry_run: bool = False) -> Plan:
+async def first_plan(
+    planner: Planner, trimming: Trimming, req: WireRequest, dry_run: bool = False
+) -> Plan:
     """``req``'s first plan, by its kind of body (for a fallback model's request too)."""
-    return await fitting_for(rt, req).first(dry_run)
+    return await fitting_for(planner, trimming, req).first(dry_run)
 
 
 class ConversationFitting:
     conversation = True
 
-    def __init__(self, rt: Runtime, req: WireRequest) -> None:
-        self.rt, self.req = rt, req
+    def __init__(self, planner: Planner, trimming: Trimming, req: WireRequest) -> None:
+        self.planner, self.trimming, self.req = planner, trimming, req
         self.lowers_output = output_floor(req, req.fmt.requested_output(req.payload)) is not None
 
     async def first(self, dry_run: bool = False) -> Plan:
-        return await self.rt.planner.plan_first(self.req, dry_run=dry_run)
+        return await self.planner.plan_first(self.req, dry_run=dry_run)
 
     async def refit(self, budget: Budget) -> Plan:
-        return await self.rt.planner.plan_fitted(self.req, budget)
+        return await self.planner.plan_fitted(self.req, budget)
 
     def budget_for(self, window: int) -> Budget:
-        return budget_for(self.req, window, self.rt.settings.trimming)
+        return budget_for(self.req, window, self.trimming)
 
     def recount(self) -> int:
         return count_prompt(self.req.counter(), self.req.view.messages)
@@ -108,7 +111,8 @@ def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
     """``theirs`` beside the proxy's count of what ``plan`` forwarded, unweighted (as the
     request's counter weighed it: proxy/windows/calibration.py), with how much of it the view
     hides and how many messages it held."""
-    assert plan.tokens_after is not None
+    if plan.tokens_after is None:
+        raise Invariant("a sent plan is counted")
     forwarded = plan.fit.messages if plan.fit is not None else req.view.messages
     hidden = req.view.hidden_tokens(req.spec.pricing.counter, forwarded)
     weighted = plan.tokens_after + (plan.budget.tools if plan.budget else 0)

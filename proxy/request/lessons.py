@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from proxy.errors import Invariant
 from proxy.formats.references import holds_references
 from proxy.request.conversations import key_of
 from proxy.request.fitting import Fitting
@@ -48,7 +49,10 @@ from proxy.windows.truncation import short_of_growth, short_of_text
 from proxy.wire import WireRequest
 
 if TYPE_CHECKING:
-    from proxy.runtime import Runtime
+    from proxy.observe.metrics import Metrics
+    from proxy.windows.knowledge import WindowKnowledge
+    from proxy.windows.models import Models
+    from proxy.windows.truncation import RecentUsage
 
 UNBOUNDED = 2**31  # the window a request whose window was unknown is counted against
 UNKNOWN = "unknown-window"
@@ -58,14 +62,30 @@ LOWERED = "max-tokens-lowered "
 log = logging.getLogger("contextwarden")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Teachers:
+    """Where a request's lessons go, and what they read: the window knowledge (kept in the
+    store), the models' windows and calibrations, the conversations' last reads, the metrics."""
+
+    windows: WindowKnowledge
+    models: Models
+    usages: RecentUsage
+    metrics: Metrics
+
+
 class Lessons:
     """One request's lessons, for its team (in passthrough, its caller: ``learns_as``) and
     model."""
 
     def __init__(
-        self, rt: Runtime, req: WireRequest, fitting: Fitting, cap: int | None, trial: bool = False
+        self,
+        to: Teachers,
+        req: WireRequest,
+        fitting: Fitting,
+        cap: int | None,
+        trial: bool = False,
     ) -> None:
-        self.rt, self.req, self.fitting, self.cap = rt, req, fitting, cap
+        self.to, self.req, self.fitting, self.cap = to, req, fitting, cap
         self.learner = req.learns_as or req.team
         self.trial = trial  # let through past a learned window
         self._uncountable: bool | None = None
@@ -87,8 +107,8 @@ class Lessons:
         theirs = None if await self.uncountable() else lesson.theirs  # else its count is no sample
         sample = self.fitting.sample(theirs, plan) if theirs else None
         estimated = not req.spec.pricing.exact
-        await self.rt.windows.learn(self.learner, req.spec.name, lesson, sample, estimated)
-        return self.rt.models.window(req.spec, self.learner, self.cap)
+        await self.to.windows.learn(self.learner, req.spec.name, lesson, sample, estimated)
+        return self.to.models.window(req.spec, self.learner, self.cap)
 
     async def refused(self, plan: Plan, unknown: bool) -> tuple[int, int] | None:
         """An overflow that states no figures: the window to retry at and the size refused,
@@ -107,10 +127,10 @@ class Lessons:
             )  # fmt: skip
             return None
         need = self.need(plan, self._predicted(plan))
-        safe = await self.rt.windows.refused(self.learner, req.spec.name, need)
+        safe = await self.to.windows.refused(self.learner, req.spec.name, need)
         if safe is None:
             safe = need // 2
-        converted = partial(self.rt.models.converted, self.learner, req.spec.name, cap=self.cap)
+        converted = partial(self.to.models.converted, self.learner, req.spec.name, cap=self.cap)
         return converted(safe), converted(need)
 
     async def answered(self, plan: Plan, theirs: int | None) -> str | None:
@@ -119,8 +139,8 @@ class Lessons:
         request's need is taken whole; unless the count shows the upstream read less than it
         was sent (``read_short``): it truncated the prompt silently, and what it read is what
         its window holds. Then what it read and what was sent, for a header."""
-        req, rt = self.req, self.rt
-        rt.windows.discovery.answered(req.spec.route.name, req.spec.name)
+        req, to = self.req, self.to
+        to.windows.discovery.answered(req.spec.route.name, req.spec.name)
         count = plan.counted_prompt
         if theirs and count is None and UNKNOWN in plan.actions and self.fitting.conversation:
             # Sent whole, uncounted: counted now, so that a silent truncation shows.
@@ -131,25 +151,25 @@ class Lessons:
         if theirs and count and not await self.uncountable():
             sample = self._sample(plan, theirs, count)
             if sample is not None:
-                before = rt.usages.swap(key_of(req), sample)
+                before = to.usages.swap(key_of(req), sample)
                 if self._read_short(plan, sample, before):
-                    rt.usages.swap(key_of(req), before)  # the last whole read stays
+                    to.usages.swap(key_of(req), before)  # the last whole read stays
                     sent = self._predicted(plan)
                     await self._truncated(plan, sent, sample.theirs)
                     return f"{sample.theirs} of {sent}"
-            rt.metrics.usage_drift.labels(rt.metrics.model_label(req.spec.name)).observe(
+            to.metrics.usage_drift.labels(to.metrics.model_label(req.spec.name)).observe(
                 theirs / count
             )
             if sample is not None and not req.spec.pricing.exact:  # a full sample: below
-                await rt.windows.calibrate(self.learner, req.spec.name, sample)
+                await to.windows.calibrate(self.learner, req.spec.name, sample)
         if not self.fitting.conversation:
             return None  # a batch's usage sums prompts each fitted on its own
         prompt = theirs if theirs else self._trusted(plan, count)
         if prompt:
-            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, prompt), prompt)
+            await to.windows.accepted(self.learner, req.spec.name, self.need(plan, prompt), prompt)
         taken = prompt or (self._predicted(plan) if plan.budget is not None else None)
         if self.trial and taken:
-            await rt.windows.healed(self.learner, req.spec.name, self.need(plan, taken), taken)
+            await to.windows.healed(self.learner, req.spec.name, self.need(plan, taken), taken)
         return None
 
     def _sample(self, plan: Plan, theirs: int, count: int) -> Sample | None:
@@ -177,24 +197,24 @@ class Lessons:
         """The upstream read ``read`` tokens of the ``sent`` it was sent: the window holds the
         first and not the second (proxy/windows/bounds.py), and the next requests are fitted
         to it."""
-        req, rt = self.req, self.rt
+        req, to = self.req, self.to
         self._overflowed()
-        rt.metrics.truncations.labels(req.team, rt.metrics.model_label(req.spec.name)).inc()
+        to.metrics.truncations.labels(req.team, to.metrics.model_label(req.spec.name)).inc()
         log.warning(
             "team %s: the upstream read %d of the %d prompt tokens it was sent for %s: it "
             "truncated the prompt; the window is learned from its usage",
             req.team, read, sent, req.spec.name,
         )  # fmt: skip
         if self.fitting.conversation:  # the upstream's own figures: sure, whatever it took
-            await rt.windows.refused(self.learner, req.spec.name, self.need(plan, sent), True)
-            await rt.windows.accepted(self.learner, req.spec.name, self.need(plan, read), read)
+            await to.windows.refused(self.learner, req.spec.name, self.need(plan, sent), True)
+            await to.windows.accepted(self.learner, req.spec.name, self.need(plan, read), read)
 
     def _overflowed(self) -> None:
         """A window the server stated may have changed since (a restart with less): asked
         again at the model's next use."""
         spec = self.req.spec
         if not spec.configured:
-            self.rt.windows.discovery.expire(spec.route.name, spec.name)
+            self.to.windows.discovery.expire(spec.route.name, spec.name)
 
     def need(self, plan: Plan, prompt: int) -> int:
         """``prompt`` (the upstream's units) and the reply limit ``plan`` sent."""
@@ -205,20 +225,21 @@ class Lessons:
         req = self.req
         if count is None:
             return None
-        calibrated = self.rt.models.calibration.fit(self.learner, req.spec.name) is not None
+        calibrated = self.to.models.calibration.fit(self.learner, req.spec.name) is not None
         return self._predicted(plan) if req.spec.pricing.exact or calibrated else None
 
     def _predicted(self, plan: Plan) -> int:
         """The upstream's count of what ``plan`` forwarded, as the calibration predicts it
         from the proxy's (its fixed cost, hidden tokens and messages weighed in)."""
         req = self.req
-        if self.rt.models.calibration.fit(self.learner, req.spec.name) is None and plan.prompts:
+        if self.to.models.calibration.fit(self.learner, req.spec.name) is None and plan.prompts:
             return plan.prompts[1]  # no fit: the proxy's own count, as it stands
         sample = self.fitting.sample(0, plan)
         if sample is None:
-            assert plan.tokens_after is not None
+            if plan.tokens_after is None:
+                raise Invariant("a sent plan is counted")
             return math.ceil(plan.tokens_after * req.units)
-        return self.rt.models.calibration.predict(self.learner, req.spec.name, sample)
+        return self.to.models.calibration.predict(self.learner, req.spec.name, sample)
 
 
 def forwarded_output(req: WireRequest, plan: Plan) -> int | None:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import Invariant, UpstreamUnavailable
 from proxy.formats.recall import RECALL, Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore, key_of
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
@@ -256,7 +256,8 @@ async def read_whole(reply: Reply) -> list[bytes]:
     """The reply's body as the chunks it came in (a stream is read to its end)."""
     if reply.body is not None:
         return [reply.body]
-    assert reply.stream is not None
+    if reply.stream is None:
+        raise Invariant("a reply with neither a body nor a stream")
     return [chunk async for chunk in reply.stream]
 
 
