@@ -27,7 +27,7 @@ from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.planning.planner import Planner
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
-from proxy.stores import GuardedStore, open_store
+from proxy.stores import GuardedStore, StoreFault, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
@@ -136,7 +136,7 @@ class Runtime:
         try:
             secret = await self.store.scope_secret()
             stored = await self.store.learned_windows()
-        except Exception as exc:  # served meanwhile, with a key of its own
+        except StoreFault as exc:  # served meanwhile, with a key of its own
             log.warning("the checkpoint store does not answer: %s", exc)
             return False
         self.auth.scope_secret = secret
@@ -188,7 +188,7 @@ async def run_each(steps: Sequence[Callable[[], Awaitable[None]]]) -> None:
     for step in steps:
         try:
             await step()
-        except Exception:
+        except Exception:  # fault boundary: every shutdown step runs; each failure is logged
             name = getattr(step, "__qualname__", repr(step))
             log.exception("shutdown: %s failed; the steps after it run all the same", name)
 

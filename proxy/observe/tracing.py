@@ -203,7 +203,7 @@ class Telemetry:
         mark = _current.set(served)
         try:
             response = await handler()
-        except BaseException as exc:
+        except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
             status = exc.status if isinstance(exc, ProxyError) else 500
             self._finish(served, status, Answered(), type(exc).__name__)
             raise
@@ -318,7 +318,7 @@ class Telemetry:
             started = time.perf_counter()
             try:
                 reply = await send(plan)
-            except BaseException as exc:
+            except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
                 span.set_attribute(ERROR, type(exc).__name__)
                 span.set_status(Status(StatusCode.ERROR))
                 _ended(served, span)
@@ -358,7 +358,7 @@ class Telemetry:
         span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         try:
             response = await call()
-        except BaseException as exc:
+        except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
             span.set_attribute(ERROR, type(exc).__name__)
             span.set_status(Status(StatusCode.ERROR))
             span.end()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.breaker import Breaker, Breakers
@@ -227,7 +228,7 @@ class Compactor:
         async def guarded() -> None:
             try:
                 await work
-            except Exception:  # a later request prepares again
+            except Exception:  # fault boundary: a background task, logged; prepared again later
                 log.exception("preparing a summary failed")
 
         task = asyncio.create_task(guarded())
@@ -242,7 +243,7 @@ class Compactor:
     async def _candidates(self, scope: str, conversation: str) -> list[Checkpoint]:
         try:
             return await self.store.candidates(scope, conversation)
-        except Exception as exc:  # a store outage degrades to "no checkpoint"
+        except StoreFault as exc:  # a store outage degrades to "no checkpoint"
             self._store_fault(exc)
             return []
 
@@ -312,7 +313,7 @@ class Compactor:
             self._on_latency(time.monotonic() - began)
         try:
             await self.store.put(ctx.scope, checkpoint, ctx.owner)
-        except Exception as exc:  # used for this request all the same
+        except StoreFault as exc:  # used for this request all the same
             self._store_fault(exc)
         self.stats.created += 1
         return checkpoint

@@ -11,6 +11,7 @@ import pytest
 from proxy.request.conversations import PrefixTracker
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
+from proxy.stores import StoreFault
 from proxy.stores.quota import Blob
 from proxy.stores.writer import BlobWriter
 from proxy.summaries.allowance import Allowance, TeamQuota
@@ -30,7 +31,7 @@ class Shared:
 
     async def get_blob(self, key: str) -> bytes | None:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         self.reads += 1
         return self.blobs.get(key)
 
@@ -41,13 +42,13 @@ class Shared:
 
     async def put_blobs(self, items: list[Blob]) -> None:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         await asyncio.sleep(0.01)
         self.blobs.update({b.key: b.value for b in items})
 
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         if self.slots.get(key, 0) >= limit:
             return False
         self.slots[key] = self.slots.get(key, 0) + 1
@@ -55,7 +56,7 @@ class Shared:
 
     async def slots_taken(self, key: str, window_seconds: float) -> int:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         return self.slots.get(key, 0)
 
 
