@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("contextwarden")
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Runtime:
     settings: Settings
     transport: Transport
@@ -119,9 +119,20 @@ class Runtime:
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
         rt = cls(
-            settings, transport, models, store, compactor, planner, auth, metrics, windows,
-            prefixes, admission=admission, writer=writer, telemetry=telemetry,
-        )  # fmt: skip
+            settings=settings,
+            transport=transport,
+            models=models,
+            store=store,
+            compactor=compactor,
+            planner=planner,
+            auth=auth,
+            metrics=metrics,
+            windows=windows,
+            prefixes=prefixes,
+            admission=admission,
+            writer=writer,
+            telemetry=telemetry,
+        )
         rt.memory = admission.memory = memory_budget(rt, seen)
         metrics.registry.register(rt.memory)
         llm.when_loaded(rt.memory.measure)  # litellm's tables are part of the footprint

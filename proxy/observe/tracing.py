@@ -119,7 +119,7 @@ Judged = Callable[[Reply, "Overflow | None"], None]
 _current: ContextVar[Served | None] = ContextVar("contextwarden_served", default=None)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Served:
     """One request's span, and what its attempts told it."""
 
@@ -198,7 +198,7 @@ class Telemetry:
         op = operation(fmt)
         attributes = {OPERATION: op, "contextwarden.format": fmt}
         span = self.tracer.start_span(op, kind=SpanKind.SERVER, attributes=attributes)
-        served = Served(span, op, labels={OPERATION: op})
+        served = Served(span=span, name=op, labels={OPERATION: op})
         token = otel_context.attach(trace.set_span_in_context(span))
         mark = _current.set(served)
         try:

@@ -29,7 +29,7 @@ class Slots(Protocol):
     async def slots_taken(self, key: str, window_seconds: float) -> int: ...
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class TeamQuota:
     team: str
     per_hour: int | None
@@ -67,7 +67,7 @@ class TeamQuota:
         return True
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Allowance:
     calls: int
     deadline: float  # time.monotonic()
@@ -78,7 +78,7 @@ class Allowance:
 
     @classmethod
     def start(cls, calls: int, seconds: float, quota: TeamQuota) -> Allowance:
-        return cls(calls, time.monotonic() + seconds, quota)
+        return cls(calls=calls, deadline=time.monotonic() + seconds, quota=quota)
 
     async def affordable(self, wanted: int) -> int:
         """How many of ``wanted`` calls this request and its team may still make, taken from

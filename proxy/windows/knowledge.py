@@ -101,7 +101,7 @@ class WindowKnowledge:
         before = calibration.fit(team, model)
         if exact and before is None:
             ratio = sample.theirs / sample.ours
-            calibration.restore(team, model, Fit(ratio, ratio))
+            calibration.restore(team, model, Fit(per_token=ratio, hidden=ratio))
         calibration.observe(team, model, sample)
         after = calibration.fit(team, model)
         if after is None or not moved(before, after):

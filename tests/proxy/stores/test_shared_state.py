@@ -185,7 +185,10 @@ async def test_a_flush_returns_when_the_store_fails() -> None:
 
 async def test_replicas_take_a_teams_calls_from_one_quota() -> None:
     store = Shared()
-    quotas = [TeamQuota("t", 3, store), TeamQuota("t", 3, store)]
+    quotas = [
+        TeamQuota(team="t", per_hour=3, store=store),
+        TeamQuota(team="t", per_hour=3, store=store),
+    ]
     made = [await quotas[i % 2].take() for i in range(6)]
     assert made == [True, True, True, False, False, False]
     assert [await q.left() for q in quotas] == [0, 0]
@@ -202,7 +205,7 @@ async def test_concurrent_checkpoints_never_start_pieces_the_quota_cannot_finish
     left (it summarizes its last piece). Read-then-spend let both start, each spent two calls
     and was cut short: 4 calls, no checkpoint."""
     store = Shared()
-    quota = TeamQuota("t", 4, store)
+    quota = TeamQuota(team="t", per_hour=4, store=store)
     first, second = Allowance.start(8, 30, quota), Allowance.start(8, 30, quota)
     assert [await first.affordable(3), await second.affordable(3)] == [3, 1]
     for _ in range(3):
@@ -216,10 +219,10 @@ async def test_concurrent_checkpoints_never_start_pieces_the_quota_cannot_finish
 async def test_a_quota_the_store_cannot_count_holds() -> None:
     store = Shared()
     store.down = True
-    quota = TeamQuota("t", 100, store)
+    quota = TeamQuota(team="t", per_hour=100, store=store)
     assert not await quota.take()
     assert await quota.left() == 0
-    free = TeamQuota("t", None, store)  # no cap: the store is not asked
+    free = TeamQuota(team="t", per_hour=None, store=store)  # no cap: the store is not asked
     assert await free.take() and await free.left() is None
 
 
