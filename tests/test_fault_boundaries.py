@@ -10,6 +10,7 @@ import ast
 import io
 import logging
 import tokenize
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,7 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+@cache  # one walk of the tree for the tests below
 def broad_catches(root: Path) -> list[tuple[str, str, int, bool]]:
     """Every broad catch under ``root``'s proxy/ and strategies/: (module, function, line,
     whether a comment is on its line or the line before)."""
