@@ -73,7 +73,7 @@ def _rows(
     last_plan: list[Any] = []  # and the request it was made for, with the plan
     for tokens in sizes:
         settings = _settings(tokens)
-        who = Principal("default", settings.teams["default"], False)
+        who = Principal(team="default", config=settings.teams["default"], forward_client_auth=False)
         probe = ChatCounter(text_tokens("o200k_base"))
         convo = agent_conversation(tokens, probe)
         grown = [

@@ -258,7 +258,7 @@ async def admin_preview(request: Request) -> Response:
     name = request.headers.get(TEAM_HEADER) or rt.settings.default_team
     if name not in rt.settings.teams:
         raise BadRequest(f"unknown team {name!r}", param=TEAM_HEADER)
-    who = Principal(name, rt.settings.teams[name], forward_client_auth=False)
+    who = Principal(team=name, config=rt.settings.teams[name], forward_client_auth=False)
     return await handle_preview(request, rt.models, rt.planner, who, rt.admission, True)
 
 

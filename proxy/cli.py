@@ -353,7 +353,7 @@ def _preview(args: argparse.Namespace) -> int:
     if args.model:
         body = _with_model(body, args.model)
     try:
-        who = Principal(team, settings.teams[team], forward_client_auth=False)
+        who = Principal(team=team, config=settings.teams[team], forward_client_auth=False)
         fmt = FORMATS[args.format] if args.format else None
         result = asyncio.run(offline_preview(body, Headers(), settings, who, fmt))
     except ProxyError as exc:

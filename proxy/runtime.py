@@ -28,7 +28,7 @@ from proxy.request.conversations import PinMemory, PrefixTracker
 from proxy.request.planning.planner import Planner
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
-from proxy.stores import GuardedStore, open_store
+from proxy.stores import GuardedStore, StoreFault, open_store
 from proxy.stores.writer import BlobWriter
 from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("contextwarden")
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Runtime:
     settings: Settings
     transport: Transport
@@ -127,9 +127,20 @@ class Runtime:
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)
         rt = cls(
-            settings, transport, models, store, compactor, planner, auth, metrics, windows,
-            prefixes, admission=admission, writer=writer, telemetry=telemetry,
-        )  # fmt: skip
+            settings=settings,
+            transport=transport,
+            models=models,
+            store=store,
+            compactor=compactor,
+            planner=planner,
+            auth=auth,
+            metrics=metrics,
+            windows=windows,
+            prefixes=prefixes,
+            admission=admission,
+            writer=writer,
+            telemetry=telemetry,
+        )
         rt.memory = admission.memory = memory_budget(rt, seen)
         metrics.registry.register(rt.memory)
         llm.when_loaded(rt.memory.measure)  # litellm's tables are part of the footprint
@@ -144,7 +155,7 @@ class Runtime:
         try:
             secret = await self.store.scope_secret()
             stored = await self.store.learned_windows()
-        except Exception as exc:  # served meanwhile, with a key of its own
+        except StoreFault as exc:  # served meanwhile, with a key of its own
             log.warning("the checkpoint store does not answer: %s", exc)
             return False
         self.auth.scope_secret = secret
@@ -196,7 +207,7 @@ async def run_each(steps: Sequence[Callable[[], Awaitable[None]]]) -> None:
     for step in steps:
         try:
             await step()
-        except Exception:
+        except Exception:  # fault boundary: every shutdown step runs; each failure is logged
             name = getattr(step, "__qualname__", repr(step))
             log.exception("shutdown: %s failed; the steps after it run all the same", name)
 

@@ -22,10 +22,10 @@ class Credential:
     header: str
 
 
-UNSET = View([])
+UNSET = View(messages=[])
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class WireRequest:
     """One request as the planner sees it: validated, controls taken out, model resolved, and
     its conversation as the engine's view."""

@@ -31,7 +31,7 @@ from proxy.headers import TEAM as TEAM_HEADER
 from proxy.wire import Credential
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Principal:
     team: str
     config: Team
@@ -196,7 +196,13 @@ class Authenticator:
                 raise Unauthorized(f"unknown team {name!r} in {TEAM_HEADER}", code="unknown_team")
             caller = self._caller(headers, query)
             alone = "" if caller is not None else secrets.token_hex(8)
-            return Principal(name, settings.teams[name], True, caller, alone)
+            return Principal(
+                team=name,
+                config=settings.teams[name],
+                forward_client_auth=True,
+                caller=caller,
+                alone=alone,
+            )
         # Anthropic clients (Claude Code's ANTHROPIC_API_KEY) put the key in x-api-key. It is a
         # credential, so it never goes upstream in this mode.
         presented = bearer(headers) or headers.get("x-api-key") or None
@@ -207,7 +213,12 @@ class Authenticator:
         found = self._match(presented.encode())
         if found is None:
             raise Unauthorized("invalid API key")
-        return Principal(found, settings.teams[found], False, self._digest(presented))
+        return Principal(
+            team=found,
+            config=settings.teams[found],
+            forward_client_auth=False,
+            caller=self._digest(presented),
+        )
 
     def admin(self, headers: Headers) -> None:
         presented = bearer(headers)

@@ -57,7 +57,7 @@ def build_request(
     return made_request(intake, headers, models, who, pins)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Intake:
     """A request read and checked (``read_request``): what deciding whether, where and how it
     is forwarded needs. The rest of a ``WireRequest`` (its view, window, conversation, pins:
@@ -127,7 +127,17 @@ def read_request(
                 compaction = CompactionAsk(at=asked_at)
             body = orjson.dumps(payload)
     name = allowed_controls(controls, who, settings, who.config.policy or spec.policy.name)
-    return Intake(body, payload, fmt, spec, name, controls, reuse, edits, compaction)
+    return Intake(
+        body=body,
+        payload=payload,
+        fmt=fmt,
+        spec=spec,
+        policy=name,
+        controls=controls,
+        reuse=reuse,
+        edits=edits,
+        compaction=compaction,
+    )
 
 
 def made_request(
@@ -145,13 +155,13 @@ def made_request(
     fmt, team, learner = intake.fmt, who.config, who.learns_as
     window = models.window(spec, learner, team.max_context_tokens)
     req = WireRequest(
-        body,
-        payload,
-        spec,
-        window,
-        models.policy(intake.policy),
-        fmt,
-        fmt.view(payload, reuse),
+        body=body,
+        payload=payload,
+        spec=spec,
+        window=window,
+        policy=models.policy(intake.policy),
+        fmt=fmt,
+        view=fmt.view(payload, reuse),
         team=who.team,
         scope=who.scope,
         credential=caller_credential(headers) if who.forward_client_auth else None,
@@ -222,7 +232,7 @@ def allowed_controls(controls: Controls, who: Principal, settings: Settings, nam
 KNOWN = frozenset({"session_memory", "policy", "trim"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Controls:
     session_memory: str | None = None
     policy: str | None = None
@@ -282,7 +292,17 @@ def take_controls(
     payload, pinned, marked = take_pins(payload, messages_key, known)
     if "contextwarden" not in payload:
         body = orjson.dumps(payload) if marked else body
-        return body, payload, Controls(memory or None, policy or None, True, pinned, pin_last)
+        return (
+            body,
+            payload,
+            Controls(
+                session_memory=memory or None,
+                policy=policy or None,
+                trim=True,
+                pinned=pinned,
+                pin_last=pin_last,
+            ),
+        )
     raw = payload["contextwarden"]
     if not isinstance(raw, dict):
         raise BadRequest("'contextwarden' must be an object", param="contextwarden")
@@ -301,7 +321,13 @@ def take_controls(
     if not isinstance(trim, bool):
         raise BadRequest("'contextwarden.trim' must be a boolean", param="contextwarden")
     rest = {k: v for k, v in payload.items() if k != "contextwarden"}
-    controls = Controls(value or None, chosen or None, trim, pinned, pin_last)
+    controls = Controls(
+        session_memory=value or None,
+        policy=chosen or None,
+        trim=trim,
+        pinned=pinned,
+        pin_last=pin_last,
+    )
     return orjson.dumps(rest), rest, controls
 
 

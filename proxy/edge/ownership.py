@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from proxy.errors import BadRequest, Forbidden
-from proxy.stores import GuardedStore
+from proxy.stores import GuardedStore, StoreFault
 
 log = logging.getLogger("contextwarden")
 TTL = 30 * 24 * 3600.0
@@ -166,14 +166,14 @@ class Owners:
                     # Outside the store's bounds (proxy/stores/quota.py): evicted, it would
                     # make the object anybody's.
                     await self._store.put_blob(PREFIX + object_id, team.encode(), TTL, None)
-            except Exception as exc:  # the answer is relayed all the same
+            except StoreFault as exc:  # the answer is relayed all the same
                 log.warning("could not record the owner of %s: %s", object_id, exc)
                 return
 
     async def _owner(self, object_id: str) -> str | None:
         try:
             found = await self._store.get_blob(PREFIX + object_id)
-        except Exception as exc:
+        except StoreFault as exc:  # the store is down: the object is taken for anybody's
             log.warning("could not read the owner of %s: %s", object_id, exc)
             return None
         return found.decode() if found is not None else None

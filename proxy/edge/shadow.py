@@ -129,7 +129,7 @@ async def after(
         rt.metrics.record(outcome)
     try:
         req = await made()
-    except Exception:
+    except Exception:  # fault boundary: after the answer, a shadow's failure is only counted
         log.exception("team %s: a shadow plan failed (the request was answered)", team)
         rt.metrics.shadow.failed(team)
         return
@@ -172,6 +172,6 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
             costs=costs_of(req, plan, seen),
         )
         rt.metrics.record_shadow(outcome, overflowed)
-    except Exception:
+    except Exception:  # fault boundary: after the answer, a shadow's failure is only counted
         log.exception("team %s: a shadow plan failed (the request was answered)", req.team)
         rt.metrics.shadow.failed(req.team)

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from proxy.edge.auth import Authenticator
 from proxy.edge.readiness import Readiness
-from proxy.stores import GuardedStore
+from proxy.stores import GuardedStore, StoreFault
 from proxy.windows.calibration import SETTING_KEYS
 from proxy.windows.discovery import STORE_KEY as DISCOVERED_KEY
 from proxy.windows.knowledge import PREFIXES, WindowKnowledge
@@ -56,8 +56,10 @@ class Sharing:
             for step in self._steps if self._readiness.connected else ():
                 try:
                     await step()
-                except Exception as exc:  # the store's fault, logged by it: next time
+                except StoreFault as exc:  # the store's fault, logged by it: next time
                     log.debug("keeping in step with the store: %s", exc)
+                except Exception:  # fault boundary: a bug in a step is logged; the loop goes on
+                    log.exception("keeping in step with the store failed")
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -91,7 +91,7 @@ async def _planned(session: Session, settings: Settings, model: str, options: Op
     prefixes = PrefixTracker()
     compactor = Compactor(store, summarizer)
     planner = Planner(settings, compactor, prefixes, CutMemory(), RecallMemory())
-    who = Principal(team, settings.teams[team], forward_client_auth=False)
+    who = Principal(team=team, config=settings.teams[team], forward_client_auth=False)
     fmt, pins = FORMATS[session.fmt], PinMemory()
     figures = Figures(session=session, model=model, window=spec.window)
     try:

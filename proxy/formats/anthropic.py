@@ -96,7 +96,13 @@ class AnthropicFormat:
             for k, m in enumerate(wire)
             if m["role"] == "user" and k and _same_source(m, wire[k - 1])
         )
-        return View(messages, True, count, _hidden_text(), continuing=after)
+        return View(
+            messages=messages,
+            atomic_current=True,
+            items=count,
+            hidden=_hidden_text(),
+            continuing=after,
+        )
 
     def stream_error(self, message: str) -> bytes:
         """Anthropic's ``error`` event (an ``api_error``), which the anthropic SDK raises."""

@@ -53,7 +53,7 @@ ROOT_WATCHED = (
 MESSAGE_WATCHED = ("role", "content", "tool_calls", "tool_call_id", "function_call")
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class View:
     """A request's conversation as the engine sees it."""
 
@@ -332,7 +332,7 @@ def check_request_basics(payload: dict[str, Any], anthropic: bool = False) -> No
         raise BadRequest(say("tools", "must be an array of objects"), param="tools")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class CompactionAsk:
     """A compaction a request asks for, to be served by the proxy (proxy/request/
     context_compaction.py): past ``at`` input tokens (0: the proxy's own share of the

@@ -37,7 +37,7 @@ class ChatFormat:
         messages: list[Message] = payload["messages"]
         if reuse is not None:
             reuse.viewing(messages)  # the messages are their own view: nothing more to keep
-        return View(messages, items=len(messages))
+        return View(messages=messages, items=len(messages))
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         return requested_output(payload)

@@ -59,7 +59,7 @@ class CompletionsFormat:
         return _parse(body)
 
     def view(self, payload: dict[str, Any], reuse: Reuse | None = None) -> View:
-        return View([])
+        return View(messages=[])
 
     def requested_output(self, payload: dict[str, Any]) -> int | None:
         asked = payload.get("max_tokens")
@@ -86,7 +86,7 @@ class CompletionsFormat:
 COMPLETIONS = CompletionsFormat()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Cut:
     """A request's prompts as cut for one budget: the body to send (the original bytes when
     nothing was cut), the largest prompt's tokens before and after, and how it was counted."""
@@ -124,10 +124,12 @@ class Prompts:
         after = max(math.ceil(a * self.codec.ratio) for _, _, a in pieces)
         counted = "exact" if self.codec.ratio == 1.0 else "estimate"
         if all(b == a for _, b, a in pieces):
-            return Cut(self.body, before, after, [], counted)
+            return Cut(body=self.body, before=before, after=after, actions=[], counted=counted)
         cut = [p for p, _, _ in pieces]
         body = orjson.dumps({**self.payload, "prompt": cut if batch else cut[0]})
-        return Cut(body, before, after, [f"prompt_{self.how}"], counted)
+        return Cut(
+            body=body, before=before, after=after, actions=[f"prompt_{self.how}"], counted=counted
+        )
 
     def _cut(self, prompt: Any, limit: int) -> tuple[Any, int, int]:
         if isinstance(prompt, str):

@@ -101,12 +101,12 @@ class ResponsesFormat:
         items = payload["input"]
         if isinstance(items, str):
             messages.append({"role": "user", "content": items, SOURCE: STRING_INPUT})
-            return View(messages, atomic_current=True, items=1)
+            return View(messages=messages, atomic_current=True, items=1)
         # A message item in a role the proxy does not know, or a system or developer message
         # after the conversation began, is attached to the step it follows and goes with it
         # (strategies/messages.py: units).
         messages += _lower(items, reuse)
-        return View(messages, True, len(items), hidden_text())
+        return View(messages=messages, atomic_current=True, items=len(items), hidden=hidden_text())
 
     def prompt_usage(self, usage: dict[str, Any]) -> int | None:
         return usage_int(usage, "input_tokens")

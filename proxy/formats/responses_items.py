@@ -122,7 +122,7 @@ def facts_of(item: dict[str, Any]) -> Facts:
     return kind, keys, answered_key(item) if kind == "output" else None
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Pairing:
     """How the calls and outputs of an input's first ``count`` items pair: the calls by id,
     whether an ``item_reference`` came, the ids answered, the calls that need an output. A
@@ -140,9 +140,13 @@ class Pairing:
         if self.count != known or self.stateful != stateful:
             return None
         return Pairing(
-            known, stateful, dict(self.calls), self.referenced, set(self.answered),
-            list(self.awaiting),
-        )  # fmt: skip
+            count=known,
+            stateful=stateful,
+            calls=dict(self.calls),
+            referenced=self.referenced,
+            answered=set(self.answered),
+            awaiting=list(self.awaiting),
+        )
 
 
 def check_input(
@@ -164,7 +168,7 @@ def check_input(
         raise BadRequest("'input' must be a string or an array of input items", param="input")
     state = resume.resumed(known, stateful) if resume is not None else None
     if state is None:
-        state = Pairing(0, stateful)
+        state = Pairing(count=0, stateful=stateful)
     calls, answered, awaiting = state.calls, state.answered, state.awaiting
     for i in range(state.count, len(items)):
         item = items[i]

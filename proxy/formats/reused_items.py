@@ -56,7 +56,7 @@ CANDIDATES = 64  # the kept bodies looked at per first bytes, the most recent
 REUSE_FROM = 8 * 1024
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class _Entry:
     items: list[Any]  # the last request's items, as its view was made from them
     # Each item's JSON: ``raw`` when compared item by item; else the body, where its item array
@@ -98,7 +98,7 @@ class RecentItems:
         """One request's use of the memory (see ``Reuse``), by ``caller``: its requests reuse
         only what its own requests sent (another team's would answer in less time, telling
         it what they sent)."""
-        return Reuse(self, fmt, caller)
+        return Reuse(recent=self, fmt=fmt, caller=caller)
 
     def _find(self, key: Hashable) -> _Entry | None:
         with self._lock:
@@ -163,7 +163,7 @@ class RecentItems:
         return len(self._last)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Reuse:
     """A request's use of ``RecentItems``: the format's parse calls ``match`` on the items
     (before checking them), its view ``earlier`` and ``made`` per item, and ``commit`` keeps
@@ -371,12 +371,30 @@ class Reuse:
                 for i, (r, same) in enumerate(zip(self._raw, same, strict=True))
             ]
             held = entry_bytes(self.fmt, size, len(kept))
-            entry = _Entry(kept, raw, b"", 0, [], self._derived, held, self._facts)
+            entry = _Entry(
+                items=kept,
+                raw=raw,
+                body=b"",
+                at=0,
+                ends=[],
+                derived=self._derived,
+                size=held,
+                facts=self._facts,
+            )
         else:
             ends = self._ends if all(same) else self._ends[: same.index(False)]
             body, at, derived = self._body, self._at, self._derived
             held = entry_bytes(self.fmt, size, len(kept))
-            entry = _Entry(kept, None, body, at, ends, derived, held, self._facts)
+            entry = _Entry(
+                items=kept,
+                raw=None,
+                body=body,
+                at=at,
+                ends=ends,
+                derived=derived,
+                size=held,
+                facts=self._facts,
+            )
         entry.space, entry.view, entry.carry = (self.fmt, self.caller), self._view, self._carry
         self.recent._keep(self._key, entry)
 

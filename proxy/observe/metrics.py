@@ -35,7 +35,7 @@ FALLBACK = "plan-fallback"  # the action of a plan replaced by the safe plan: "p
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class TeamStats:
     requests: int = 0
     rewritten: int = 0

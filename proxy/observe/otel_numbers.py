@@ -26,7 +26,7 @@ OTLP_TRACES_TIMEOUT = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
 OTLP_METRICS_TIMEOUT = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Numeric:
     """One variable: its default (the SDK's), and whether it must be a whole number."""
 
@@ -38,13 +38,13 @@ class Numeric:
 
 # The SDK's defaults (opentelemetry-sdk 1.x, the exporter's 10 s).
 VARIABLES = (
-    Numeric(BSP_SCHEDULE_DELAY, 5000, True, "ms"),
-    Numeric(BSP_EXPORT_TIMEOUT, 30000, True, "ms"),
-    Numeric(BSP_MAX_QUEUE_SIZE, 2048, True, "spans"),
-    Numeric(BSP_MAX_EXPORT_BATCH_SIZE, 512, True, "spans"),
-    Numeric(METRIC_EXPORT_INTERVAL, 60000, False, "ms"),
-    Numeric(METRIC_EXPORT_TIMEOUT, 30000, False, "ms"),
-    Numeric(OTLP_TIMEOUT, 10, False, "s"),
+    Numeric(name=BSP_SCHEDULE_DELAY, default=5000, whole=True, unit="ms"),
+    Numeric(name=BSP_EXPORT_TIMEOUT, default=30000, whole=True, unit="ms"),
+    Numeric(name=BSP_MAX_QUEUE_SIZE, default=2048, whole=True, unit="spans"),
+    Numeric(name=BSP_MAX_EXPORT_BATCH_SIZE, default=512, whole=True, unit="spans"),
+    Numeric(name=METRIC_EXPORT_INTERVAL, default=60000, whole=False, unit="ms"),
+    Numeric(name=METRIC_EXPORT_TIMEOUT, default=30000, whole=False, unit="ms"),
+    Numeric(name=OTLP_TIMEOUT, default=10, whole=False, unit="s"),
 )
 # A signal's own timeout, else the one for both.
 SIGNAL_TIMEOUTS = ((OTLP_TRACES_TIMEOUT, OTLP_TIMEOUT), (OTLP_METRICS_TIMEOUT, OTLP_TIMEOUT))

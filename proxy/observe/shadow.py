@@ -22,7 +22,7 @@ SUMMARIZE = "summarize"  # the action of a plan that summarizes (made, reused or
 REFUSE = "would-refuse"  # the action of a shadow plan that found no way to fit the request
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class ShadowStats:
     requests: int = 0
     would_trim: int = 0

@@ -119,7 +119,7 @@ Judged = Callable[[Reply, "Overflow | None"], None]
 _current: ContextVar[Served | None] = ContextVar("contextwarden_served", default=None)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Served:
     """One request's span, and what its attempts told it."""
 
@@ -198,12 +198,12 @@ class Telemetry:
         op = operation(fmt)
         attributes = {OPERATION: op, "contextwarden.format": fmt}
         span = self.tracer.start_span(op, kind=SpanKind.SERVER, attributes=attributes)
-        served = Served(span, op, labels={OPERATION: op})
+        served = Served(span=span, name=op, labels={OPERATION: op})
         token = otel_context.attach(trace.set_span_in_context(span))
         mark = _current.set(served)
         try:
             response = await handler()
-        except BaseException as exc:
+        except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
             status = exc.status if isinstance(exc, ProxyError) else 500
             self._finish(served, status, Answered(), type(exc).__name__)
             raise
@@ -318,7 +318,7 @@ class Telemetry:
             started = time.perf_counter()
             try:
                 reply = await send(plan)
-            except BaseException as exc:
+            except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
                 span.set_attribute(ERROR, type(exc).__name__)
                 span.set_status(Status(StatusCode.ERROR))
                 _ended(served, span)
@@ -358,7 +358,7 @@ class Telemetry:
         span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         try:
             response = await call()
-        except BaseException as exc:
+        except BaseException as exc:  # recorded on the span, a cancellation too, and re-raised
             span.set_attribute(ERROR, type(exc).__name__)
             span.set_status(Status(StatusCode.ERROR))
             span.end()

@@ -41,6 +41,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from proxy.stores.guarded import StoreFault
 from proxy.wire import WireRequest
 from strategies.bounded_memory import DigestMemo, Lru, ObjectMemo
 from strategies.messages import SOURCE, Message, last_user_index
@@ -208,7 +209,7 @@ class PrefixTracker:
             return mine
         try:
             raw = await self._store.get_blob(STORE_PREFIX + conversation)
-        except Exception:  # the store is down: memory's, if any
+        except StoreFault:  # the store is down: memory's, if any
             return mine
         theirs = _decode(raw) if raw else None
         if theirs is None or (mine is not None and mine.at >= theirs.at):
@@ -232,7 +233,7 @@ class PrefixTracker:
         async def write() -> None:
             try:
                 await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS, owner)
-            except Exception:  # kept in memory all the same
+            except StoreFault:  # kept in memory all the same
                 return
 
         task = asyncio.ensure_future(write())

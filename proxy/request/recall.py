@@ -31,6 +31,7 @@ import orjson
 from proxy.errors import Invariant, UpstreamUnavailable
 from proxy.formats.recall import RECALL, Answer, answer_of, continued, scrubbed
 from proxy.request.conversations import BlobStore, key_of
+from proxy.stores.guarded import StoreFault
 from proxy.upstreams.forwarding import Reply, decoded, is_event_stream
 from strategies.bounded_memory import Lru
 from strategies.messages import Message
@@ -161,7 +162,7 @@ class RecallMemory:
             return None
         try:
             return await self._store.get_blob(key)
-        except Exception:  # the store is down: the model is told to run the tool again
+        except StoreFault:  # the store is down: the model is told to run the tool again
             return None
 
     async def _write(
@@ -170,7 +171,7 @@ class RecallMemory:
         for key, value, ttl in items:
             try:
                 await store.put_blob(key, value, ttl, owner)
-            except Exception:  # kept in memory all the same
+            except StoreFault:  # kept in memory all the same
                 return
 
     async def drain(self) -> None:

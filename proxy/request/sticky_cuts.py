@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 
 from proxy.request.conversations import TTL_SECONDS, BlobStore, key_of
+from proxy.stores.guarded import StoreFault
 from proxy.wire import WireRequest
 from strategies.bounded_memory import Lru, exact
 from strategies.sticky import Recipe, decode, encode
@@ -46,7 +47,7 @@ class CutMemory:
         if raw is None and self._store is not None:
             try:
                 raw = await self._store.get_blob(STORE_PREFIX + conversation)
-            except Exception:  # the store is down: cut afresh this time, and keep it to itself
+            except StoreFault:  # the store is down: cut afresh this time, and keep it to itself
                 if self._shared:
                     if len(self._unread) >= UNREAD:
                         self._unread.clear()
@@ -91,7 +92,7 @@ class CutMemory:
     async def _write(self, store: BlobStore, conversation: str, raw: bytes, owner: str) -> None:
         try:
             await store.put_blob(STORE_PREFIX + conversation, raw, TTL_SECONDS, owner)
-        except Exception:  # kept in memory all the same
+        except StoreFault:  # kept in memory all the same
             return
 
     async def drain(self) -> None:

@@ -55,7 +55,7 @@ def _in_transaction(db: sqlite3.Connection, write: Callable[[sqlite3.Connection]
     try:
         write(db)
         db.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # rolled back on any error, a cancellation too, and re-raised
         if db.in_transaction:  # never left open: the next BEGIN would fail
             db.execute("ROLLBACK")
         raise
@@ -265,7 +265,7 @@ class SqliteStore:
                 if taken < limit:
                     db.execute("INSERT INTO slots VALUES (?, ?)", (key, now))
                 db.execute("COMMIT")
-            except BaseException:
+            except BaseException:  # rolled back on any error, and re-raised
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise

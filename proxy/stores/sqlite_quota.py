@@ -67,7 +67,7 @@ def prepare(db: sqlite3.Connection) -> None:
             if column not in have:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         db.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # rolled back on any error, and re-raised
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from proxy.stores.guarded import StoreFault
 from proxy.stores.quota import Blob
 
 DELAY = 0.05
@@ -79,7 +80,7 @@ class BlobWriter:
         batch = list(self._writing.values())
         try:
             await self._store.put_blobs(batch)
-        except Exception:  # the store logged it; the writers keep their values in memory
+        except StoreFault:  # the store logged it; the writers keep their values in memory
             pass
         finally:
             self._writing, self._flight = {}, None

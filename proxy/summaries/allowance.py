@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from proxy.stores.guarded import StoreFault
 from proxy.summaries.llm import AllowanceSpent
 
 HOUR = 3600.0
@@ -28,7 +29,7 @@ class Slots(Protocol):
     async def slots_taken(self, key: str, window_seconds: float) -> int: ...
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class TeamQuota:
     team: str
     per_hour: int | None
@@ -46,7 +47,7 @@ class TeamQuota:
             return None
         try:
             taken = await self.store.slots_taken(self.key, HOUR)
-        except Exception:  # the store logged it
+        except StoreFault:  # the store logged it
             return 0
         return max(0, self.per_hour - taken)
 
@@ -56,7 +57,7 @@ class TeamQuota:
         if self.per_hour is not None:
             try:
                 taken = await self.store.take_slot(self.key, self.per_hour, HOUR)
-            except Exception as exc:  # a cap that cannot be counted holds
+            except StoreFault as exc:  # a cap that cannot be counted holds
                 log.warning("team %s: its summarizer quota cannot be counted: %s", self.team, exc)
                 taken = False
             if not taken:
@@ -66,7 +67,7 @@ class TeamQuota:
         return True
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Allowance:
     calls: int
     deadline: float  # time.monotonic()
@@ -77,7 +78,7 @@ class Allowance:
 
     @classmethod
     def start(cls, calls: int, seconds: float, quota: TeamQuota) -> Allowance:
-        return cls(calls, time.monotonic() + seconds, quota)
+        return cls(calls=calls, deadline=time.monotonic() + seconds, quota=quota)
 
     async def affordable(self, wanted: int) -> int:
         """How many of ``wanted`` calls this request and its team may still make, taken from

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
 from proxy.summaries.breaker import Breaker, Breakers
@@ -64,7 +65,7 @@ async def whole_chain(messages: list[Message]) -> list[str]:
     return await asyncio.to_thread(prefix_chain, messages)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Compacted:
     messages: list[Message]
     event: str  # "created", "reused", "session-memory" or (a dry run) "would-summarize"
@@ -73,7 +74,7 @@ class Compacted:
     pending_tokens: int = 0  # a dry run: how much larger the real summary may be
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Stats:
     created: int = 0
     reused: int = 0
@@ -148,7 +149,14 @@ class Compactor:
         if session_memory:
             return self._session_memory(messages, budget, ctx, session_memory)
         candidates = await self._candidates(ctx.scope, head[1])
-        bare = Job(messages, head, None, cut_budget or budget, ctx, budget)
+        bare = Job(
+            messages=messages,
+            chain=head,
+            previous=None,
+            budget=cut_budget or budget,
+            ctx=ctx,
+            request_budget=budget,
+        )
         if not candidates and not self._flights.running(bare.key) and planned_cut(bare) is None:
             # Nothing stored to reuse and nothing to summarize (a running task's steps):
             # truncated, without digesting the whole conversation. Seen, as on_compact has it.
@@ -156,7 +164,14 @@ class Compactor:
             return None
         chain = await whole_chain(messages)
         choice = self._choice(candidates, messages, chain, budget, ctx)
-        job = Job(messages, chain, choice.best, cut_budget or budget, ctx, budget)
+        job = Job(
+            messages=messages,
+            chain=chain,
+            previous=choice.best,
+            budget=cut_budget or budget,
+            ctx=ctx,
+            request_budget=budget,
+        )
         # Asked only when it matters (on_compact): it remembers the conversation.
         seen = True
         if choice.best is None:
@@ -168,7 +183,7 @@ class Compactor:
                 self.stats.reused += 1
                 if action == "reuse-and-refresh" and ctx.makes:
                     self._spawn(job)  # update it ahead of time
-            return Compacted(choice.view, "reused", choice.best.id)
+            return Compacted(messages=choice.view, event="reused", checkpoint_id=choice.best.id)
         if action == "truncate":
             return None  # maybe a one-off: if it comes back, it is summarized then
         if dry_run or not ctx.makes:
@@ -183,7 +198,9 @@ class Compactor:
         if kept is None:
             return None
         view = apply_summary(messages, kept.covers, kept.texts(ctx.policy.summary_role), ctx.pinned)
-        return Compacted(view, "created" if made else "reused", kept.id)
+        return Compacted(
+            messages=view, event="created" if made else "reused", checkpoint_id=kept.id
+        )
 
     async def precompact(
         self, messages: list[Message], budget: int, ctx: Context, cut_budget: int | None = None
@@ -196,7 +213,9 @@ class Compactor:
         head = prefix_chain(messages, 2)
         if len(head) < 2:
             return
-        job = Job(messages, head, None, cut_budget or budget, ctx)
+        job = Job(
+            messages=messages, chain=head, previous=None, budget=cut_budget or budget, ctx=ctx
+        )
         if self._flights.running(job.key):
             return
         if first_sight_truncates(await self._seen.check(job.key, True, ctx.owner), ctx.policy):
@@ -212,7 +231,16 @@ class Compactor:
         choice = self._choice(candidates, messages, chain, budget, ctx)
         soft = soft_limit(budget, ctx.policy)
         if worth_preparing(choice, lambda: count_prompt(ctx.counter, messages) > soft):
-            self._spawn(Job(messages, chain, choice.best, cut_budget or budget, ctx, budget))
+            self._spawn(
+                Job(
+                    messages=messages,
+                    chain=chain,
+                    previous=choice.best,
+                    budget=cut_budget or budget,
+                    ctx=ctx,
+                    request_budget=budget,
+                )
+            )
 
     async def handoff(self, messages: list[Message], ctx: Context) -> Checkpoint | None:
         """A summary of all of ``messages`` after their leading instructions (a client's own
@@ -227,7 +255,7 @@ class Compactor:
         async def guarded() -> None:
             try:
                 await work
-            except Exception:  # a later request prepares again
+            except Exception:  # fault boundary: a background task, logged; prepared again later
                 log.exception("preparing a summary failed")
 
         task = asyncio.create_task(guarded())
@@ -242,7 +270,7 @@ class Compactor:
     async def _candidates(self, scope: str, conversation: str) -> list[Checkpoint]:
         try:
             return await self.store.candidates(scope, conversation)
-        except Exception as exc:  # a store outage degrades to "no checkpoint"
+        except StoreFault as exc:  # a store outage degrades to "no checkpoint"
             self._store_fault(exc)
             return []
 
@@ -312,7 +340,7 @@ class Compactor:
             self._on_latency(time.monotonic() - began)
         try:
             await self.store.put(ctx.scope, checkpoint, ctx.owner)
-        except Exception as exc:  # used for this request all the same
+        except StoreFault as exc:  # used for this request all the same
             self._store_fault(exc)
         self.stats.created += 1
         return checkpoint
@@ -320,7 +348,9 @@ class Compactor:
     def _allowance(self, ctx: Context) -> Allowance:
         quota = self._quotas.get(ctx.team)
         if quota is None or quota.per_hour != ctx.calls_per_hour:
-            quota = self._quotas[ctx.team] = TeamQuota(ctx.team, ctx.calls_per_hour, self.store)
+            quota = self._quotas[ctx.team] = TeamQuota(
+                team=ctx.team, per_hour=ctx.calls_per_hour, store=self.store
+            )
         cfg = ctx.policy.summarizer
         return Allowance.start(cfg.max_calls_per_request, cfg.deadline_seconds, quota)
 
@@ -340,7 +370,13 @@ class Compactor:
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
         covers = cut.index - leading_count(messages)
         view = apply_summary(messages, covers, placeholder, ctx.pinned)
-        return Compacted(view, "would-summarize", None, detail, pending)
+        return Compacted(
+            messages=view,
+            event="would-summarize",
+            checkpoint_id=None,
+            detail=detail,
+            pending_tokens=pending,
+        )
 
     def _session_memory(
         self, messages: list[Message], budget: int, ctx: Context, seed: str
@@ -353,7 +389,9 @@ class Compactor:
             return None
         summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
         covers = planned[1].index - leading_count(messages)
-        return Compacted(apply_summary(messages, covers, summary, ctx.pinned), "session-memory")
+        return Compacted(
+            messages=apply_summary(messages, covers, summary, ctx.pinned), event="session-memory"
+        )
 
     def _store_fault(self, exc: Exception) -> None:
         self.stats.store_errors += 1

@@ -36,7 +36,7 @@ async def make_handoff(
     if lead >= len(messages):
         raise SummarizerFailed("nothing to summarize")
     chain = prefix_chain(messages)
-    job = Job(messages, chain, None, ctx.window, ctx)
+    job = Job(messages=messages, chain=chain, previous=None, budget=ctx.window, ctx=ctx)
     if not breaker.allow():
         raise BreakerOpen("the summarizer's breaker is open: skipped once")
     try:

@@ -84,7 +84,7 @@ class Context:
             object.__setattr__(self, "owner", self.team)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Job:
     """One conversation's summarizing, from the request that asked for it."""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Protocol
 
+from proxy.stores.guarded import StoreFault
 from strategies.bounded_memory import Lru
 
 STORE_PREFIX = "seen\t"
@@ -47,7 +48,7 @@ class SeenConversations:
             self._hold(key)
         if remember and not seen and self._store is not None:
             # A write that fails leaves it seen here all the same.
-            with suppress(Exception):
+            with suppress(StoreFault):
                 await self._store.put_blob(STORE_PREFIX + key, b"1", self._ttl, owner)
         return seen
 
@@ -56,7 +57,7 @@ class SeenConversations:
             return False
         try:
             return await self._store.get_blob(STORE_PREFIX + key) is not None
-        except Exception:  # the store is down: a first sight, as without one
+        except StoreFault:  # the store is down: a first sight, as without one
             return False
 
     def _hold(self, key: str) -> None:

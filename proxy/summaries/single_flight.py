@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from strategies.checkpoints.chain import Checkpoint
 
@@ -69,7 +70,7 @@ class Flights:
     ) -> Checkpoint | None:
         try:
             taken = await self.store.acquire(key, LOCK_SECONDS)
-        except Exception as exc:  # a store fault: truncate now, never wait on a dead store
+        except StoreFault as exc:  # a store fault: truncate now, never wait on a dead store
             self._on_fault(exc)
             return None
         if not taken:  # another replica summarizes this conversation
@@ -81,7 +82,7 @@ class Flights:
             renewing.cancel()
             try:
                 await self.store.release(key)
-            except Exception as exc:  # the lock expires by itself
+            except StoreFault as exc:  # the lock expires by itself
                 self._on_fault(exc)
 
     async def _renew(self, key: str) -> None:
@@ -90,7 +91,7 @@ class Flights:
             await asyncio.sleep(RENEW_SECONDS)
             try:
                 await self.store.renew(key, LOCK_SECONDS)
-            except Exception as exc:  # it may lapse: another replica may summarize too
+            except StoreFault as exc:  # it may lapse: another replica may summarize too
                 self._on_fault(exc)
                 return
 
@@ -107,7 +108,7 @@ class Flights:
                 if not await self.store.locked(key):
                     # Its holder is done, or gone: the checkpoint is stored, if it was made.
                     return newer(await self.store.candidates(*poll))
-            except Exception as exc:
+            except StoreFault as exc:  # the store is down: truncate, never wait on it
                 self._on_fault(exc)
                 return None
         return None

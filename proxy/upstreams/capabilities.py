@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.config.catalog import Upstream
+from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from proxy.upstreams.overflows import Echo
 
@@ -111,7 +112,7 @@ class CompactionSupport:
             return
         try:
             stored = await store.learned_windows()
-        except Exception as exc:  # asked again at the next compaction
+        except StoreFault as exc:  # asked again at the next compaction
             log.warning("could not read which upstreams compact: %s", exc)
             return
         self._served |= set(served_in(stored))
@@ -121,7 +122,7 @@ class CompactionSupport:
         self._served.add((scope, name))
         try:
             await store.put_setting(served_key(scope, name), 1)
-        except Exception as exc:  # kept in memory all the same
+        except StoreFault as exc:  # kept in memory all the same
             log.warning("could not persist that %s does not compact: %s", name, exc)
 
     async def items(self, store: Store) -> dict[str, list[str]]:

@@ -68,7 +68,7 @@ class Sample:
         return self.ours - self.hidden
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Fit:
     """The upstream's tokens for a prompt, from the proxy's count of it: ``per_token`` for each
     shown token, ``hidden`` for each hidden one, and ``fixed`` for the request itself.
@@ -138,10 +138,10 @@ class Fit:
         return replace(self, span=span, edge=largest.theirs / max(1e-9, span))
 
 
-IDENTITY = Fit(1.0, 1.0)
+IDENTITY = Fit(per_token=1.0, hidden=1.0)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class _State:
     samples: deque[Sample] = field(default_factory=lambda: deque(maxlen=KEEP))
     weight: float = 1.0  # a hidden token in shown ones, as last found (1: not yet)
@@ -320,7 +320,7 @@ def _solve(
     b = a * weight if mode == "tied" else (rest.pop(0) if mode == "free" else 0.0)
     c = rest.pop(0) if fixed else 0.0
     m = rest.pop(0) if per_message else 0.0
-    return Fit(a, b, c, per_message=m)
+    return Fit(per_token=a, hidden=b, fixed=c, per_message=m)
 
 
 def _least_squares(samples: list[tuple[list[float], Sample]]) -> list[float] | None:
@@ -409,7 +409,14 @@ def from_settings(values: dict[str, int]) -> Fit | None:
     span = values.get(SPAN_KEY, 0) or math.inf
     edge = values.get(EDGE_KEY, 0) / 1000
     per_message = ratio * values.get(MESSAGE_KEY, 0) / 1000
-    return Fit(ratio, ratio * weight, float(values.get(FIXED_KEY, 0)), span, edge, per_message)
+    return Fit(
+        per_token=ratio,
+        hidden=ratio * weight,
+        fixed=float(values.get(FIXED_KEY, 0)),
+        span=span,
+        edge=edge,
+        per_message=per_message,
+    )
 
 
 def moved(before: Fit | None, after: Fit | None) -> bool:

@@ -48,7 +48,7 @@ class SetupError(ValueError):
     """What the user must say or configure first, in a sentence."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Setup:
     model: str
     window: int
@@ -71,14 +71,16 @@ def setup_for(settings: Settings, url: str, model: str | None, window: int | Non
             raise SetupError(f"name the model the client will use: --model M ({listed})")
         model = named[0]
     if window is not None:
-        return Setup(model, window, "--window", url)
+        return Setup(model=model, window=window, source="--window", url=url)
     spec = build_models(settings).resolve(model)
     if not spec.window:
         raise SetupError(
             f"no context window is known for {model!r}: configure it (models: {{{model!r}: "
             "{context_window: N}}) or pass --window N"
         )
-    return Setup(model, spec.window, spec.window_source or "the config", url)
+    return Setup(
+        model=model, window=spec.window, source=spec.window_source or "the config", url=url
+    )
 
 
 def lines(client: str, setup: Setup) -> list[str]:

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from proxy.config.catalog import Upstream
 from proxy.providers.registry import provider_of
+from proxy.stores.guarded import StoreFault
 from proxy.windows.sane import sane_window
 from proxy.windows.servers import Said, probe
 
@@ -265,7 +266,7 @@ class Discovery:
             log.info("the window of %s at %s: %d, %s", model, name, found.window, found.describe())
             try:
                 await self._persist(f"{STORE_KEY}{name}\t{model}", found.window)
-            except Exception as exc:  # kept in memory all the same
+            except StoreFault as exc:  # kept in memory all the same
                 log.warning("could not persist the discovered window of %s: %s", model, exc)
 
     def _failed_until(self, key: tuple[str, str], wait: float) -> None:
@@ -289,7 +290,7 @@ class Discovery:
         if keys and self._forget is not None:
             try:
                 await self._forget(keys)
-            except Exception as exc:  # forgotten in memory all the same
+            except StoreFault as exc:  # forgotten in memory all the same
                 log.warning("could not drop discovered windows from the store: %s", exc)
 
 

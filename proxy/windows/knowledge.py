@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 
+from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from proxy.windows.bounds import Bounds
 from proxy.windows.calibration import (
@@ -54,7 +55,7 @@ class WindowKnowledge:
         stop the proxy: it starts with nothing learned."""
         try:
             stored = await self.store.learned_windows()
-        except Exception as exc:
+        except StoreFault as exc:  # the store is down: nothing learned yet
             log.warning("could not load learned windows: %s", exc)
             return
         self.restore(stored)
@@ -100,7 +101,7 @@ class WindowKnowledge:
         before = calibration.fit(team, model)
         if exact and before is None:
             ratio = sample.theirs / sample.ours
-            calibration.restore(team, model, Fit(ratio, ratio))
+            calibration.restore(team, model, Fit(per_token=ratio, hidden=ratio))
         calibration.observe(team, model, sample)
         after = calibration.fit(team, model)
         if after is None or not moved(before, after):
@@ -108,7 +109,7 @@ class WindowKnowledge:
         try:
             for prefix, value in to_settings(after).items():
                 await self.store.put_setting(prefix + store_key(team, model), value)
-        except Exception as exc:  # kept in memory all the same
+        except StoreFault as exc:  # kept in memory all the same
             log.warning("could not persist the calibration of %s: %s", model, exc)
 
     async def refused(self, team: str, model: str, need: int, sure: bool = False) -> int | None:
@@ -145,7 +146,7 @@ class WindowKnowledge:
             stated = learned.stated(team, model)
             if stated is not None:
                 await self.store.put_learned_window(key, stated)
-        except Exception as exc:  # healed in memory all the same
+        except StoreFault as exc:  # healed in memory all the same
             log.warning("could not persist the healed window of %s: %s", model, exc)
         # The healed bounds (nothing refused) stay in memory: stored again with the next
         # refusal; the keys gone, the other processes forget theirs (proxy/edge/sharing.py).
@@ -157,7 +158,7 @@ class WindowKnowledge:
             return
         try:
             await self.store.put_setting(AT_KEY + store_key(team, model), int(at))
-        except Exception as exc:  # kept in memory all the same
+        except StoreFault as exc:  # kept in memory all the same
             log.warning("could not persist when the window of %s was learned: %s", model, exc)
 
     async def _persist_bounds(self, team: str, model: str, bounds: Bounds) -> None:
@@ -171,7 +172,7 @@ class WindowKnowledge:
         try:
             for prefix, value in values.items():
                 await self.store.put_setting(prefix + key, value)
-        except Exception as exc:  # kept in memory all the same
+        except StoreFault as exc:  # kept in memory all the same
             log.warning("could not persist the window bounds of %s: %s", model, exc)
 
     async def forget(self, team: str, model: str) -> bool:
@@ -197,13 +198,13 @@ class WindowKnowledge:
             log.info("the server's window of %s changed: forgot what %s taught", model, teams)
             try:
                 await self.store.forget_learned(keys)
-            except Exception as exc:  # forgotten in memory all the same
+            except StoreFault as exc:  # forgotten in memory all the same
                 log.warning("could not forget the learned windows of %s: %s", model, exc)
 
     async def persist(self, team: str, model: str, window: int) -> None:
         try:
             await self.store.put_learned_window(store_key(team, model), window)
-        except Exception as exc:  # kept in memory all the same
+        except StoreFault as exc:  # kept in memory all the same
             log.warning("could not persist the learned window of %s: %s", model, exc)
 
 

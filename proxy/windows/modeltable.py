@@ -22,7 +22,7 @@ from strategies.cost import Prices
 TABLE_FILE = "model_prices_and_context_window_backup.json"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class TableEntry:
     window: int
     max_output: int | None
@@ -63,9 +63,17 @@ class ModelTable:
                 window = entry.get("max_input_tokens") or entry.get("max_tokens")
                 if isinstance(window, int) and window > 0:
                     out = entry.get("max_output_tokens")
-                    return TableEntry(window, out if isinstance(out, int) else None, _prices(entry))
+                    return TableEntry(
+                        window=window,
+                        max_output=out if isinstance(out, int) else None,
+                        prices=_prices(entry),
+                    )
         known = CLIENT_CATALOG.get(model.split("/", 1)[-1])
-        return TableEntry(known[0], None, None, known[1]) if known else None
+        return (
+            TableEntry(window=known[0], max_output=None, prices=None, source=known[1])
+            if known
+            else None
+        )
 
 
 def _prices(entry: dict[str, Any]) -> Prices | None:

@@ -18,7 +18,7 @@ ESTIMATE_BASE = "cl100k_base"
 _INEXACT = frozenset({"estimate", "bytes"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Pricing:
     """A model's counter, whether it is exact, and the most tokens one byte of JSON can cost."""
 
@@ -64,7 +64,13 @@ class Tokenizers:
         if pricing is None:
             ratio = self._estimate_ratio if name == "estimate" else 1.0
             worst = math.ceil(images.worst * ratio)
-            pricing = Pricing(self._build(name, images), name, name not in _INEXACT, ratio, worst)
+            pricing = Pricing(
+                counter=self._build(name, images),
+                tokenizer=name,
+                exact=name not in _INEXACT,
+                tokens_per_byte=ratio,
+                worst_image=worst,
+            )
             self._pricings[key] = pricing
         return pricing
 

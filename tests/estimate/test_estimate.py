@@ -201,7 +201,9 @@ def measured(case: str, body: dict[str, Any], fmt: str = "anthropic") -> int:
     """A body's prompt tokens as the proxy counts them (tools included)."""
     settings = load_settings(None, **config(case))
     models = build_models(settings)
-    who = Principal("default", settings.teams[settings.default_team], False)
+    who = Principal(
+        team="default", config=settings.teams[settings.default_team], forward_client_auth=False
+    )
     req = build_request(orjson.dumps(body), Headers(), settings, models, who, FORMATS[fmt])
     tools = budget_for(req, 10**9, settings.trimming).tools
     return tools + count_prompt(req.counter(), req.view.messages)

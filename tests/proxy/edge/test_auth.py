@@ -35,7 +35,7 @@ def passthrough() -> Settings:
 
 def principal(**team: Any) -> Principal:
     settings = load_settings(None, teams={"t": team})
-    return Principal("t", settings.teams["t"], True)
+    return Principal(team="t", config=settings.teams["t"], forward_client_auth=True)
 
 
 def test_a_key_names_its_team_in_either_header(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -79,7 +79,9 @@ class Stack:
         self.rt, self.upstream = rt, transport
         self.outcomes: list[Outcome] = []
         rt.metrics.record = lambda o, content=None: self.outcomes.append(o)  # type: ignore[method-assign]
-        self.who = Principal("default", rt.settings.teams["default"], forward_client_auth=False)
+        self.who = Principal(
+            team="default", config=rt.settings.teams["default"], forward_client_auth=False
+        )
 
     def request(self, body: bytes = b"", path: str = "/v1/chat/completions") -> Request:
         headers = [(b"content-type", b"application/json")]
@@ -146,7 +148,9 @@ async def test_intake_reads_then_makes_the_request_or_leaves_a_shadow_one_unmade
     assert intake.spec.name == "small" and intake.fmt is CHAT
     req = await take_in(stack.rt, intake, stack.who, Headers())
     assert req is not None and req.window == 4000 and len(req.view.messages) == 4
-    watcher = Principal("watcher", stack.rt.settings.teams["watcher"], forward_client_auth=False)
+    watcher = Principal(
+        team="watcher", config=stack.rt.settings.teams["watcher"], forward_client_auth=False
+    )
     shadow = await read_in(stack.rt, CHAT, watcher, chat(10), Headers())
     assert await take_in(stack.rt, shadow, watcher, Headers()) is None
     with pytest.raises(BadRequest):

@@ -55,7 +55,7 @@ def models(settings: Settings) -> Models:
 
 
 def who(settings: Settings, team: str = "default", passthrough: bool = True) -> Principal:
-    return Principal(team, settings.teams[team], passthrough)
+    return Principal(team=team, config=settings.teams[team], forward_client_auth=passthrough)
 
 
 def body(**extra: Any) -> bytes:
@@ -79,7 +79,7 @@ def test_the_contextwarden_object_is_taken_out_and_read() -> None:
     out, payload, controls = take_controls(raw, orjson.loads(raw), NO_HEADERS)
     assert "contextwarden" not in payload and b"contextwarden" not in out
     assert orjson.loads(out) == payload and payload["x"] == 1
-    assert controls == Controls("notes", "lean", False)
+    assert controls == Controls(session_memory="notes", policy="lean", trim=False)
 
 
 def test_header_controls_are_read_and_the_body_object_wins() -> None:
@@ -89,7 +89,9 @@ def test_header_controls_are_read_and_the_body_object_wins() -> None:
     )  # fmt: skip
     raw = body()
     _, _, controls = take_controls(raw, orjson.loads(raw), headers)
-    assert controls == Controls("from header", "lean", True, frozenset(), True)
+    assert controls == Controls(
+        session_memory="from header", policy="lean", trim=True, pinned=frozenset(), pin_last=True
+    )
     raw = body(contextwarden={"policy": "default"})
     _, _, chosen = take_controls(raw, orjson.loads(raw), headers)
     assert chosen.policy == "default" and chosen.session_memory == "from header"

@@ -86,20 +86,26 @@ def test_a_teams_mode_comes_first_then_its_policys(settings: Settings) -> None:
     rt: Any = SimpleNamespace(models=models)
     body = orjson.dumps(chat(1))
     for team, expected in [("shadow", True), ("enforced", False), ("by_policy", True)]:
-        who = Principal(team, settings.teams[team], True)
+        who = Principal(team=team, config=settings.teams[team], forward_client_auth=True)
         intake = read_request(body, Headers({}), settings, models, who)
         assert shadowed(rt, intake, who) is expected, team
     # A team that enforces a shadow policy enforces it.
-    who = Principal("enforced", settings.teams["enforced"], True)
+    who = Principal(team="enforced", config=settings.teams["enforced"], forward_client_auth=True)
     watched = orjson.dumps(chat(1, contextwarden={"policy": "watched"}))
     free = settings.teams["enforced"].model_copy(update={"allowed_policies": ["watched"]})
-    intake = read_request(watched, Headers({}), settings, models, Principal("enforced", free, True))
+    intake = read_request(
+        watched,
+        Headers({}),
+        settings,
+        models,
+        Principal(team="enforced", config=free, forward_client_auth=True),
+    )
     assert intake.policy == "watched" and not shadowed(rt, intake, who)
 
 
 def test_a_compaction_the_proxy_serves_is_never_shadowed(settings: Settings) -> None:
     models = build_models(settings)
-    who = Principal("shadow", settings.teams["shadow"], True)
+    who = Principal(team="shadow", config=settings.teams["shadow"], forward_client_auth=True)
     intake = read_request(orjson.dumps(chat(1)), Headers({}), settings, models, who)
     intake.compaction = object()  # type: ignore[assignment]
     assert not shadowed(SimpleNamespace(models=models), intake, who)  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ async def test_the_store_is_the_truth_for_learned_windows(tmp_path: Path) -> Non
     assert models.learned.get("team", "m") == 900
 
     await store.put_learned_window(KEY, 800)
-    for prefix, value in to_settings(Fit(1.25, 1.25)).items():
+    for prefix, value in to_settings(Fit(per_token=1.25, hidden=1.25)).items():
         await store.put_setting(prefix + KEY, value)
     await step()
     assert models.learned.get("team", "m") == 800

@@ -268,7 +268,7 @@ def test_a_marked_message_is_pinned_in_every_request() -> None:
 
     settings = load_settings(None, models={"m": {"context_window": 8000}})
     models = build_models(settings)
-    who = Principal("default", settings.teams["default"], forward_client_auth=False)
+    who = Principal(team="default", config=settings.teams["default"], forward_client_auth=False)
     recent = RecentItems()
     rule = {"role": "user", "content": "RULE", "contextwarden": {"pin": True}}
     messages: list[Any] = [{"role": "system", "content": "s"}, rule]
@@ -387,7 +387,7 @@ def test_the_proxy_keeps_each_teams_items_apart() -> None:
     recent = RecentItems()
     body = chat_body([{"role": "user", "content": f"step {n}"} for n in range(6)])
     for team, reuses in (("default", False), ("b", False), ("default", True), ("b", True)):
-        who = Principal(team, settings.teams[team], forward_client_auth=False)
+        who = Principal(team=team, config=settings.teams[team], forward_client_auth=False)
         req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
         assert (req.reused > 0) == reuses, team
 
@@ -403,7 +403,7 @@ def test_bodies_below_the_proxys_threshold_are_parsed_whole() -> None:
 
     settings = load_settings(None, models={"m": {"context_window": 100000}})
     models = build_models(settings)
-    who = Principal("default", settings.teams["default"], forward_client_auth=False)
+    who = Principal(team="default", config=settings.teams["default"], forward_client_auth=False)
     recent = Runtime.__dataclass_fields__["items"].default_factory()  # type: ignore[misc]
     assert recent.min_body == REUSE_FROM
     small = chat_body([{"role": "user", "content": f"step {n}"} for n in range(6)])

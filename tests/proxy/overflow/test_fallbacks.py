@@ -50,7 +50,9 @@ class Proxy:
         model = orjson.loads(body)["model"]
         if model in self.refused_models:
             raise Forbidden(f"not {model}")
-        who = Principal("default", self.settings.teams["default"], forward_client_auth=False)
+        who = Principal(
+            team="default", config=self.settings.teams["default"], forward_client_auth=False
+        )
         return build_request(body, Headers(), self.settings, self.models, who)
 
     async def plan_first(self, req: WireRequest, dry_run: bool) -> Plan:

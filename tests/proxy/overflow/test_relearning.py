@@ -32,7 +32,9 @@ class Proxy:
         self.with_ = Planning(planner=planner, models=self.models, trimming=self.settings.trimming)
 
     async def build(self, body: bytes) -> WireRequest:
-        who = Principal("default", self.settings.teams["default"], forward_client_auth=False)
+        who = Principal(
+            team="default", config=self.settings.teams["default"], forward_client_auth=False
+        )
         return build_request(body, Headers(), self.settings, self.models, who)
 
     async def plan(self, words: int, turns: int = 1, last: int = 1) -> tuple[Any, Any, bool]:
@@ -90,9 +92,13 @@ async def test_the_refusal_is_let_through_when_due() -> None:
 def test_no_lesson_no_note() -> None:
     proxy = Proxy()
     spec = proxy.models.resolve("big")
-    req = WireRequest(b"", {"messages": []}, spec, 100_000, spec.policy)
+    req = WireRequest(
+        body=b"", payload={"messages": []}, spec=spec, window=100_000, policy=spec.policy
+    )
     assert learned_note(proxy.models, proxy.settings.trimming, req) is None
     spec = proxy.models.resolve("bigger")
-    req = WireRequest(b"", {"messages": []}, spec, LESSON, spec.policy)
+    req = WireRequest(
+        body=b"", payload={"messages": []}, spec=spec, window=LESSON, policy=spec.policy
+    )
     note = learned_note(proxy.models, proxy.settings.trimming, req)
     assert note is not None and "after 3600 s or 100 requests held back" in note

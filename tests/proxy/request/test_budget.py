@@ -25,7 +25,7 @@ SETTINGS = load_settings(
 def request(**payload: Any) -> Request:
     spec = build_models(SETTINGS).resolve("m")
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], **payload}
-    return Request(b"", body, spec, 64000, spec.policy)
+    return Request(body=b"", payload=body, spec=spec, window=64000, policy=spec.policy)
 
 
 def sent(req: Request, tokens: int) -> Plan:

@@ -8,7 +8,7 @@ from pathlib import Path
 from proxy.config.settings import load_settings
 from proxy.request import sticky_cuts
 from proxy.request.sticky_cuts import STORE_PREFIX, CutMemory
-from proxy.stores import open_store
+from proxy.stores import StoreFault, open_store
 from strategies.sticky import Recipe, encode
 
 RECIPE = Recipe(
@@ -18,12 +18,12 @@ RECIPE = Recipe(
 
 class BrokenStore:
     async def get_blob(self, key: str) -> bytes | None:
-        raise OSError("disk gone")
+        raise StoreFault("disk gone")
 
     async def put_blob(
         self, key: str, value: bytes, ttl_seconds: float, owner: str | None = ""
     ) -> None:
-        raise OSError("disk gone")
+        raise StoreFault("disk gone")
 
 
 async def test_replicas_sharing_a_store_replay_each_others_cuts(tmp_path: Path) -> None:

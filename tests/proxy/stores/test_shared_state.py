@@ -11,6 +11,7 @@ import pytest
 from proxy.request.conversations import PrefixTracker
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
+from proxy.stores import StoreFault
 from proxy.stores.quota import Blob
 from proxy.stores.writer import BlobWriter
 from proxy.summaries.allowance import Allowance, TeamQuota
@@ -30,7 +31,7 @@ class Shared:
 
     async def get_blob(self, key: str) -> bytes | None:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         self.reads += 1
         return self.blobs.get(key)
 
@@ -41,13 +42,13 @@ class Shared:
 
     async def put_blobs(self, items: list[Blob]) -> None:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         await asyncio.sleep(0.01)
         self.blobs.update({b.key: b.value for b in items})
 
     async def take_slot(self, key: str, limit: int, window_seconds: float) -> bool:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         if self.slots.get(key, 0) >= limit:
             return False
         self.slots[key] = self.slots.get(key, 0) + 1
@@ -55,7 +56,7 @@ class Shared:
 
     async def slots_taken(self, key: str, window_seconds: float) -> int:
         if self.down:
-            raise OSError("the store is down")
+            raise StoreFault("the store is down")
         return self.slots.get(key, 0)
 
 
@@ -184,7 +185,10 @@ async def test_a_flush_returns_when_the_store_fails() -> None:
 
 async def test_replicas_take_a_teams_calls_from_one_quota() -> None:
     store = Shared()
-    quotas = [TeamQuota("t", 3, store), TeamQuota("t", 3, store)]
+    quotas = [
+        TeamQuota(team="t", per_hour=3, store=store),
+        TeamQuota(team="t", per_hour=3, store=store),
+    ]
     made = [await quotas[i % 2].take() for i in range(6)]
     assert made == [True, True, True, False, False, False]
     assert [await q.left() for q in quotas] == [0, 0]
@@ -201,7 +205,7 @@ async def test_concurrent_checkpoints_never_start_pieces_the_quota_cannot_finish
     left (it summarizes its last piece). Read-then-spend let both start, each spent two calls
     and was cut short: 4 calls, no checkpoint."""
     store = Shared()
-    quota = TeamQuota("t", 4, store)
+    quota = TeamQuota(team="t", per_hour=4, store=store)
     first, second = Allowance.start(8, 30, quota), Allowance.start(8, 30, quota)
     assert [await first.affordable(3), await second.affordable(3)] == [3, 1]
     for _ in range(3):
@@ -215,10 +219,10 @@ async def test_concurrent_checkpoints_never_start_pieces_the_quota_cannot_finish
 async def test_a_quota_the_store_cannot_count_holds() -> None:
     store = Shared()
     store.down = True
-    quota = TeamQuota("t", 100, store)
+    quota = TeamQuota(team="t", per_hour=100, store=store)
     assert not await quota.take()
     assert await quota.left() == 0
-    free = TeamQuota("t", None, store)  # no cap: the store is not asked
+    free = TeamQuota(team="t", per_hour=None, store=store)  # no cap: the store is not asked
     assert await free.take() and await free.left() is None
 
 

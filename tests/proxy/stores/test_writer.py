@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config.settings import load_settings
-from proxy.stores import open_store
+from proxy.stores import StoreFault, open_store
 from proxy.stores.quota import Blob
 from proxy.stores.writer import BlobWriter
 
@@ -37,7 +37,7 @@ class Recording:
             self.batches.append(items)
             if self.failures:
                 self.failures -= 1
-                raise OSError("the store is down")
+                raise StoreFault("the store is down")
             self.blobs.update({b.key: b.value for b in items})
         finally:
             self.in_flight -= 1

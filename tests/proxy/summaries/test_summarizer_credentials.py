@@ -33,7 +33,7 @@ def test_the_summarizer_gets_the_callers_key_from_any_header(header: tuple[str, 
         upstreams={"ant": {"provider": "anthropic", "base_url": "http://127.0.0.1:9/v1"}},
         models={"claude-x": {"context_window": 8000}},
     )
-    who = Principal("default", settings.teams["default"], forward_client_auth=True)
+    who = Principal(team="default", config=settings.teams["default"], forward_client_auth=True)
     req = build_request(
         BODY, Headers(dict([header])), settings, build_models(settings), who, ANTHROPIC
     )

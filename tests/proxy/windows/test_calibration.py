@@ -121,7 +121,7 @@ def test_a_hidden_weight_is_kept_when_later_samples_cannot_tell() -> None:
 
 def test_a_restored_fit_is_in_force_until_fresh_samples_replace_it() -> None:
     c = Calibration()
-    c.restore("t", "m", Fit(1.25, 0.25, 40))
+    c.restore("t", "m", Fit(per_token=1.25, hidden=0.25, fixed=40))
     assert c.ratio("t", "m") == 1.25
     assert c.hidden_weight("t", "m") == pytest.approx(0.2)
     assert c.window("t", "m", 1040) == 800
@@ -131,7 +131,7 @@ def test_a_restored_fit_is_in_force_until_fresh_samples_replace_it() -> None:
 
 
 def test_a_fit_round_trips_through_the_store_and_an_old_store_still_reads() -> None:
-    fit = Fit(0.92, 0.23, 312.0, 20_000, 0.95)
+    fit = Fit(per_token=0.92, hidden=0.23, fixed=312.0, span=20_000, edge=0.95)
     back = from_settings(to_settings(fit))
     assert back is not None
     assert back.per_token == pytest.approx(0.92) and back.fixed == 312
@@ -139,7 +139,7 @@ def test_a_fit_round_trips_through_the_store_and_an_old_store_still_reads() -> N
     assert back.span == 20_000 and back.edge == pytest.approx(0.95)
     assert back.window(100_000) == fit.window(100_000)
     old = from_settings({"calibration\t": 1250})
-    assert old == Fit(1.25, 1.25, 0.0)
+    assert old == Fit(per_token=1.25, hidden=1.25, fixed=0.0)
     assert from_settings({"calibration-fixed\t": 30}) is None
 
 

@@ -56,7 +56,7 @@ def test_metrics_label_a_family_by_its_pattern() -> None:
 
 
 def test_a_team_may_be_allowed_a_family() -> None:
-    who = Principal("t", Team(models=["claude-*"]), forward_client_auth=False)
+    who = Principal(team="t", config=Team(models=["claude-*"]), forward_client_auth=False)
     assert who.allows("claude-opus-4-8")
     assert not who.allows("gpt-6.1-sol")
 

@@ -243,7 +243,7 @@ def _planned(proxy: tuple[Any, Any, Any], model: str, messages: list[Any]) -> tu
 
     models, planner, recent = proxy
     settings = planner.settings
-    who = Principal("default", settings.teams["default"], forward_client_auth=False)
+    who = Principal(team="default", config=settings.teams["default"], forward_client_auth=False)
     body = orjson.dumps({"model": model, "messages": messages})
     req = build_request(body, Headers(), settings, models, who, CHAT, None, recent)
     threaded: list[str] = []
