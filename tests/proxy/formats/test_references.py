@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.formats import references
 from proxy.formats.references import holds_references
 
 
@@ -38,7 +39,7 @@ def message(part: dict[str, Any]) -> dict[str, Any]:
     ],
 )  # fmt: skip
 def test_what_the_counter_cannot_count(payload: dict[str, Any], holds: bool) -> None:
-    assert holds_references(orjson.dumps(payload), payload) is holds
+    assert holds_references(payload) is holds
 
 
 @pytest.mark.parametrize(
@@ -57,4 +58,52 @@ def test_what_the_counter_cannot_count(payload: dict[str, Any], holds: bool) -> 
 def test_a_letter_spelled_as_an_escape_hides_nothing(body: bytes, holds: bool) -> None:
     """JSON lets any letter be written ``\\u00XX``: the parsed type is the same, so the cheap
     byte test must not let it pass unwalked (terminal colours and accents stay cheap)."""
-    assert holds_references(body, orjson.loads(body)) is holds
+    assert holds_references(orjson.loads(body)) is holds
+
+
+def agent(n: int, tool_content: str = "ok") -> dict[str, Any]:
+    call = {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for _ in range(n):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": "c", "content": tool_content})
+    return {"model": "m", "messages": messages}
+
+
+def test_a_resent_item_is_not_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The items a request shares with its conversation's last one (the same objects:
+    proxy/formats/reused_items.py) are answered from memory; a new item is walked."""
+    first = agent(3)
+    assert holds_references(first) is False
+    walked: list[Any] = []
+    original = references._walk
+
+    def counting(root: Any) -> tuple[bool, int]:
+        walked.append(root)
+        return original(root)
+
+    monkeypatch.setattr(references, "_walk", counting)
+    file_part = {"type": "file", "file": {"file_id": "file-1"}}
+    new = {"role": "user", "content": [file_part]}
+    resent = {**first, "messages": [*first["messages"], new]}
+    assert holds_references(resent) is True
+    assert walked == [new]  # the resent ones from memory
+
+
+def test_an_equal_item_that_is_another_object_is_walked() -> None:
+    """A verdict belongs to the object it was made of: a changed item, or another caller's
+    look-alike, is never answered by an earlier one's."""
+    plain = agent(2)
+    assert holds_references(plain) is False
+    changed = agent(2)
+    changed["messages"][2]["content"] = [{"type": "input_file", "file_id": "file-1"}]
+    assert holds_references(changed) is True
+    assert holds_references(plain) is False
+    assert holds_references(agent(2)) is False
+
+
+def test_what_is_outside_the_items_is_walked_every_time() -> None:
+    payload = {**agent(1), "tools": [{"type": "function", "function": {"name": "f"}}]}
+    assert holds_references(payload) is False
+    payload["tools"].append({"type": "container_upload", "file_id": "f"})
+    assert holds_references(payload) is True
