@@ -11,26 +11,40 @@ refusal of it would set the window at the proxy's tiny count.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from proxy.formats.reused_items import REUSE_FROM
 from strategies.bounded_memory import ObjectMemo
 
-# The conversation's items (chat and Messages ``messages``, Responses ``input``): an agent
-# resends its history at every step, and its earlier items are the very objects its last
-# request parsed (proxy/formats/reused_items.py), so each item's verdict is kept by the item's
-# identity and only new items are walked. A byte test over the whole body came first before:
-# each of its four searches read the body again (up to a millisecond each on a 118k-token
-# resend: bench/resend.py), and ``file"`` matched any agent's ``"read_file"`` tool, which then
-# had its whole history walked at every step. A walk of the parsed values also needs no care
-# for a letter spelled as an escape (``"input_fil\\u0065"`` is ``"input_file"`` once parsed).
+# A small body (below ``REUSE_FROM``: its items are parsed afresh each time) is answered by
+# its bytes first: a body without any of these keys or types holds no such part (``file"``
+# ends both ``"input_file"`` and ``"file"``, one pass for two). JSON may spell a letter as an
+# escape (``"input_fil\\u0065"`` is ``"input_file"`` to every parser): a body with an escape of
+# an ASCII letter or ``_`` is walked whatever its bytes say, or one escaped letter would hide a
+# file from the lessons (a figure-free window learned at the proxy's tiny count).
+MARKERS = (b'file"', b'"document"', b'"container_upload"')
+ESCAPE = b"\\u00"
+ESCAPED_WORD = re.compile(rb"\\u00[4-7][0-9A-Fa-f]")
+# A larger body's conversation items (chat and Messages ``messages``, Responses ``input``) are
+# walked, each one's verdict kept by the item's identity: an agent resends its history at every
+# step, and its earlier items are the very objects its last request parsed
+# (proxy/formats/reused_items.py), so only its new items are walked. Its bytes were searched
+# before: each search read the whole body (up to a millisecond each on a 118k-token resend,
+# bench/resend.py), and ``file"`` matched any agent's ``"read_file"`` tool, which then had its
+# whole history walked at every step. Parsed values need no care for escapes.
 ITEMS = ("messages", "input")
 PLAIN_SOURCES = frozenset({"text", "content"})  # a document whose text is in the request
 HOLDS, HOLDS_NOT = b"\x01", b""
 _VERDICTS = ObjectMemo()
 
 
-def holds_references(payload: dict[str, Any]) -> bool:
-    """Whether ``payload`` (a parsed request body) holds a part the proxy cannot count."""
+def holds_references(body: bytes, payload: dict[str, Any]) -> bool:
+    """Whether ``payload`` (parsed from ``body``) holds a part the proxy cannot count."""
+    if len(body) < REUSE_FROM:
+        if not any(marker in body for marker in MARKERS) and not _escapes_a_letter(body):
+            return False
+        return _walk(payload)[0]
     for key, value in payload.items():
         if key in ITEMS and isinstance(value, list):
             if any(_item_holds(item) for item in value):
@@ -38,6 +52,10 @@ def holds_references(payload: dict[str, Any]) -> bool:
         elif isinstance(value, dict | list) and _walk(value)[0]:
             return True
     return False
+
+
+def _escapes_a_letter(body: bytes) -> bool:
+    return ESCAPE in body and ESCAPED_WORD.search(body) is not None
 
 
 def memory() -> ObjectMemo:

@@ -71,11 +71,13 @@ class Lessons:
         self._uncountable: bool | None = None
 
     async def uncountable(self) -> bool:
-        """Whether the request holds content the proxy cannot count (read once: its
-        items not seen before walked, off the event loop when they are large)."""
+        """Whether the request holds content the proxy cannot count (read once; a large
+        body's scan, four passes over its bytes, off the event loop)."""
         if self._uncountable is None:
             req = self.req
-            self._uncountable = await off_loop(work_of(req), holds_references, req.payload)
+            self._uncountable = await off_loop(
+                work_of(req), holds_references, req.body, req.payload
+            )
         return self._uncountable
 
     async def stated(self, lesson: Lesson, plan: Plan) -> int | None:
