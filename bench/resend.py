@@ -18,6 +18,7 @@ nothing (``x-contextwarden-count: exact``, ``x-contextwarden-actions: none``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -81,9 +82,12 @@ def agent_messages(pairs: int = 68, lines: int = 95, seed: int = 57) -> list[dic
     return msgs
 
 
-def body(model: str, messages: list[dict[str, Any]] | None = None) -> bytes:
+def body(model: str, messages: list[dict[str, Any]] | None = None, spaced: bool = False) -> bytes:
+    """The request, written compact as httpx, the SDKs and JSON.stringify write it; with
+    ``spaced``, as Python's ``json.dumps`` does by default (``requests``' and aiohttp's
+    ``json=``: a space after each separator, non-ASCII escaped)."""
     payload = {"model": model, "messages": messages or agent_messages(), "max_tokens": 256}
-    return orjson.dumps(payload)
+    return json.dumps(payload).encode() if spaced else orjson.dumps(payload)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -167,7 +171,7 @@ Seen = dict[tuple[str, str, bool], list[float]]
 
 
 def measure(
-    servers: dict[str, tuple[int, int]], rounds: int, per_round: int
+    servers: dict[str, tuple[int, int]], rounds: int, per_round: int, spaced: bool = False
 ) -> tuple[Seen, dict[str, float]]:
     """Seconds per request, by (path, model, with Authorization); and each server's CPU
     seconds per request (its process's user + system time over the rounds: a figure a busy
@@ -175,7 +179,7 @@ def measure(
     from bench.__main__ import cpu_seconds
 
     messages = agent_messages()
-    bodies = {model: body(model, messages) for model in MODELS}
+    bodies = {model: body(model, messages, spaced) for model in MODELS}
     clients = {
         name: httpx.Client(base_url=f"http://127.0.0.1:{port}")
         for name, (port, _) in servers.items()
@@ -247,17 +251,18 @@ def rows(seen: Seen, used: dict[str, float]) -> list[list[str]]:
 HEADER = ["measure", "direct", "bare", "proxy", "proxy - direct", "bare - direct", "proxy - bare"]
 
 
-def section(rounds: int, per_round: int, baseline: str | None = None) -> str:
+def section(rounds: int, per_round: int, baseline: str | None = None, spaced: bool = False) -> str:
     """The measurement's title and table (Markdown)."""
     from bench.__main__ import table
 
     messages = agent_messages()
-    size = len(body("resend-200k", messages))
+    size = len(body("resend-200k", messages, spaced))
     with tempfile.TemporaryDirectory() as tmp, servers(tmp, baseline) as running:
-        seen, used = measure(running, rounds, per_round)
+        seen, used = measure(running, rounds, per_round, spaced)
     n = len(seen[("proxy", "resend-200k", True)])
     return (
-        f"An agent's unchanged chat body ({len(messages)} messages, {size / 1000:.0f} KB), "
+        f"An agent's unchanged chat body ({len(messages)} messages, {size / 1000:.0f} KB"
+        f"{', as json.dumps writes it' if spaced else ''}), "
         f"resent {n} times a case through httpx with keep-alive: direct, through a bare "
         "starlette + pooled httpx pass-through, and through the proxy (count exact, actions "
         "none); the differences are of each round's requests, taken in turn\n\n"
@@ -272,8 +277,11 @@ def main() -> int:
     parser.add_argument(
         "--baseline", help="another checkout's directory: its proxy measured in the same turns"
     )
+    parser.add_argument(
+        "--spaced", action="store_true", help="the body as Python's json.dumps writes it"
+    )
     args = parser.parse_args()
-    print(section(args.rounds, args.per_round, args.baseline))
+    print(section(args.rounds, args.per_round, args.baseline, args.spaced))
     return 0
 
 
