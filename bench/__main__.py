@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ import orjson
 import yaml
 
 from bench import agent_sized
-from bench.client import Connection
+from bench.client import Connection, HttpxConnection
 from bench.decision import decision_rows
 from bench.economy import economy_rows
 from bench.families import family_rows
@@ -44,6 +44,9 @@ from bench.load import load_rows
 from bench.outputs import output_rows
 from bench.quality import quality_rows
 from bench.recall import recall_rows
+from bench.resend import MODELS as RESEND_MODELS
+from bench.resend import body as agent_resend
+from bench.resend import section as resend_section
 from bench.rules import rules_rows
 from bench.shadow import HEADER as SHADOW_HEADER
 from bench.shadow import shadow_rows
@@ -125,6 +128,10 @@ def processes(data_dir: str) -> Iterator[tuple[int, int, int, int, int]]:
             "bench-llm": {"upstream": "llm", "context_window": 128000, "tokenizer": "o200k_base"},
             "bench-claude": {"context_window": 200000, "tokenizer": "estimate"},
             agent_sized.MODEL: {"context_window": agent_sized.WINDOW, "tokenizer": "o200k_base"},
+            **{
+                m: {"context_window": w, "tokenizer": "o200k_base"}
+                for m, w in RESEND_MODELS.items()
+            },
         },
         "data_dir": data_dir,
         # bench/hostile.py: the senders of maximum-size bodies; bench/shadow.py: shadow mode's
@@ -226,17 +233,22 @@ FORMATS = (
 
 
 async def run_load(
-    port: int, path: str, total: int, concurrency: int, body: bytes = REQUEST
+    port: int,
+    path: str,
+    total: int,
+    concurrency: int,
+    body: bytes = REQUEST,
+    client: type[Connection | HttpxConnection] = Connection,
 ) -> tuple[list[float], float]:
     """Latencies (seconds) and elapsed wall time for ``total`` requests over ``concurrency``
-    keep-alive connections."""
-    conns = [await Connection.open("127.0.0.1", port) for _ in range(concurrency)]
+    keep-alive connections of ``client``."""
+    conns = [await client.open("127.0.0.1", port) for _ in range(concurrency)]
     for c in conns:  # warm each connection (and the proxy's upstream pool)
         await c.post(path, body)
     latencies: list[float] = []
     remaining = total
 
-    async def worker(conn: Connection) -> None:
+    async def worker(conn: Connection | HttpxConnection) -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
@@ -297,16 +309,17 @@ def resend_body(tokens: int) -> bytes:
 
 async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list[str]]:
     """p50 and p90 of direct, floor and proxy, interleaved, for each format's small request
-    and a 118k-token chat resend that fits."""
+    and an agent's 118k-token chat resend that fits a 200k window (bench/resend.py), sent as
+    a user's client sends them (httpx, keep-alive, ``Authorization``)."""
     cases = [(fmt, path, body) for fmt, path, body in FORMATS]
-    cases.append(("chat, 118k-token resend", "/v1/chat/completions", resend_body(118_000)))
+    cases.append(("chat, 118k-token resend", "/v1/chat/completions", agent_resend("resend-200k")))
     rows = []
     for fmt, path, body in cases:
         total = max(sizes.sequential // (8 if "118k" in fmt else 2), 40)
         seen: dict[int, list[float]] = {up: [], floor: [], proxy: []}
         for _ in range(4):  # interleave so drift on a shared machine hits all three alike
             for port in seen:
-                seen[port] += (await run_load(port, path, total // 4, 1, body))[0]
+                seen[port] += (await run_load(port, path, total // 4, 1, body, HttpxConnection))[0]
         for q, name in ((0.5, "p50"), (0.9, "p90")):
             d, f, p = (pct(seen[port], q) * 1000 for port in (up, floor, proxy))
             rows.append(
@@ -340,7 +353,11 @@ async def floor_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
 
 
 async def post_each(
-    conns: dict[Any, Connection], path: str, body: bytes, seen: dict[Any, list[float]], fmt: str
+    conns: Mapping[Any, Connection | HttpxConnection],
+    path: str,
+    body: bytes,
+    seen: dict[Any, list[float]],
+    fmt: str,
 ) -> None:
     """``body`` to each connection in turn, each answer's time added to its ``seen``."""
     for key, conn in conns.items():
@@ -358,7 +375,7 @@ async def agent_rows(up: int, floor: int, proxy: int, sizes: Sizes) -> list[list
     conversations = agent_sized.passes(sizes.agent_passes)
     rows = []
     for fmt, path, write in agent_sized.FORMATS:
-        conns = {port: await Connection.open("127.0.0.1", port) for port in (up, floor, proxy)}
+        conns = {port: await HttpxConnection.open("127.0.0.1", port) for port in (up, floor, proxy)}
         seen: dict[int, list[float]] = {port: [] for port in conns}
         trimmed: list[bool] = []
         for conversation in conversations:
@@ -580,14 +597,21 @@ async def hostile_only(sizes: Sizes, only: str | None) -> str:
         return await hostile_section(proxy, sizes, only)
 
 
+def resend_only(sizes: Sizes) -> str:
+    """The large resend as a user's client sees it (``--only resend``: bench/resend.py)."""
+    rounds, per_round = (2, 2) if sizes is QUICK else (10, 5)
+    return "## " + resend_section(rounds, per_round)
+
+
 async def main_async(sizes: Sizes) -> str:
     sections = []
     with tempfile.TemporaryDirectory() as data, processes(data) as (up, slow, proxy, pid, floor):
         async with httpx.AsyncClient() as warm:  # first request loads tokenizers in the proxy
             await warm.post(f"http://127.0.0.1:{proxy}/v1/chat/completions", content=REQUEST)
         sections.append(
-            "## Proxy vs the pass-through floor (starlette + one pooled aiohttp client, no "
-            "parsing; same run)\n\n"
+            "## Proxy vs the pass-through floor (starlette + one pooled httpx client, no "
+            "parsing; same run; sent by httpx with keep-alive and Authorization, as a user's "
+            "client: the harness changed on 2026-12-06, figures before are not comparable)\n\n"
             + table(
                 [
                     "measure",
@@ -651,7 +675,7 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md")
     parser.add_argument(
         "--only",
-        help="comma-separated sections to run alone: hostile, shadow, "
+        help="comma-separated sections to run alone: hostile, shadow, resend, "
         f"{', '.join(OWN)} (print only; BENCHMARKS.md is left as it is)",
     )
     parser.add_argument("--route", help="with --only hostile: the routes whose label holds this")
@@ -678,12 +702,16 @@ def main() -> int:
     if args.only == "shadow":
         print(asyncio.run(shadow_only(sizes)))
         return 0
+    if args.only == "resend":
+        print(resend_only(sizes))
+        return 0
     if args.only:
         names = [n.strip() for n in args.only.split(",")]
         unknown = [n for n in names if n not in OWN]
         if unknown:
             parser.error(
-                f"unknown section(s) {', '.join(unknown)}: use hostile, shadow or {', '.join(OWN)}"
+                f"unknown section(s) {', '.join(unknown)}: use hostile, shadow, resend or "
+                f"{', '.join(OWN)}"
             )
         print(own_sections(names, args.quick, summarizer))
         return 0

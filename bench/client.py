@@ -1,9 +1,13 @@
-"""A lean keep-alive HTTP/1.1 client on asyncio streams, so the load generator costs little
-next to what it measures (httpx spends about a millisecond of CPU per request)."""
+"""Keep-alive HTTP/1.1 clients for the benchmarks: ``Connection``, a lean one on asyncio
+streams, so the load generator costs little next to what it measures (httpx spends about a
+millisecond of CPU per request); ``HttpxConnection``, the same calls through httpx, for the
+latency a user's own client sees."""
 
 from __future__ import annotations
 
 import asyncio
+
+import httpx
 
 
 class Connection:
@@ -75,3 +79,35 @@ class Connection:
     async def close(self) -> None:
         self._writer.close()
         await self._writer.wait_closed()
+
+
+class HttpxConnection:
+    """The same calls on one keep-alive ``httpx.AsyncClient`` connection, as an SDK sends
+    them (``Authorization: Bearer``): for the latency figures beside the pass-through floor,
+    what a user's own client sees, its cost included (the lean client above left out about a
+    millisecond a request of httpx's own work, which a user's client does)."""
+
+    def __init__(self, client: httpx.AsyncClient, team: str | None = None) -> None:
+        self._client = client
+        self._headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+        if team:
+            self._headers["x-contextwarden-team"] = team
+        self.last_headers: dict[str, str] = {}
+
+    @classmethod
+    async def open(cls, host: str, port: int, team: str | None = None) -> HttpxConnection:
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        client = httpx.AsyncClient(base_url=f"http://{host}:{port}", limits=limits, timeout=None)
+        return cls(client, team)
+
+    async def post(self, path: str, body: bytes) -> tuple[int, int]:
+        status, size, _ = await self.request(path, body, keep=False)
+        return status, size
+
+    async def request(self, path: str, body: bytes, keep: bool) -> tuple[int, int, bytes]:
+        answer = await self._client.post(path, content=body, headers=self._headers)
+        self.last_headers = dict(answer.headers)
+        return answer.status_code, len(answer.content), answer.content if keep else b""
+
+    async def close(self) -> None:
+        await self._client.aclose()

@@ -17,6 +17,7 @@ from proxy.edge.admission import Admission
 from proxy.edge.auth import Authenticator
 from proxy.edge.background import Background
 from proxy.edge.ownership import Owners
+from proxy.formats import references
 from proxy.formats.reused_items import REUSE_FROM, RecentItems
 from proxy.headers import upstream_headers
 from proxy.observe import otel
@@ -223,6 +224,7 @@ def memory_budget(rt: Runtime, seen: SeenConversations) -> MemoryBudget:
         error_output.memory(),
         standing.memory(),
         *ledger.memories(),
+        references.memory(),
     )
     budget.add("checkpoint chains", *chain.memories())
     budget.add("token counts", rt.models.tokenizers, tokens.digests())

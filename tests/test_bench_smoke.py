@@ -105,3 +105,22 @@ def test_bench_otel_runs_and_prints_its_rows() -> None:
         "| exported over OTLP/HTTP (encoding counted)",
         "| exported, 1 trace in 10 sampled",
     ], result.stdout
+
+
+@pytest.mark.slow
+def test_the_resend_bench_prints_every_case() -> None:
+    """``--only resend`` (bench/resend.py): the upstream, the bare pass-through and the proxy
+    each answer the agent's resend, the proxy counting exactly and doing nothing (the run
+    stops with an error otherwise)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "resend", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for model in ("resend-200k", "resend-1m"):
+        for auth in ("with", "no"):
+            assert f"p50, {model}, {auth} Authorization" in done.stdout
+    assert "140 messages" in done.stdout

@@ -50,7 +50,8 @@ SHARES: dict[str, float] = {
     "message counts": 0.06,  # proxy/request/reused_counts.py: its counts
     # proxy/request/conversations.py: by bytes and by object; strategies/error_output.py and
     # standing.py: each output's reading as an error, each user message's as a standing rule;
-    # ledger.py: each message's reading for the ledger, and the files its calls name
+    # ledger.py: each message's reading for the ledger, and the files its calls name;
+    # proxy/formats/references.py: whether each wire item names content it does not carry
     "message digests": 0.14,
     "checkpoint chains": 0.10,  # strategies/checkpoints/chain.py: by bytes and by object
     "token counts": 0.20,  # strategies/tokens.py: each tokenizer's messages and short texts
