@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -18,6 +18,7 @@ from proxy.edge.ownership import answered_ids, is_reference, named_in_path
 from proxy.errors import (
     BadRequest,
     Forbidden,
+    Invariant,
     ProxyError,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -31,6 +32,7 @@ from proxy.windows.families import is_pattern
 
 if TYPE_CHECKING:
     from proxy.runtime import Runtime
+    from proxy.windows.models import Models
 
 NO_BODY = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 HEAD = 65536  # of a forwarded answer, read for the ids of the objects it made
@@ -57,7 +59,8 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         model = _model_of(payload)
         if payload is not None:
             who.check_spend(payload)
-        name = _route(rt, who, model, subpath, request.headers)
+        routes = Routes(settings=rt.settings, models=rt.models)
+        name = _route(routes, who, model, subpath, request.headers)
         upstream = rt.settings.upstreams[name]
         key = rt.settings.api_key(name)
         if (rt.settings.holds_key(name) or not who.forward_client_auth) and label == "other":
@@ -73,7 +76,8 @@ async def handle_passthrough(request: Request, rt: Runtime, subpath: str) -> Res
         headers = upstream_headers(
             decode_headers(request.headers.raw), upstream, key, who.forward_client_auth
         )
-        assert upstream.base_url is not None
+        if upstream.base_url is None:  # _route forwards only to an upstream with a base_url
+            raise Invariant(f"upstream {name!r} has no base_url to forward /v1/{subpath} to")
         url = join_url(upstream.base_url, subpath, query_of(request.scope))
         reply = await rt.transport.send(upstream, request.method, url, headers, body)
         status = reply.status
@@ -108,9 +112,21 @@ def path_label(subpath: str, patterns: list[str]) -> str:
     return next((p for p in patterns if forwardable(subpath, [p])), "other")
 
 
-def _route(rt: Runtime, who: Principal, model: str | None, subpath: str, headers: Headers) -> str:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Routes:
+    """What picks a forwarded request's upstream: the settings (the upstreams, the default)
+    and the models (a model's route)."""
+
+    settings: Settings
+    models: Models
+
+
+def _route(
+    routes: Routes, who: Principal, model: str | None, subpath: str, headers: Headers
+) -> str:
     """The upstream for this request: its model's, else the one its API addressed; the team
     must be allowed the model, and a team limited to some models must name one."""
+    settings = routes.settings
     if model is None:
         if who.config.models is not None:
             raise Forbidden(
@@ -118,11 +134,11 @@ def _route(rt: Runtime, who: Principal, model: str | None, subpath: str, headers
                 "names none in a JSON body",
                 code="model_not_allowed",
             )
-        name = addressed_upstream(rt.settings, headers)
+        name = addressed_upstream(settings, headers)
     else:
         who.check_model(model)
-        name = rt.models.resolve(model).route.name
-    if not provider_of(rt.settings.upstreams[name]).forwards:
+        name = routes.models.resolve(model).route.name
+    if not provider_of(settings.upstreams[name]).forwards:
         raise BadRequest(f"/v1/{subpath} is only forwarded to an upstream with a base_url")
     return name
 
@@ -205,12 +221,15 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
         try:
             data = orjson.loads(raw or b"{}")
             models = data["data"]
-            assert isinstance(models, list)
-        except (orjson.JSONDecodeError, KeyError, TypeError, AssertionError):
+            if not isinstance(models, list):
+                raise TypeError("not a list of models")
+        except (orjson.JSONDecodeError, KeyError, TypeError):
             return respond(replace(reply, body=raw, stream=None), [])  # relayed as it came
         if who.config.models is not None:  # a team sees the models it may use
             models = [m for m in models if isinstance(m, dict) and who.allows(str(m.get("id")))]
-        data["data"] = [with_window(m, rt, who) if isinstance(m, dict) else m for m in models]
+        data["data"] = [
+            with_window(m, rt.models, who) if isinstance(m, dict) else m for m in models
+        ]
         return respond(replace(reply, body=orjson.dumps(data), stream=None), [])
     if upstream.base_url is not None and listing == "merged":
         key = rt.settings.api_key(name)
@@ -249,7 +268,7 @@ async def handle_models(request: Request, rt: Runtime) -> Response:
             listed.append(
                 {"id": model, "object": "model", "created": now, "owned_by": "contextwarden"}
             )
-    listed = [with_window(m, rt, who) for m in listed]
+    listed = [with_window(m, rt.models, who) for m in listed]
     if "anthropic-version" in request.headers:  # an Anthropic client of a server that is not
         return Response(orjson.dumps(anthropic_list(listed)), media_type="application/json")
     return Response(orjson.dumps({"object": "list", "data": listed}), media_type="application/json")
@@ -277,7 +296,7 @@ def anthropic_list(listed: list[dict[str, Any]]) -> dict[str, Any]:
 WINDOW_FIELDS = ("context_window", "max_input_tokens", "max_tokens")
 
 
-def with_window(model: dict[str, Any], rt: Runtime, who: Principal) -> dict[str, Any]:
+def with_window(model: dict[str, Any], models: Models, who: Principal) -> dict[str, Any]:
     """A listed model with the window the proxy fits its requests to (and the reply limit it
     knows), in the fields clients and gateways read: ``context_window`` (Codex's model info,
     OpenAI-style gateways), ``max_input_tokens`` and ``max_tokens`` (Anthropic's model
@@ -288,10 +307,10 @@ def with_window(model: dict[str, Any], rt: Runtime, who: Principal) -> dict[str,
     if not isinstance(name, str) or not name:
         return model
     try:
-        spec = rt.models.resolve(name)
+        spec = models.resolve(name)
     except ProxyError:
         return model
-    window = rt.models.told_window(spec, who.learns_as, who.config.max_context_tokens)
+    window = models.told_window(spec, who.learns_as, who.config.max_context_tokens)
     if window is None:
         return model
     told = dict(model)

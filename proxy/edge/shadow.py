@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from proxy.edge.auth import Principal
@@ -56,34 +57,69 @@ from proxy.wire import WireRequest
 if TYPE_CHECKING:
     from starlette.responses import Response
 
-    from proxy.runtime import Runtime
+    from proxy.edge.background import Background
+    from proxy.observe.metrics import Metrics
+    from proxy.overflow.relearning import Planning
+    from proxy.request.conversations import PrefixTracker
+    from proxy.windows.models import Models
 
 log = logging.getLogger("contextwarden.shadow")
 
 SHADOW = "shadow"  # the action of a request forwarded as sent in shadow mode
 
 
-def shadowed(rt: Runtime, intake: Intake, who: Principal) -> bool:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shadowing:
+    """What shadow mode counts with and plans with after the answer: the metrics, the
+    background its plans run in (proxy/edge/background.py), whether OpenTelemetry is on (the
+    request's span then takes its outcome), the planner and trimming settings, the prefixes
+    kept and the store's writes, settled after each plan (proxy/stores/writer.py)."""
+
+    metrics: Metrics
+    background: Background
+    traced: bool
+    planning: Planning
+    prefixes: PrefixTracker
+    settle: Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AsSent:
+    """How the request path handles one shadow mode request (proxy/edge/exchange.py): ``send``
+    sends it once, ``made`` makes the rest of its intake (``made_request``), ``started`` is
+    when it arrived and ``upstream`` the seconds spent waiting for the upstream so far."""
+
+    send: Callable[[Plan], Awaitable[Reply]]
+    made: Callable[[], Awaitable[WireRequest]]
+    started: float
+    upstream: Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answered:
+    """A shadow request's answer, as its plan after it reads it: its team, its status, a
+    refusal it carried whole (read for an overflow), and its outcome when still to count."""
+
+    team: str
+    status: int
+    refused: Reply | None
+    outcome: Outcome | None
+
+
+def shadowed(models: Models, intake: Intake, who: Principal) -> bool:
     """Whether the request ``intake`` read runs in shadow mode: its team's mode, else its
     policy's; never a compaction the proxy answers or serves itself."""
     if intake.compaction is not None or compaction_trigger(intake.fmt, intake.spec, intake.payload):
         return False
-    return (who.config.mode or rt.models.policy(intake.policy).config.mode) == SHADOW
+    return (who.config.mode or models.policy(intake.policy).config.mode) == SHADOW
 
 
-async def forward(
-    rt: Runtime,
-    intake: Intake,
-    who: Principal,
-    send: Callable[[Plan], Awaitable[Reply]],
-    made: Callable[[], Awaitable[WireRequest]],
-    started: float,
-    upstream: Callable[[], float],
-) -> Response:
+async def forward(shadowing: Shadowing, intake: Intake, who: Principal, how: AsSent) -> Response:
     """The request ``intake`` read, sent upstream as it came, once; its answer relayed; then,
     off its path (``after``), counted as the request path counts a forwarded request, made
-    (``made``: the rest of its intake, proxy/edge/intake.py ``made_request``) and planned.
-    ``upstream``: the seconds spent waiting for the upstream so far."""
+    (``how.made``: the rest of its intake, proxy/edge/intake.py ``made_request``) and
+    planned."""
+    send, started, upstream = how.send, how.started, how.upstream
     sent = Plan(intake.body, None, actions=[SHADOW], counted="none")
     reply = await send(sent)
     response = respond(reply, cw_headers(sent, 0))
@@ -107,36 +143,35 @@ async def forward(
     # A refusal the answer carries whole is read for an overflow after, with the plan; a
     # stream is never peeked (that would hold its first bytes).
     refused = reply if reply.status >= 400 and reply.body is not None else None
-    if rt.telemetry is not None:  # the request's span takes its outcome before it ends
-        rt.metrics.record(outcome)
-    later = outcome if rt.telemetry is None else None
-    rt.shadows.start(after(rt, who.team, made, later, refused, reply.status), len(intake.body))
+    if shadowing.traced:  # the request's span takes its outcome before it ends
+        shadowing.metrics.record(outcome)
+    later = outcome if not shadowing.traced else None
+    answered = Answered(team=who.team, status=reply.status, refused=refused, outcome=later)
+    shadowing.background.start(after(shadowing, how.made, answered), len(intake.body))
     return response
 
 
 async def after(
-    rt: Runtime,
-    team: str,
-    made: Callable[[], Awaitable[WireRequest]],
-    outcome: Outcome | None,
-    refused: Reply | None,
-    status: int,
+    shadowing: Shadowing, made: Callable[[], Awaitable[WireRequest]], answered: Answered
 ) -> None:
-    """After the answer: the forwarded request counted (``outcome``, unless it was on the
-    request's path), then made (its view, window, conversation) and the plan it would have had
-    recorded (never raises: a failure is logged and counted)."""
-    if outcome is not None:
-        rt.metrics.record(outcome)
+    """After the answer: the forwarded request counted (``answered.outcome``, unless it was on
+    the request's path), then made (its view, window, conversation) and the plan it would have
+    had recorded (never raises: a failure is logged and counted)."""
+    team, metrics = answered.team, shadowing.metrics
+    if answered.outcome is not None:
+        metrics.record(answered.outcome)
     try:
         req = await made()
     except Exception:  # fault boundary: after the answer, a shadow's failure is only counted
         log.exception("team %s: a shadow plan failed (the request was answered)", team)
-        rt.metrics.shadow.failed(team)
+        metrics.shadow.failed(team)
         return
-    await plan_after(rt, req, status, refused)
+    await plan_after(shadowing, req, answered.status, answered.refused)
 
 
-async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply | None) -> None:
+async def plan_after(
+    shadowing: Shadowing, req: WireRequest, status: int, refused: Reply | None
+) -> None:
     """The plan ``req`` would have had, recorded (never raises: a failure is logged and
     counted)."""
     try:
@@ -144,14 +179,15 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
         req.shadow = True
         conversation = False
         try:
-            fitting = fitting_for(rt.planner, rt.settings.trimming, req)
+            planning = shadowing.planning
+            fitting = fitting_for(planning.planner, planning.trimming, req)
             conversation = fitting.conversation
             plan = await fitting.first()
         except ProxyError as exc:  # the enforced path would refuse it (or fall back)
             before = exc.before if isinstance(exc, ContextTooLarge) else None
             plan = Plan(req.body, None, before, None, [REFUSE], counted="none")
-        seen = await see_prefix(rt.prefixes, req, plan) if conversation else None
-        await rt.settle()
+        seen = await see_prefix(shadowing.prefixes, req, plan) if conversation else None
+        await shadowing.settle()
         outcome = Outcome(
             team=req.team,
             model=req.spec.name,
@@ -171,7 +207,7 @@ async def plan_after(rt: Runtime, req: WireRequest, status: int, refused: Reply 
             cached_tokens=seen.cached_tokens if seen else 0,
             costs=costs_of(req, plan, seen),
         )
-        rt.metrics.record_shadow(outcome, overflowed)
+        shadowing.metrics.record_shadow(outcome, overflowed)
     except Exception:  # fault boundary: after the answer, a shadow's failure is only counted
         log.exception("team %s: a shadow plan failed (the request was answered)", req.team)
-        rt.metrics.shadow.failed(req.team)
+        shadowing.metrics.shadow.failed(req.team)

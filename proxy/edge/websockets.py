@@ -19,7 +19,9 @@ a time, in order, as Codex sends them.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -43,6 +45,9 @@ from proxy.paths import query_of
 from proxy.upstreams.forwarding import decoded, is_event_stream
 
 if TYPE_CHECKING:
+    from proxy.config.settings import Limits
+    from proxy.edge.admission import Admission
+    from proxy.edge.auth import Authenticator
     from proxy.runtime import Runtime
 
 log = logging.getLogger("contextwarden")
@@ -50,6 +55,18 @@ BETA = "responses_websockets"
 # The handshake's own headers, which no frame's request carries; and no compression asked of
 # the upstream: the events are read to be framed.
 HANDSHAKE_ONLY = frozenset({b"upgrade", b"connection", b"accept-encoding", b"content-length"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frames:
+    """What a connection's frames are admitted and answered with: who the caller is
+    (proxy/edge/auth.py), the admission and its limits (proxy/edge/admission.py), and the
+    request path (proxy/edge/traced.py ``fitted``, for the Responses API)."""
+
+    auth: Authenticator
+    admission: Admission
+    limits: Limits
+    answer: Callable[[Request], Awaitable[Response]]
 
 
 async def serve(websocket: WebSocket) -> None:
@@ -60,6 +77,8 @@ async def serve(websocket: WebSocket) -> None:
     except ProxyError as exc:
         await deny(websocket, exc)
         return
+    answer = partial(fitted, rt=rt, fmt=RESPONSES)
+    frames = Frames(auth=rt.auth, admission=rt.admission, limits=rt.settings.limits, answer=answer)
     await websocket.accept()
     session = Session()
     try:
@@ -67,7 +86,7 @@ async def serve(websocket: WebSocket) -> None:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            await frame(websocket, rt, session, message)
+            await frame(websocket, frames, session, message)
     except WebSocketDisconnect:
         return
 
@@ -89,10 +108,10 @@ async def deny(websocket: WebSocket, exc: ProxyError) -> None:
         await websocket.close(code=1008)
 
 
-async def frame(websocket: WebSocket, rt: Runtime, session: Session, message: Message) -> None:
+async def frame(websocket: WebSocket, frames: Frames, session: Session, message: Message) -> None:
     """One client frame answered: its events, or an error frame."""
     try:
-        asked = await admitted(websocket, rt, session, frame_bytes(message))
+        asked = await admitted(websocket, frames, session, frame_bytes(message))
         if asked is None:
             return
         if not asked.generate:
@@ -103,7 +122,7 @@ async def frame(websocket: WebSocket, rt: Runtime, session: Session, message: Me
             return
         asked.body["stream"] = True
         body = orjson.dumps(asked.body)
-        response = await fitted(as_request(websocket, body), rt, RESPONSES)
+        response = await frames.answer(as_request(websocket, body))
         await relay(websocket, session, asked, response)
     except ProxyError as exc:
         await websocket.send_text(error_frame(exc).decode())
@@ -124,17 +143,17 @@ def frame_bytes(message: Message) -> bytes:
 
 
 async def admitted(
-    websocket: WebSocket, rt: Runtime, session: Session, data: bytes
+    websocket: WebSocket, frames: Frames, session: Session, data: bytes
 ) -> Asked | None:
     """What a frame asks, read as a posted body is (proxy/edge/admission.py): within the byte
     limit and the JSON node cap, a large one holding a slot of its team's and parsed off the
     event loop. The request it stands for is admitted again in ``handle``, as a whole."""
-    limit = rt.settings.limits.max_body_bytes
+    limit = frames.limits.max_body_bytes
     if len(data) > limit:
         raise PayloadTooLarge(f"the frame of {len(data)} bytes is over the {limit}-byte limit")
-    team = rt.auth.team(websocket.headers, query_of(websocket.scope)).team
-    async with rt.admission.admit(as_request(websocket, data), team) as body:
-        return await rt.admission.run(body, session.asked, body)
+    team = frames.auth.team(websocket.headers, query_of(websocket.scope)).team
+    async with frames.admission.admit(as_request(websocket, data), team) as body:
+        return await frames.admission.run(body, session.asked, body)
 
 
 async def relay(websocket: WebSocket, session: Session, asked: Asked, response: Response) -> None:

@@ -20,9 +20,14 @@ from proxy.edge import exchange
 from proxy.edge.auth import Principal
 from proxy.edge.exchange import (
     Asked,
+    Continuing,
+    Intaking,
     Planned,
+    Recording,
+    Sending,
     UpstreamClock,
     answered_by_compaction,
+    builder,
     handle,
     make_plan,
     read_in,
@@ -36,6 +41,9 @@ from proxy.errors import BadRequest, ContextTooLarge, Invariant
 from proxy.formats.chat import CHAT
 from proxy.formats.responses import RESPONSES
 from proxy.observe.outcome import Outcome
+from proxy.overflow.relearning import Planning
+from proxy.request.context_compaction import Summaries
+from proxy.request.lessons import Teachers
 from proxy.runtime import Runtime
 from proxy.upstreams.forwarding import Reply
 from proxy.wire import WireRequest
@@ -82,6 +90,35 @@ class Stack:
         self.who = Principal(
             team="default", config=rt.settings.teams["default"], forward_client_auth=False
         )
+        # What handle unpacks the runtime into, for each stage (the settings use no keys).
+        self.intaking = Intaking(
+            settings=rt.settings, models=rt.models, admission=rt.admission, items=rt.items,
+            pins=rt.pins, owners=None, discovery=rt.windows.discovery,
+        )  # fmt: skip
+        self.planning = Planning(
+            planner=rt.planner, models=rt.models, trimming=rt.settings.trimming
+        )
+        reserve = rt.settings.trimming.reserve_output_tokens
+        self.summaries = Summaries(
+            compactor=rt.compactor, planner=rt.planner, reserve_output_tokens=reserve
+        )
+        teachers = Teachers(
+            windows=rt.windows, models=rt.models, usages=rt.usages, metrics=rt.metrics
+        )
+        build = builder(self.intaking, self.who, Headers(), CHAT, None)
+        self.continuing = Continuing(planning=self.planning, teachers=teachers, build=build)
+        self.recording = Recording(
+            metrics=rt.metrics, owners=None, prefixes=rt.prefixes, settle=rt.settle,
+            told=rt.told, log_content=False,
+        )  # fmt: skip
+
+    def sending(self, request: Request, clock: UpstreamClock) -> Sending:
+        return Sending(request=request, who=self.who, clock=clock,
+                       transports=self.rt.transports, telemetry=None)  # fmt: skip
+
+    async def plan(self, req: WireRequest, body: bytes) -> Planned:
+        build = builder(self.intaking, self.who, Headers(), req.fmt, self.rt.items)
+        return await make_plan(self.planning, req, body, build)
 
     def request(self, body: bytes = b"", path: str = "/v1/chat/completions") -> Request:
         headers = [(b"content-type", b"application/json")]
@@ -99,8 +136,8 @@ class Stack:
         return Request(scope, receive)
 
     async def made(self, body: bytes, fmt: Any = CHAT) -> WireRequest:
-        intake = await read_in(self.rt, fmt, self.who, body, Headers())
-        req = await take_in(self.rt, intake, self.who, Headers())
+        intake = await read_in(self.intaking, fmt, self.who, body, Headers())
+        req = await take_in(self.intaking, intake, self.who, Headers())
         assert req is not None
         return req
 
@@ -144,17 +181,17 @@ def ok() -> Reply:
 async def test_intake_reads_then_makes_the_request_or_leaves_a_shadow_one_unmade(
     stack: Stack,
 ) -> None:
-    intake = await read_in(stack.rt, CHAT, stack.who, chat(10), Headers())
+    intake = await read_in(stack.intaking, CHAT, stack.who, chat(10), Headers())
     assert intake.spec.name == "small" and intake.fmt is CHAT
-    req = await take_in(stack.rt, intake, stack.who, Headers())
+    req = await take_in(stack.intaking, intake, stack.who, Headers())
     assert req is not None and req.window == 4000 and len(req.view.messages) == 4
     watcher = Principal(
         team="watcher", config=stack.rt.settings.teams["watcher"], forward_client_auth=False
     )
-    shadow = await read_in(stack.rt, CHAT, watcher, chat(10), Headers())
-    assert await take_in(stack.rt, shadow, watcher, Headers()) is None
+    shadow = await read_in(stack.intaking, CHAT, watcher, chat(10), Headers())
+    assert await take_in(stack.intaking, shadow, watcher, Headers()) is None
     with pytest.raises(BadRequest):
-        await read_in(stack.rt, CHAT, stack.who, b'{"model": "small"}', Headers())
+        await read_in(stack.intaking, CHAT, stack.who, b'{"model": "small"}', Headers())
 
 
 async def test_a_compaction_trigger_is_answered_unplanned(stack: Stack) -> None:
@@ -166,10 +203,10 @@ async def test_a_compaction_trigger_is_answered_unplanned(stack: Stack) -> None:
 
 async def test_the_plan_stage_hands_on_the_fallback_that_fits(stack: Stack) -> None:
     body = chat(10, last=5000)  # its newest message alone is over small's window
-    planned = await make_plan(stack.rt, await stack.made(body), stack.who, body, Headers())
+    planned = await stack.plan(await stack.made(body), body)
     assert planned.req.spec.name == "big" and planned.plan.actions == ["fallback small->big"]
     assert planned.fitting.conversation and not planned.trial
-    fits = await make_plan(stack.rt, await stack.made(chat(10)), stack.who, chat(10), Headers())
+    fits = await stack.plan(await stack.made(chat(10)), chat(10))
     assert fits.req.spec.name == "small" and fits.plan.actions == []
 
 
@@ -178,11 +215,11 @@ async def test_the_plan_stage_refuses_what_nothing_holds(stack: Stack) -> None:
     body = chat(10, last=5000)
     req = await stack.made(body)
     with pytest.raises(ContextTooLarge):
-        await make_plan(stack.rt, req, stack.who, body, Headers())
+        await stack.plan(req, body)
 
 
 async def test_no_compaction_asked_none_served(stack: Stack) -> None:
-    served = await serve_compaction(stack.rt, await stack.made(chat(10)))
+    served = await serve_compaction(stack.summaries, await stack.made(chat(10)))
     assert served.alone is None and served.carried is None
 
 
@@ -191,11 +228,13 @@ async def test_send_with_retry_shrinks_after_an_overflow_and_learns_the_window(
 ) -> None:
     body = chat(100, turns=15)  # about 1,600 tokens: fits 4,000, not the 1,200 it will state
     req = await stack.made(body)
-    planned = await make_plan(stack.rt, req, stack.who, body, Headers())
+    planned = await stack.plan(req, body)
     assert planned.plan.actions == []
     stack.upstream.replies = [Reply(400, JSON, orjson.dumps(OVERFLOW)), ok()]
     clock = UpstreamClock()
-    sent = await send_with_retry(stack.request(body), stack.rt, stack.who, clock, planned)
+    sent = await send_with_retry(
+        stack.sending(stack.request(body), clock), stack.continuing, planned
+    )
     assert sent.reply.status == 200 and sent.retries == 1 and sent.recalled == 0
     assert "overflow-retry" in sent.plan.actions and sent.conversation
     first, second = stack.upstream.sent
@@ -206,12 +245,15 @@ async def test_send_with_retry_shrinks_after_an_overflow_and_learns_the_window(
 
 async def test_record_says_what_was_done_and_counts_it(stack: Stack) -> None:
     body = chat(10, last=5000)
-    planned = await make_plan(stack.rt, await stack.made(body), stack.who, body, Headers())
+    planned = await stack.plan(await stack.made(body), body)
     stack.upstream.replies = [ok()]
     clock = UpstreamClock()
-    sent = await send_with_retry(stack.request(body), stack.rt, stack.who, clock, planned)
+    sent = await send_with_retry(
+        stack.sending(stack.request(body), clock), stack.continuing, planned
+    )
     asked = Asked(team="default", model="small")
-    response = await record(stack.rt, stack.who, asked, sent, None, clock)
+    sending = stack.sending(stack.request(body), clock)
+    response = await record(stack.recording, sending, asked, sent, None)
     assert response.status_code == 200
     assert response.headers["x-contextwarden-model"] == "big"  # a fallback answered
     assert response.headers["x-contextwarden-actions"] == "fallback small->big"
@@ -226,7 +268,7 @@ async def test_a_refusal_is_counted_with_what_was_known(stack: Stack) -> None:
     exc = ContextTooLarge("too large")
     exc.before = 5100
     asked = Asked(team="default", model="small", stream=True)
-    refused(stack.rt, CHAT, asked, exc, UpstreamClock())
+    refused(stack.rt.metrics, CHAT, asked, exc, UpstreamClock())
     (outcome,) = stack.outcomes
     assert (outcome.model, outcome.status, outcome.stream, outcome.actions) == (
         "small", 400, True, [],

@@ -25,7 +25,7 @@ from proxy.app import create_app
 from proxy.config.settings import Settings, load_settings
 from proxy.edge.auth import Principal
 from proxy.edge.intake import read_request
-from proxy.edge.shadow import SHADOW, after, shadowed
+from proxy.edge.shadow import SHADOW, Answered, after, shadowed
 from proxy.observe.metrics import Metrics
 from proxy.runtime import Runtime
 from proxy.windows.models import build_models
@@ -83,12 +83,11 @@ def settings() -> Settings:
 
 def test_a_teams_mode_comes_first_then_its_policys(settings: Settings) -> None:
     models = build_models(settings)
-    rt: Any = SimpleNamespace(models=models)
     body = orjson.dumps(chat(1))
     for team, expected in [("shadow", True), ("enforced", False), ("by_policy", True)]:
         who = Principal(team=team, config=settings.teams[team], forward_client_auth=True)
         intake = read_request(body, Headers({}), settings, models, who)
-        assert shadowed(rt, intake, who) is expected, team
+        assert shadowed(models, intake, who) is expected, team
     # A team that enforces a shadow policy enforces it.
     who = Principal(team="enforced", config=settings.teams["enforced"], forward_client_auth=True)
     watched = orjson.dumps(chat(1, contextwarden={"policy": "watched"}))
@@ -100,7 +99,7 @@ def test_a_teams_mode_comes_first_then_its_policys(settings: Settings) -> None:
         models,
         Principal(team="enforced", config=free, forward_client_auth=True),
     )
-    assert intake.policy == "watched" and not shadowed(rt, intake, who)
+    assert intake.policy == "watched" and not shadowed(models, intake, who)
 
 
 def test_a_compaction_the_proxy_serves_is_never_shadowed(settings: Settings) -> None:
@@ -108,7 +107,7 @@ def test_a_compaction_the_proxy_serves_is_never_shadowed(settings: Settings) -> 
     who = Principal(team="shadow", config=settings.teams["shadow"], forward_client_auth=True)
     intake = read_request(orjson.dumps(chat(1)), Headers({}), settings, models, who)
     intake.compaction = object()  # type: ignore[assignment]
-    assert not shadowed(SimpleNamespace(models=models), intake, who)  # type: ignore[arg-type]
+    assert not shadowed(models, intake, who)
 
 
 @respx.mock
@@ -181,11 +180,12 @@ async def test_after_counts_a_request_it_could_not_make_and_never_raises(
     settings: Settings,
 ) -> None:
     metrics = Metrics(settings.models)
-    rt: Any = SimpleNamespace(metrics=metrics)
+    shadowing: Any = SimpleNamespace(metrics=metrics)  # all a failed making uses
 
     async def unmade() -> Any:
         raise ValueError("the view could not be made")
 
-    await after(rt, "shadow", unmade, None, None, 200)
+    answered = Answered(team="shadow", status=200, refused=None, outcome=None)
+    await after(shadowing, unmade, answered)
     assert metrics.shadow.teams["shadow"].plan_errors == 1
     assert "shadow" not in metrics.teams  # its outcome was counted on the request's path
