@@ -54,7 +54,8 @@ from proxy.summaries import Compactor
 from proxy.summaries.llm import LLMSummarizer, Target
 from proxy.windows.models import build_models
 from proxy.windows.tokenizers import text_tokens
-from strategies.engine import DEFAULT_POLICY, Fit, Policy, fit
+from strategies import engine
+from strategies.engine import DEFAULT_POLICY, Fit, Policy
 from strategies.errors import ContextError, DoesNotFit
 from strategies.messages import Message
 from strategies.tokens import ChatCounter, Counter, count_prompt
@@ -169,6 +170,15 @@ def harsh(seed: int) -> list[Message]:
     return msgs
 
 
+def _fit(**fields: Any) -> Fit:
+    """The engine's fit of ``fields``: one request object (``FitRequest``) where the engine
+    takes one, else its keyword arguments (the tree before #57), so both trees run this."""
+    request = getattr(engine, "FitRequest", None)
+    if request is None:
+        return engine.fit(**fields)  # type: ignore[call-arg]
+    return engine.fit(request(**fields))
+
+
 def _longer_than(n: int) -> Callable[[Sequence[Message]], bool]:
     """A prefix check that keeps a result of more than ``n`` messages (a stand-in for a
     conversation's last prompt)."""
@@ -230,7 +240,14 @@ def engine_cases() -> Iterator[tuple[str, Any]]:
                 for mode, kwargs in modes:
                     case = f"engine {name} {share} {policy_name} {mode}"
                     try:
-                        result = fit(messages, budget, counter, policy, summarizer, **kwargs)
+                        result = _fit(
+                            messages=messages,
+                            budget=budget,
+                            counter=counter,
+                            policy=policy,
+                            summarizer=summarizer,
+                            **kwargs,
+                        )
                         yield case, _fit_record(result)
                     except ContextError as exc:  # a refusal is a result like any other
                         yield case, _error_record(exc)

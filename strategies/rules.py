@@ -108,26 +108,49 @@ PINNED_RULE = Rule("pinned", Match(), TIERS["core"], "strict")
 NEWEST_RULE = Rule("newest", Match(), TIERS["core"], "strict")
 
 
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Whether the current turn is a running task kept by its statement and newest step
+    (``atomic``: see :func:`running_task`), and which of its user messages only continue its
+    loop (ids)."""
+
+    atomic: bool = False
+    continuing: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What an allocation holds as strict blocks before any rule takes a message: the units
+    holding a ``pinned`` message (ids), then those holding a ``protected`` one (indices: the
+    newest step, strategies/protected.py)."""
+
+    pinned: frozenset[int] = frozenset()
+    protected: frozenset[int] = frozenset()
+
+
+NOT_RUNNING = Running()
+NOTHING_HELD = Held()
+
+
 def assign(
     messages: Sequence[Message],
     rules: Sequence[Rule],
     history: Rule,
-    pinned: frozenset[int] = frozenset(),
-    running: bool = False,
-    continuing: frozenset[int] = frozenset(),
-    protected: frozenset[int] = frozenset(),
+    held: Held = NOTHING_HELD,
+    running: Running = NOT_RUNNING,
 ) -> list[Assignment]:
-    """One assignment per rule (in rule order) plus the history rule last; with ``pinned``
-    (message ids), a first assignment takes every unit holding a pinned message, and with
-    ``protected`` (indices: the newest step, strategies/protected.py) one more takes theirs.
+    """One assignment per rule (in rule order) plus the history rule last; with ``held``
+    pinned messages, a first assignment takes every unit holding one, and with ``held``
+    protected indices one more takes theirs.
 
-    ``running``: the current turn is a running task (see :func:`running_task`); its completed
-    steps stand at position ``steps``, its task message and newest step at ``current``;
-    ``continuing`` names the user messages that continue its loop."""
+    ``running.atomic``: the current turn is a running task (see :func:`running_task`); its
+    completed steps stand at position ``steps``, its task message and newest step at
+    ``current``; ``running.continuing`` names the user messages that continue its loop."""
+    pinned, protected = held.pinned, held.protected
     lead = leading_count(messages)
     current, newest = (
-        running_task(messages, lead, continuing)
-        if running
+        running_task(messages, lead, running.continuing)
+        if running.atomic
         else (current_turn_start(messages, lead),) * 2
     )
     out = [Assignment(r) for r in (*rules, history)]

@@ -56,15 +56,17 @@ def test_the_cut_depth_pays_the_cache_write_premium_back() -> None:
 
 
 def test_the_engine_never_cuts_shallower_than_the_policy_and_deeper_when_asked() -> None:
-    from strategies.engine import fit
+    from strategies.engine import FitRequest, fit
     from tests.counters import FixedCounter
 
     messages = [{"role": "system", "content": "s"}]
     for k in range(60):
         messages += [{"role": "user", "content": f"q{k}"}, {"role": "assistant", "content": "a"}]
     messages.append({"role": "user", "content": "now"})
-    base = fit(messages, 400, FixedCounter(10))
-    shallow = fit(messages, 400, FixedCounter(10), cut_share=0.01)
-    deep = fit(messages, 400, FixedCounter(10), cut_share=0.6)
+    base = fit(FitRequest(messages=messages, budget=400, counter=FixedCounter(10)))
+    shallow = fit(
+        FitRequest(messages=messages, budget=400, counter=FixedCounter(10), cut_share=0.01)
+    )
+    deep = fit(FitRequest(messages=messages, budget=400, counter=FixedCounter(10), cut_share=0.6))
     assert len(shallow.messages) == len(base.messages)
     assert len(deep.messages) < len(base.messages)

@@ -37,7 +37,7 @@ from proxy.windows.advice import frame_note
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.cost import cut_share
-from strategies.engine import Fit, fit
+from strategies.engine import Fit, FitRequest, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index, leading_count
 from strategies.step_cut import STEP_CUT
@@ -208,21 +208,20 @@ async def engine_fit(
     if share is None and prices:
         share = cut_share(prices, growth(messages, counter), budget.messages)
     try:
-        return await off_loop(
-            work_of(req),
-            fit,
-            messages,
-            budget.messages,
-            counter,
-            req.policy.engine,
-            atomic_current=req.view.atomic_current,
-            pinned=req.pinned | kept,
-            continuing=req.view.continuing,
-            cut_share=share,
-            keeps_prefix=None if last is None else partial(extends, last),
+        request = FitRequest(
+            messages=messages,
+            budget=budget.messages,
+            counter=counter,
             tokens=tokens,
+            pinned=req.pinned | kept,
+            atomic_current=req.view.atomic_current,
+            continuing=req.view.continuing,
+            policy=req.policy.engine,
+            cut_share=share,
             cut_newest=cut_newest,
+            keeps_prefix=None if last is None else partial(extends, last),
         )
+        return await off_loop(work_of(req), fit, request)
     except DoesNotFit as exc:
         taken = budget.messages - exc.limit
         # The client's own frame (its instructions and tool definitions), which is never cut:

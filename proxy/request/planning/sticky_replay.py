@@ -54,5 +54,11 @@ async def replay_last_cut(
     actions = [*recipe.actions, "sticky"]
     checkpoint = recipe.checkpoint
     reused = checkpoint.replace("created", "reused", 1) if checkpoint else None
-    result = Fit(messages, before, tokens, budget.messages, list(actions))
+    result = Fit(
+        messages=messages,
+        tokens_before=before,
+        tokens_after=tokens,
+        budget=budget.messages,
+        actions=list(actions),
+    )
     return plan_of_fit(req, budget, before, result, actions, reused, planner.recalls)
