@@ -44,9 +44,10 @@ from proxy.summaries.job import (
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from proxy.summaries.seen import SeenConversations
 from proxy.summaries.single_flight import Flights
-from strategies.checkpoints.chain import Checkpoint, apply_summary, next_cut, prefix_chain
+from strategies.checkpoints.chain import Checkpoint, Room, apply_summary, next_cut, prefix_chain
 from strategies.checkpoints.cut import SummaryText, summary_max_tokens
 from strategies.messages import Message, leading_count
+from strategies.rules import Running
 from strategies.tokens import count_messages, count_prompt
 
 log = logging.getLogger("contextwarden.compaction")
@@ -346,9 +347,8 @@ class Compactor:
         self, messages: list[Message], budget: int, ctx: Context, seed: str
     ) -> Compacted | None:
         cfg = ctx.policy.summarizer
-        planned = next_cut(
-            messages, 0, budget, cfg.keep_recent_tokens, ctx.counter, ctx.running, ctx.continuing
-        )
+        room, running = Room(budget, cfg.keep_recent_tokens), Running(ctx.running, ctx.continuing)
+        planned = next_cut(messages, 0, room, ctx.counter, running)
         if planned is None:
             return None
         summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)

@@ -11,6 +11,7 @@ from strategies.checkpoints import chain
 from strategies.checkpoints.chain import (
     Checkpoint,
     Layer,
+    Room,
     apply_summary,
     best_checkpoint,
     layering,
@@ -139,9 +140,9 @@ def test_next_cut_starts_after_what_is_covered_and_keeps_the_recent_turns() -> N
     from tests.counters import FixedCounter
 
     msgs = conv(12)  # system + 12 messages, 10 tokens each
-    planned = next_cut(msgs, covered=4, budget=160, keep=30, counter=FixedCounter(10))
+    planned = next_cut(msgs, covered=4, room=Room(160, keep=30), counter=FixedCounter(10))
     assert planned is not None
     start, cut = planned
     assert start == 1 + 4
     assert msgs[cut.index]["role"] == "user" and len(msgs) - cut.index >= 3
-    assert next_cut(msgs, covered=10, budget=160, keep=30, counter=FixedCounter(10)) is None
+    assert next_cut(msgs, covered=10, room=Room(160, keep=30), counter=FixedCounter(10)) is None
