@@ -72,7 +72,7 @@ class Pass(Protocol):
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     rules: tuple[Rule, ...] = DEFAULT_RULES
     history_strategy: str = "truncate_oldest"
@@ -106,7 +106,13 @@ class Policy:
         options = dict(self.history_options)
         if self.history_strategy == "truncate_oldest" and self.cache_cut_share > 0:
             options.setdefault("grid_share", self.cache_cut_share)
-        return Rule("history", Match(), TIERS["history"], self.history_strategy, options)
+        return Rule(
+            id="history",
+            match=Match(),
+            tier=TIERS["history"],
+            strategy=self.history_strategy,
+            options=options,
+        )
 
     def strategy(self, rule: Rule) -> Strategy:
         """The rule's strategy, built once for this policy (its options never change)."""
@@ -372,7 +378,9 @@ def _kept(kept: Protected, run: Running) -> frozenset[int]:
 
 
 # A running task's statement and newest step, whole, before any of the policy's own rules.
-RUNNING_TURN_RULE = Rule("running-turn", Match(position="current"), TIERS["core"], "strict")
+RUNNING_TURN_RULE = Rule(
+    id="running-turn", match=Match(position="current"), tier=TIERS["core"], strategy="strict"
+)
 RUNNING_STEPS = "running-steps"
 
 
@@ -382,7 +390,13 @@ def _steps_rule(policy: Policy) -> Rule:
     options: dict[str, Any] = {"unit": "step"}
     if policy.cache_cut_share > 0:
         options["grid_share"] = policy.cache_cut_share
-    return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
+    return Rule(
+        id=RUNNING_STEPS,
+        match=Match(position="steps"),
+        tier=TIERS["core"],
+        strategy="truncate_oldest",
+        options=options,
+    )
 
 
 def _cut_step(f: _Fitting, kept: Protected) -> None:
@@ -575,4 +589,6 @@ def _block(f: _Fitting, a: Assignment, query: str) -> Block:
             strategy = bind(query=query, budget=budget)
     messages = f.messages
     picked = [messages[i] for i in a.indices]
-    return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
+    return Block(
+        id=rule.id, messages=picked, tier=rule.tier, strategy=strategy, max_tokens=rule.max_tokens
+    )

@@ -40,7 +40,7 @@ Position = Literal["any", "first", "leading", "current", "steps", "history"]
 TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Match:
     roles: tuple[str, ...] = ()
     name: str | None = None
@@ -65,7 +65,7 @@ class Match:
         return True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rule:
     id: str
     match: Match
@@ -77,19 +77,25 @@ class Rule:
 
 
 # The system prompt is the first system/developer message: kept whole or the request refused.
-SYSTEM_RULE = Rule("system", Match(position="first"), TIERS["system"], "strict")
+SYSTEM_RULE = Rule(
+    id="system", match=Match(position="first"), tier=TIERS["system"], strategy="strict"
+)
 # Further leading system/developer messages are the application's too (a safety policy, a
 # persona, Codex's developer prompt): strict by default, never dropped silently.
-LEADING_RULE = Rule("leading", Match(position="leading"), TIERS["system"], "strict")
+LEADING_RULE = Rule(
+    id="leading", match=Match(position="leading"), tier=TIERS["system"], strategy="strict"
+)
 # A RAG app that puts retrieved documents there chooses this in a policy (the example config's
 # ``rag`` policy): evicted whole, the least relevant to the user's current message first.
-DOCUMENTS_RULE = Rule("documents", Match(position="leading"), TIERS["rag"], "relevance_drop")
+DOCUMENTS_RULE = Rule(
+    id="documents", match=Match(position="leading"), tier=TIERS["rag"], strategy="relevance_drop"
+)
 CURRENT_RULE = Rule(
-    "current",
-    Match(position="current"),
-    TIERS["core"],
-    "truncate_oldest",
-    {"unit": "message", "protect_roles": ["user"]},
+    id="current",
+    match=Match(position="current"),
+    tier=TIERS["core"],
+    strategy="truncate_oldest",
+    options={"unit": "message", "protect_roles": ["user"]},
 )
 DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, LEADING_RULE, CURRENT_RULE)
 
@@ -103,9 +109,9 @@ class Assignment:
 
 
 # Pinned messages: kept verbatim, never dropped, trimmed or summarized (a strict block).
-PINNED_RULE = Rule("pinned", Match(), TIERS["core"], "strict")
+PINNED_RULE = Rule(id="pinned", match=Match(), tier=TIERS["core"], strategy="strict")
 # The newest step (and a chat turn's task): what every plan keeps (strategies/protected.py).
-NEWEST_RULE = Rule("newest", Match(), TIERS["core"], "strict")
+NEWEST_RULE = Rule(id="newest", match=Match(), tier=TIERS["core"], strategy="strict")
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +254,15 @@ def breakdown(
     for a in assign(messages, rules, history):
         if a.indices:
             tokens = sum(counter.message(messages[i]) for i in a.indices)
-            out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))
+            out.append(
+                BlockReport(
+                    id=a.rule.id,
+                    tier=a.rule.tier,
+                    strategy=a.rule.strategy,
+                    tokens_before=tokens,
+                    tokens_after=tokens,
+                )
+            )
     out.sort(key=lambda b: b.tier)
     return out
 

@@ -63,7 +63,7 @@ ROUNDS = 6  # tries to bring a cut under its cap (a recount after each: merges a
 ERROR_LINE_CHARS = 2_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepCut:
     messages: list[Message]
     saved: int  # tokens, by the counter's message prices
@@ -159,7 +159,7 @@ def _cut_to(
         # what the others give at this level (the caller cuts them to it next)
         shared = sum(max(0, size - cap) for size in others)
         if cut and (best is None or saved > best.saved):
-            best = StepCut(out, saved, cut)
+            best = StepCut(messages=out, saved=saved, cut=cut)
             enough = saved + shared >= need
         if saved + shared >= need or all(cap <= floor for floor in floors.values()):
             break
@@ -293,7 +293,7 @@ def text_cost(counter: Counter) -> Callable[[str], int]:
     return price
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Text:
     """An output's text as a cut reads it: its lines, where each starts, its error lines."""
 
@@ -312,7 +312,7 @@ def _read(text: str, price: Callable[[str], int]) -> _Text:
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + len(sep))
     errors = [k for k, line in enumerate(lines) if _kept_whole(line)]
-    return _Text(text, price(text), sep, lines, starts, errors)
+    return _Text(text=text, total=price(text), sep=sep, lines=lines, starts=starts, errors=errors)
 
 
 def cut_output(text: str, cap: int, counter: Counter, marker: Marker = RERUN_MARKER) -> str | None:

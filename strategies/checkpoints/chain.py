@@ -85,7 +85,7 @@ class Layer:
     files: FileLists = field(default_factory=FileLists)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     """A conversation's summary up to ``covers``: ``summary`` (and ``files``) are its newest
     layer's, of the messages after the ``earlier`` layers' (none: of every covered message).

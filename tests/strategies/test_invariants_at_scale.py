@@ -35,10 +35,10 @@ POLICIES = [
     Policy(
         rules=(
             Rule(
-                "tools",
-                Match(roles=("assistant",), position="history"),
-                TIERS["scratchpad"],
-                "drop",
+                id="tools",
+                match=Match(roles=("assistant",), position="history"),
+                tier=TIERS["scratchpad"],
+                strategy="drop",
             ),
             *Policy().rules,
         )

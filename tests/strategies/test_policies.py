@@ -16,10 +16,10 @@ from tests.strategies.invariants import assert_tool_pairs_intact
 COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
 
 RAG_RULE = Rule(
-    "rag",
-    Match(roles=("system",), content_regex=r"^<doc"),
-    TIERS["rag"],
-    "drop",
+    id="rag",
+    match=Match(roles=("system",), content_regex=r"^<doc"),
+    tier=TIERS["rag"],
+    strategy="drop",
     inject_into_system="xml",
 )
 RAG_POLICY = Policy(rules=(RAG_RULE, *Policy().rules))
@@ -147,10 +147,10 @@ def test_summarize_strategy_replaces_history_in_place() -> None:
 
 def test_custom_tiers_and_caps() -> None:
     scratch = Rule(
-        "scratch",
-        Match(roles=("assistant",), position="history"),
-        7,
-        "truncate_oldest",
+        id="scratch",
+        match=Match(roles=("assistant",), position="history"),
+        tier=7,
+        strategy="truncate_oldest",
         max_tokens=20,
     )
     msgs = (

@@ -27,7 +27,15 @@ def conv(n: int) -> list[dict[str, str]]:
 
 
 def ck(covers: int, chain: list[str]) -> Checkpoint:
-    return Checkpoint(f"ck{covers}", chain[1], covers, chain[covers], f"sum {covers}", 100, 10)
+    return Checkpoint(
+        id=f"ck{covers}",
+        conversation=chain[1],
+        covers=covers,
+        chain_hash=chain[covers],
+        summary=f"sum {covers}",
+        tokens_before=100,
+        tokens_after=10,
+    )
 
 
 def test_chain_is_stable_under_growth_and_sensitive_to_edits() -> None:
@@ -88,11 +96,7 @@ def test_a_summary_is_a_framed_user_message_by_default() -> None:
 
 
 def layered(covers: int = 7) -> Checkpoint:
-    return Checkpoint(
-        "ck", "conv", covers, "h", "since then", 100, 60,
-        FileLists(("c.py",)),
-        earlier=(Layer(2, "first", FileLists((), ("a.py",))), Layer(4, "second")),
-    )  # fmt: skip
+    return Checkpoint(id="ck", conversation="conv", covers=covers, chain_hash="h", summary="since then", tokens_before=100, tokens_after=60, files=FileLists(("c.py",)), earlier=(Layer(2, "first", FileLists((), ("a.py",))), Layer(4, "second")))  # fmt: skip
 
 
 def test_each_layer_is_followed_by_the_pinned_messages_it_covers() -> None:
@@ -125,7 +129,15 @@ def test_a_checkpoint_whole_is_its_layers_as_one() -> None:
 
 
 def test_layers_stack_until_they_outgrow_their_share_or_count() -> None:
-    one = Checkpoint("ck", "conv", 4, "h", "s", 100, 200)
+    one = Checkpoint(
+        id="ck",
+        conversation="conv",
+        covers=4,
+        chain_hash="h",
+        summary="s",
+        tokens_before=100,
+        tokens_after=200,
+    )
     assert layering(one, 3000, 3000, 400, 4)
     assert not layering(one, 3000, 3000, 900, 4)  # 1100 tokens: over a third of 3000
     assert not layering(one, 3000, 1000, 400, 4)  # over half of a deep cut's 1000
