@@ -336,7 +336,7 @@ class Compactor:
         tokens = count_messages(ctx.counter, messages[start : cut.index])
         detail = f"{count} messages (about {tokens} tokens)"
         note = f"[preview: the summary of {detail} would be written here]"
-        placeholder = SummaryText(note, role=ctx.policy.summary_role)
+        placeholder = SummaryText(text=note, role=ctx.policy.summary_role)
         expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
         covers = cut.index - leading_count(messages)
@@ -351,7 +351,7 @@ class Compactor:
         planned = next_cut(messages, 0, room, ctx.counter, running)
         if planned is None:
             return None
-        summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
+        summary = SummaryText(text=seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
         covers = planned[1].index - leading_count(messages)
         return Compacted(apply_summary(messages, covers, summary, ctx.pinned), "session-memory")
 

@@ -158,7 +158,7 @@ async def make_checkpoint(
         earlier, carried, first = (), previous.whole()[1] if previous else FileLists(), lead
     files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
     covers = cut.index - lead
-    summary = SummaryText(text, files, role, bool(earlier))
+    summary = SummaryText(text=text, files=files, role=role, later=bool(earlier))
     own = ctx.counter.message(summary.message())
     checkpoint = Checkpoint(
         id=checkpoint_id(ctx.scope, job.chain[covers]),

@@ -109,12 +109,15 @@ class Checkpoint:
 
     def text(self, role: str = "user") -> SummaryText:
         """The newest layer's summary (the whole summary of a checkpoint of one layer)."""
-        return SummaryText(self.summary, self.files, role, bool(self.earlier))
+        return SummaryText(text=self.summary, files=self.files, role=role, later=bool(self.earlier))
 
     def texts(self, role: str = "user") -> list[tuple[int, SummaryText]]:
         """Each layer's summary, oldest first, with how many messages it covers up to."""
         return [
-            (layer.covers, SummaryText(layer.summary, layer.files, role, i > 0))
+            (
+                layer.covers,
+                SummaryText(text=layer.summary, files=layer.files, role=role, later=i > 0),
+            )
             for i, layer in enumerate(self.layers())
         ]
 
