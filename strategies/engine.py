@@ -228,7 +228,8 @@ class _Fitting:
         )
 
     def again(self) -> _Fitting:
-        """A fresh fit of the same request, from its original messages."""
+        """A fresh fit of the same request, from its original messages (the passes made
+        again without the rewrites that broke the previous prompt's prefix)."""
         return _Fitting(
             request=self.request,
             counter=self.counter,
@@ -273,7 +274,7 @@ def fit(request: FitRequest) -> Fit:
         messages=messages,
         tokens=tokens,
     )
-    result = _fit(first.again(), policy.passes)
+    result = _fit(first, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
     keeps_prefix = request.keeps_prefix
     keep = keeps_prefix is None or policy.recall
