@@ -8,7 +8,7 @@ from typing import Any
 from bench.conversations import agent_conversation
 from proxy.config.environment import prepare_environment
 from proxy.windows.tokenizers import text_tokens
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import ChatCounter, count_prompt
 
@@ -43,7 +43,9 @@ def quality_rows(cases: int) -> tuple[list[str], list[list[str]]]:
         outputs: dict[str, list[dict[str, Any]]] = {}
         for name, policy in ((names[0], Policy()), (names[1], Policy(cache_cut_share=0))):
             try:
-                outputs[name] = fit(convo, budget, counter, policy).messages
+                outputs[name] = fit(
+                    FitRequest(messages=convo, budget=budget, counter=counter, policy=policy)
+                ).messages
             except DoesNotFit:
                 outputs[name] = []
         outputs["litellm"] = trim_messages(

@@ -24,7 +24,7 @@ from typing import Any
 
 from proxy.config.policies import PolicyConfig
 from proxy.windows.tokenizers import get_encoding
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.rules import Match
 from strategies.standing import states_rule
 from strategies.tokens import ChatCounter
@@ -114,7 +114,12 @@ def kept(instances: list[Any], policy: Policy, counter: ChatCounter) -> int:
         messages = [system, *(dict(m) for m in inst.messages)]
         messages.append({"role": "user", "content": inst.probe_prompt})
         rule = messages[1 + inst.sc_message_indices[0]]
-        n += any(m is rule for m in fit(messages, BUDGET, counter, policy).messages)
+        n += any(
+            m is rule
+            for m in fit(
+                FitRequest(messages=messages, budget=BUDGET, counter=counter, policy=policy)
+            ).messages
+        )
     return n
 
 

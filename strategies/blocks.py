@@ -24,7 +24,7 @@ from strategies.messages import Message
 from strategies.tokens import Counter, count_messages
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Block:
     id: str
     messages: list[Message]
@@ -33,7 +33,7 @@ class Block:
     max_tokens: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class BlockReport:
     id: str
     tier: int
@@ -43,7 +43,7 @@ class BlockReport:
     label: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Report:
     max_tokens: int
     original_tokens: int = 0
@@ -87,7 +87,9 @@ def _allocate(
     report.original_tokens += tokens
     limit = block.max_tokens if 0 < block.max_tokens < remaining else remaining
     name = getattr(block.strategy, "name", type(block.strategy).__name__)
-    entry = BlockReport(block.id, block.tier, name, tokens, tokens)
+    entry = BlockReport(
+        id=block.id, tier=block.tier, strategy=name, tokens_before=tokens, tokens_after=tokens
+    )
     report.blocks.append(entry)
     if tokens <= limit:
         return block.messages, tokens

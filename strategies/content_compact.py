@@ -49,7 +49,7 @@ PATH_KEYS = ("path", "file_path", "filePath", "file", "filename")
 MADE = ("[JSON compacted:", "[log compacted:", "[file read compacted:", CLEARED)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContentCompact:
     keep_recent: int = 3
     min_chars: int = 2000

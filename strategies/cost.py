@@ -51,19 +51,24 @@ class PromptCosts:
         return max(0.0, self.forwarded - self.unbroken)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptSizes:
+    """A prompt's tokens as the client sent it and as the proxy forwarded it (tool
+    definitions included)."""
+
+    sent: int
+    forwarded: int
+
+
 def prompt_costs(
-    prices: Prices,
-    sent: int,
-    previous_sent: int,
-    forwarded: int,
-    previous_forwarded: int,
-    kept: bool,
+    prices: Prices, now: PromptSizes, previous: PromptSizes, kept: bool
 ) -> PromptCosts:
-    """The three figures for one request (token counts include tool definitions)."""
+    """The three figures for one request (``now``), after its conversation's ``previous``
+    one, whose forwarded prompt it keeps as its prefix or not (``kept``)."""
     return PromptCosts(
-        sent=prices.prompt(sent, previous_sent),
-        forwarded=prices.prompt(forwarded, previous_forwarded if kept else 0),
-        unbroken=prices.prompt(forwarded, previous_forwarded),
+        sent=prices.prompt(now.sent, previous.sent),
+        forwarded=prices.prompt(now.forwarded, previous.forwarded if kept else 0),
+        unbroken=prices.prompt(now.forwarded, previous.forwarded),
     )
 
 

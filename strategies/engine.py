@@ -1,6 +1,6 @@
 """The engine: make a request's messages fit a token budget, under a policy.
 
-    fit(messages, budget, counter, policy)
+    fit(FitRequest(messages=..., budget=..., counter=..., policy=...)) -> Fit
       1. tool-call repair              (opt-in; runs even when the request fits)
       2. fits already?                 -> returned untouched
       3. compaction passes, in order,  each only while still over budget, each reporting savings:
@@ -10,6 +10,12 @@
 
 The budget covers the messages and the reply priming; tool definitions and the reply reserve are
 taken off by the caller. Messages nobody rewrote are returned as the same objects.
+
+The request (``FitRequest``) holds every mode as a field with a default: what must be kept (pins,
+a running task), what may be cut and how (the policy, a summarizer, a deeper cut share, the
+newest step's last-resort cut) and the sticky state (whether a result keeps the previous
+prompt). The plan (``Fit``) lists the steps that ran, by name: repair, reminders, the newest
+step's and the task's last-resort cuts, each pass, the recall clearing.
 """
 
 from __future__ import annotations
@@ -43,15 +49,17 @@ from strategies.rules import (
     DEFAULT_RULES,
     TIERS,
     Assignment,
+    Held,
     Match,
     Rule,
+    Running,
     assign,
     pinned_ids,
     reassemble,
     running_task,
 )
 from strategies.standing import DEFAULT_SHARE, standing_ids
-from strategies.step_cut import ERRORS_SHORT, STEP_CUT, cut_step
+from strategies.step_cut import ERRORS_SHORT, STEP_CUT, Aim, cut_step
 from strategies.summarize import Summarizer
 from strategies.tokens import Counter, MemoCounter, count_prompt
 
@@ -64,7 +72,7 @@ class Pass(Protocol):
     def apply(self, messages: Sequence[Message], counter: Counter) -> list[Message]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     rules: tuple[Rule, ...] = DEFAULT_RULES
     history_strategy: str = "truncate_oldest"
@@ -98,7 +106,13 @@ class Policy:
         options = dict(self.history_options)
         if self.history_strategy == "truncate_oldest" and self.cache_cut_share > 0:
             options.setdefault("grid_share", self.cache_cut_share)
-        return Rule("history", Match(), TIERS["history"], self.history_strategy, options)
+        return Rule(
+            id="history",
+            match=Match(),
+            tier=TIERS["history"],
+            strategy=self.history_strategy,
+            options=options,
+        )
 
     def strategy(self, rule: Rule) -> Strategy:
         """The rule's strategy, built once for this policy (its options never change)."""
@@ -120,23 +134,19 @@ GRID_RULES = ("current",)
 
 
 @dataclass(frozen=True, slots=True)
-class Running:
-    """Whether the current turn is a running task kept by its statement and newest step
-    (``atomic``), and which of its user messages only continue its loop (ids)."""
-
-    atomic: bool = False
-    continuing: frozenset[int] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
 class Step:
     name: str
     applied: bool
     tokens_saved: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Fit:
+    """The plan of one fit: the messages to forward, their counts, what was done (``actions``,
+    a user's words) and the engine's named steps in the order they ran (``steps``: each pass,
+    applied or not, with what it saved), the blocks' report when blocks were allocated, and
+    whether the result keeps the cache grid (``cache_stable``)."""
+
     messages: list[Message]
     tokens_before: int
     tokens_after: int
@@ -151,82 +161,127 @@ class Fit:
         return bool(self.actions)
 
 
-def fit(
-    messages: list[Message],
-    budget: int,
-    counter: Counter,
-    policy: Policy = DEFAULT_POLICY,
-    summarizer: Summarizer | None = None,
-    atomic_current: bool = False,
-    pinned: frozenset[int] = frozenset(),
-    cut_share: float | None = None,
-    keeps_prefix: Callable[[Sequence[Message]], bool] | None = None,
-    continuing: frozenset[int] = frozenset(),
-    tokens: int | None = None,
-    cut_newest: bool = True,
-) -> Fit:
-    """``messages`` unchanged when they fit ``budget``, else the conversation made to fit.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitRequest:
+    """One fit: the messages and the budget they must fit, what must be kept whatever goes,
+    what may be cut and how, and the conversation's sticky state. Every mode is a field with
+    a default: a request that names none is fitted as a plain chat under the default policy."""
 
-    ``tokens``: ``count_prompt(counter, messages)``, when the caller has it already.
+    messages: list[Message]
+    # Tokens for the messages and the reply priming (tool definitions and the reply reserve are
+    # taken off by the caller).
+    budget: int
+    counter: Counter  # prices the messages (a MemoCounter is made of it when it is not one)
+    tokens: int | None = None  # ``count_prompt(counter, messages)``, when the caller has it
 
-    ``cut_newest``: when the protected messages (below) cannot fit whole, the newest step's
-    largest outputs are cut to a head, a tail and their error lines before the fit gives up
-    (strategies/step_cut.py). A caller with a fallback of its own (a larger budget to try
-    next) turns it off, so that the step is cut only as the last resort.
+    # What must be kept.
+    # Ids of messages kept verbatim (as the policy's ``pins`` and standing rules are): no pass
+    # rewrites them, and their units form a strict block.
+    pinned: frozenset[int] = frozenset()
+    # The current turn is a running agent task: its task message and newest step go byte for
+    # byte, passes rewrite only its completed steps' results, and whole steps go oldest first.
+    atomic_current: bool = False
+    # Ids of the running turn's user messages that continue its tool loop instead of stating a
+    # task (strategies/rules.py: running_task).
+    continuing: frozenset[int] = frozenset()
 
-    ``atomic_current``: the current turn is a running agent task, as the wire formats whose
-    APIs bind reasoning or thinking to its exact items send it. Its task message and newest
-    step (the last assistant message with its calls and their results) are kept byte for
-    byte; of its completed steps, passes may rewrite only the results (cleared oldest first),
-    and whole steps go oldest first, on the cache grid. Assistant messages are never
-    rewritten.
+    # What may be cut, and how.
+    policy: Policy = DEFAULT_POLICY  # the rules, the compaction passes and the shares
+    summarizer: Summarizer | None = None  # for the rules whose strategy is ``summarize``
+    cut_share: float | None = None  # deepens the history's cache-grid cut (strategies/cost.py)
+    # When what must be kept cannot fit whole, the newest step's largest outputs are cut
+    # (strategies/step_cut.py) before a refusal; off for a caller with a fallback of its own.
+    cut_newest: bool = True
 
-    ``continuing`` (message ids): user messages of the running turn that continue its tool loop
-    instead of stating a task (see :func:`strategies.rules.running_task`).
+    # The sticky state: whether a result keeps the conversation's previous forwarded prompt as
+    # its prefix. Passes that rewrote older messages so that it does not are undone (unless the
+    # policy ``recall``s): a cut on the cache grid keeps the prefix until the next grid step.
+    keeps_prefix: Callable[[Sequence[Message]], bool] | None = None
 
-    ``pinned`` (message ids) and the policy's ``pins`` name messages kept verbatim: no pass
-    rewrites them, and their units form a strict block. So do user messages that state a
-    standing rule, up to the policy's ``standing_share`` of the budget (strategies/standing.py).
-    ``cut_share`` deepens the history's
-    cache-grid cut for this request (strategies/cost.py: cut_share).
 
-    ``keeps_prefix`` says whether a result keeps the conversation's previous forwarded prompt as
-    its prefix. When the compaction passes rewrote older messages so that it does not (and the
-    policy does not ``recall``), the fit is made again without them: a cut on the cache grid
-    keeps the prefix until the next grid step, while a rewrite in place re-bills the whole
-    prompt after it on every request. Under ``recall`` a cut clears outputs (recallable)
-    rather than dropping steps (gone).
+@dataclass(slots=True, kw_only=True)
+class _Fitting:
+    """A fit in progress: its request, its counter, the ids it keeps verbatim (the request's,
+    the policy's pins, the standing rules), the running task, the original messages' count
+    (``before``), and the messages as far as the steps so far have brought them, with their
+    count, the steps and the actions."""
 
-    Raises :class:`strategies.errors.DoesNotFit` when what must be kept (the system prompt, the
-    user's current message, pinned messages) cannot fit.
+    request: FitRequest
+    counter: MemoCounter
+    pinned: frozenset[int]
+    run: Running
+    before: int
+    messages: list[Message]
+    tokens: int
+    steps: list[Step] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+    def result(self, stable: bool = True) -> Fit:
+        return Fit(
+            messages=self.messages,
+            tokens_before=self.before,
+            tokens_after=self.tokens,
+            budget=self.request.budget,
+            actions=self.actions,
+            steps=self.steps,
+            cache_stable=stable,
+        )
+
+    def again(self) -> _Fitting:
+        """A fresh fit of the same request, from its original messages (the passes made
+        again without the rewrites that broke the previous prompt's prefix)."""
+        return _Fitting(
+            request=self.request,
+            counter=self.counter,
+            pinned=self.pinned,
+            run=self.run,
+            before=self.before,
+            messages=self.request.messages,
+            tokens=self.before,
+        )
+
+
+def fit(request: FitRequest) -> Fit:
+    """The request's messages unchanged when they fit its budget, else the conversation made
+    to fit: the steps in the module's docstring, each one only while still over the budget.
+
+    What must be kept: the system prompt and the user's current message, the request's
+    ``pinned`` messages, the policy's ``pins`` and the user messages that state a standing
+    rule (up to the policy's ``standing_share`` of the budget: strategies/standing.py); with
+    ``atomic_current``, the running task's statement and newest step (their last resorts:
+    ``cut_newest``'s step cut, then the statement's middle cut).
+
+    Raises :class:`strategies.errors.DoesNotFit` when what must be kept cannot fit.
     """
+    policy, budget, messages = request.policy, request.budget, request.messages
+    counter = request.counter
     if not isinstance(counter, MemoCounter):
         counter = MemoCounter(counter)
-    pinned = pinned | pinned_ids(messages, policy.pins)
-    run = Running(atomic_current, continuing)
+    pinned = request.pinned | pinned_ids(messages, policy.pins)
+    tokens = request.tokens
     if tokens is None:
         tokens = count_prompt(counter, messages)
     if policy.standing_share > 0 and tokens > budget:
-        pinned |= standing_ids(messages, counter, budget, policy.standing_share, continuing)
-    args = (
-        messages,
-        tokens,
-        budget,
-        counter,
-        policy,
-        summarizer,
-        run,
-        pinned,
-        cut_share,
-        cut_newest,
+        share, continuing = policy.standing_share, request.continuing
+        pinned |= standing_ids(messages, counter, budget, share, continuing)
+    run = Running(request.atomic_current, request.continuing)
+    first = _Fitting(
+        request=request,
+        counter=counter,
+        pinned=pinned,
+        run=run,
+        before=tokens,
+        messages=messages,
+        tokens=tokens,
     )
-    result = _fit(*args, policy.passes)
+    result = _fit(first, policy.passes)
     rewrote = any(s.applied and s.name in _pass_names(policy) for s in result.steps)
+    keeps_prefix = request.keeps_prefix
     keep = keeps_prefix is None or policy.recall
     if rewrote and not keep and keeps_prefix is not None and not keeps_prefix(result.messages):
-        result = _fit(*args, ())
-    if atomic_current and result.actions:
-        result.actions += _running_report(messages, result.messages, continuing)
+        result = _fit(first.again(), ())
+    if request.atomic_current and result.actions:
+        result.actions += _running_report(messages, result.messages, request.continuing)
     return result
 
 
@@ -262,105 +317,55 @@ def _pass_names(policy: Policy) -> frozenset[str]:
     return frozenset(p.name for p in policy.passes)
 
 
-def _fit(
-    messages: list[Message],
-    before: int,
-    budget: int,
-    counter: MemoCounter,
-    policy: Policy,
-    summarizer: Summarizer | None,
-    run: Running,
-    pinned: frozenset[int],
-    cut_share: float | None,
-    cut_newest: bool,
-    passes: Sequence[Pass],
-) -> Fit:
-    current, actions, steps = messages, [], []
+def _fit(f: _Fitting, passes: Sequence[Pass]) -> Fit:
+    """The steps of one fit, in order, with ``passes`` as the compaction passes."""
+    policy, budget, counter, run = f.request.policy, f.request.budget, f.counter, f.run
     if policy.repair_tool_calls:
-        current, repaired = repair_tool_calls(messages)
+        f.messages, repaired = repair_tool_calls(f.messages)
         if repaired:
-            actions.append("repair_tool_calls")
-            steps.append(Step("repair_tool_calls", True, before - count_prompt(counter, current)))
-    tokens = count_prompt(counter, current) if actions else before
-    if tokens <= budget:
-        return Fit(current, before, tokens, budget, actions, steps)
+            f.actions.append("repair_tool_calls")
+            saved = f.before - count_prompt(counter, f.messages)
+            f.steps.append(Step("repair_tool_calls", True, saved))
+            f.tokens = count_prompt(counter, f.messages)
+    if f.tokens <= budget:
+        return f.result()
     if budget <= counter.priming:
         raise BudgetExceeded(
-            f"a budget of {budget} tokens leaves nothing for messages", "request", tokens, budget
+            f"a budget of {budget} tokens leaves nothing for messages", "request", f.tokens, budget
         )
-    kept = protected(current, policy.rules, run.atomic, run.continuing)
-    current, tokens, kept = _drop_stale(
-        current, tokens, counter, policy, run, pinned, kept, steps, actions
-    )
-    if tokens <= budget:
-        return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
-    if cut_newest:
-        current, tokens = _cut_step(
-            current,
-            tokens,
-            budget,
-            counter,
-            steps,
-            actions,
-            kept,
-            pinned,
-            policy.recall,
-            run.atomic,
-        )
+    kept = _drop_stale(f, protected(f.messages, policy.rules, run.atomic, run.continuing))
+    if f.tokens <= budget:
+        return f.result(stable=False)
+    if f.request.cut_newest:
+        _cut_step(f, kept)
     if run.atomic:
-        current, tokens = _cut_task(current, tokens, budget, counter, steps, actions, kept, pinned)
+        _cut_task(f, kept)
     keep = _kept(kept, run)
-    current, tokens = _run_passes(
-        current, tokens, budget, counter, passes, steps, actions, run, pinned, keep
-    )
-    if policy.recall and passes and tokens > budget:
-        current, tokens = _clear_deeper(
-            current, tokens, budget, counter, steps, actions, run, pinned, keep
-        )
-    if tokens <= budget:
-        return Fit(current, before, tokens, budget, actions, steps, cache_stable=False)
+    _run_passes(f, passes, keep)
+    if policy.recall and passes and f.tokens > budget:
+        _clear_deeper(f, keep)
+    if f.tokens <= budget:
+        return f.result(stable=False)
     rules = (RUNNING_TURN_RULE, _steps_rule(policy), *policy.rules) if run.atomic else policy.rules
-    return _allocate(
-        current,
-        before,
-        budget,
-        counter,
-        policy,
-        rules,
-        summarizer,
-        actions,
-        steps,
-        pinned,
-        cut_share,
-        run,
-        keep,
-    )
+    return _allocate(f, rules, keep)
 
 
-def _drop_stale(
-    messages: list[Message],
-    tokens: int,
-    counter: Counter,
-    policy: Policy,
-    run: Running,
-    pinned: frozenset[int],
-    kept: Protected,
-    steps: list[Step],
-    actions: list[str],
-) -> tuple[list[Message], int, Protected]:
+def _drop_stale(f: _Fitting, kept: Protected) -> Protected:
     """The conversation without the reminders a newer one of the same kind repeats (never one
     in the newest step, nor a pinned one); the first thing a conversation over its budget
-    loses (strategies/attached.py)."""
+    loses (strategies/attached.py). What is protected of what is left."""
+    messages, pinned = f.messages, f.pinned
     keep = {i for i, m in enumerate(messages) if id(m) in pinned} if pinned else set()
     stale = stale_reminders(messages, keep.union(kept.step))
     if not stale:
-        return messages, tokens, kept
+        return kept
     gone = set(stale)
     out = [m for i, m in enumerate(messages) if i not in gone]
-    saved = sum(counter.message(messages[i]) for i in stale)
-    steps.append(Step("reminders", True, saved))
-    actions.append(f"reminders-dropped {len(stale)}")
-    return out, tokens - saved, protected(out, policy.rules, run.atomic, run.continuing)
+    saved = sum(f.counter.message(messages[i]) for i in stale)
+    f.steps.append(Step("reminders", True, saved))
+    f.actions.append(f"reminders-dropped {len(stale)}")
+    f.messages, f.tokens = out, f.tokens - saved
+    return protected(out, f.request.policy.rules, f.run.atomic, f.run.continuing)
 
 
 def _kept(kept: Protected, run: Running) -> frozenset[int]:
@@ -374,7 +379,9 @@ def _kept(kept: Protected, run: Running) -> frozenset[int]:
 
 
 # A running task's statement and newest step, whole, before any of the policy's own rules.
-RUNNING_TURN_RULE = Rule("running-turn", Match(position="current"), TIERS["core"], "strict")
+RUNNING_TURN_RULE = Rule(
+    id="running-turn", match=Match(position="current"), tier=TIERS["core"], strategy="strict"
+)
 RUNNING_STEPS = "running-steps"
 
 
@@ -384,21 +391,16 @@ def _steps_rule(policy: Policy) -> Rule:
     options: dict[str, Any] = {"unit": "step"}
     if policy.cache_cut_share > 0:
         options["grid_share"] = policy.cache_cut_share
-    return Rule(RUNNING_STEPS, Match(position="steps"), TIERS["core"], "truncate_oldest", options)
+    return Rule(
+        id=RUNNING_STEPS,
+        match=Match(position="steps"),
+        tier=TIERS["core"],
+        strategy="truncate_oldest",
+        options=options,
+    )
 
 
-def _cut_step(
-    messages: list[Message],
-    tokens: int,
-    budget: int,
-    counter: Counter,
-    steps: list[Step],
-    actions: list[str],
-    kept: Protected,
-    pinned: frozenset[int],
-    handles: bool,
-    atomic: bool,
-) -> tuple[list[Message], int]:
+def _cut_step(f: _Fitting, kept: Protected) -> None:
     """The newest step's outputs stay verbatim unless the protected messages (the leading
     instructions, the task, the newest step) and the pinned ones cannot fit together: then
     its largest outputs are cut, each to its head, tail and error lines, with a marker that
@@ -406,24 +408,26 @@ def _cut_step(
     before a refusal (with the task's middle cut after it), never a way to make room for
     older steps."""
     if kept.newest >= kept.size:
-        return messages, tokens
+        return
+    messages, pinned, counter, budget = f.messages, f.pinned, f.counter, f.request.budget
     must = counter.priming + _kept_tokens(messages, kept, pinned, counter)
     if must <= budget:
-        return messages, tokens
+        return
     indices = [i for i in kept.step if id(messages[i]) not in pinned]
     task = kept.task
     # A running task's statement, when it is cut next (``_cut_task``), shares the cut.
-    shares = atomic and 0 <= task < kept.newest and id(messages[task]) not in pinned
+    shares = f.run.atomic and 0 <= task < kept.newest and id(messages[task]) not in pinned
     others = [counter.message(messages[task])] if shares else []
-    cut = cut_step(messages, indices, must - budget, counter, handles, others)
+    need = Aim(must - budget, f.request.policy.recall, others)
+    cut = cut_step(messages, indices, need, counter)
     if cut is None:
-        return messages, tokens
+        return
     after = count_prompt(counter, cut.messages)
-    steps.append(Step(STEP_CUT, True, tokens - after))
+    f.steps.append(Step(STEP_CUT, True, f.tokens - after))
     if cut.short:  # error lines given up: by how many tokens (a caller may find them)
-        steps.append(Step(ERRORS_SHORT, False, cut.short))
-    actions.append(f"{STEP_CUT} {cut.cut}")
-    return cut.messages, after
+        f.steps.append(Step(ERRORS_SHORT, False, cut.short))
+    f.actions.append(f"{STEP_CUT} {cut.cut}")
+    f.messages, f.tokens = cut.messages, after
 
 
 def _kept_tokens(
@@ -435,87 +439,69 @@ def _kept_tokens(
     return sum(counter.message(messages[i]) for i in (*protected_ids, *more))
 
 
-def _cut_task(
-    messages: list[Message],
-    tokens: int,
-    budget: int,
-    counter: Counter,
-    steps: list[Step],
-    actions: list[str],
-    kept: Protected,
-    pinned: frozenset[int],
-) -> tuple[list[Message], int]:
+def _cut_task(f: _Fitting, kept: Protected) -> None:
     """A running task's statement stays verbatim unless, once steps have begun, the protected
     messages (the leading instructions, the task and its newest step) cannot fit beside it:
     then its middle is cut, with a marker, to what they leave. The last resort before a
     refusal, never a way to make room for older steps."""
+    messages, counter, budget = f.messages, f.counter, f.request.budget
     task = kept.task
-    if task < 0 or kept.newest >= kept.size or id(messages[task]) in pinned:
-        return messages, tokens  # no step taken yet: a prompt that does not fit is refused
+    if task < 0 or kept.newest >= kept.size or id(messages[task]) in f.pinned:
+        return  # no step taken yet: a prompt that does not fit is refused
     must = counter.priming + sum(counter.message(messages[i]) for i in kept.indices())
     if must <= budget:
-        return messages, tokens
+        return
     cap = counter.message(messages[task]) - (must - budget)
     if cap <= 0:
-        return messages, tokens
+        return
     cut = cut_message_middle(messages[task], cap, counter)
     if cut is None:
-        return messages, tokens
+        return
     out = [*messages[:task], cut, *messages[task + 1 :]]
     after = count_prompt(counter, out)
-    steps.append(Step("task_middle_cut", True, tokens - after))
-    actions.append("task_middle_cut")
-    return out, after
+    f.steps.append(Step("task_middle_cut", True, f.tokens - after))
+    f.actions.append("task_middle_cut")
+    f.messages, f.tokens = out, after
 
 
-def _clear_deeper(
-    messages: list[Message],
-    tokens: int,
-    budget: int,
-    counter: Counter,
-    steps: list[Step],
-    actions: list[str],
-    run: Running,
-    pinned: frozenset[int],
-    keep: frozenset[int] = frozenset(),
-) -> tuple[list[Message], int]:
+def _clear_deeper(f: _Fitting, keep: frozenset[int]) -> None:
     """Under ``recall``, a cut clears older outputs, the oldest first, down to the newest
     one's, before it drops whole steps: a cleared output can be recalled, a dropped one is
     gone. ``keep``: the newest step and task (never cleared)."""
-    start = tokens
-    made: list[Step] = []
+    start = f.tokens
+    # The clearing passes' own steps and actions are not the fit's: one step says it all.
+    inner = _Fitting(
+        request=f.request,
+        counter=f.counter,
+        pinned=f.pinned,
+        run=f.run,
+        before=f.before,
+        messages=f.messages,
+        tokens=f.tokens,
+    )
     for recent in range(DEEPER_KEEP, 0, -1):
         clearing = ToolResultMicrocompact(keep_recent=recent, handles=True)
-        messages, tokens = _run_passes(
-            messages, tokens, budget, counter, (clearing,), made, [], run, pinned, keep
-        )
-        if tokens <= budget:
+        _run_passes(inner, (clearing,), keep)
+        if inner.tokens <= f.request.budget:
             break
-    if tokens < start:
-        steps.append(Step("recall_clearing", True, start - tokens))
-        if ToolResultMicrocompact.name not in actions:
-            actions.append(ToolResultMicrocompact.name)
-    return messages, tokens
+    f.messages, f.tokens = inner.messages, inner.tokens
+    if f.tokens < start:
+        f.steps.append(Step("recall_clearing", True, start - f.tokens))
+        if ToolResultMicrocompact.name not in f.actions:
+            f.actions.append(ToolResultMicrocompact.name)
 
 
 DEEPER_KEEP = 4  # under recall, the kept outputs are cleared one by one down to the newest
 
 
-def _run_passes(
-    messages: list[Message],
-    tokens: int,
-    budget: int,
-    counter: Counter,
-    passes: Sequence[Pass],
-    steps: list[Step],
-    actions: list[str],
-    run: Running = Running(),
-    pinned: frozenset[int] = frozenset(),
-    keep: frozenset[int] = frozenset(),
-) -> tuple[list[Message], int]:
+def _run_passes(f: _Fitting, passes: Sequence[Pass], keep: frozenset[int]) -> None:
+    """Each of ``passes`` in turn while the fit is over its budget (each a named step,
+    applied or not, with what it saved)."""
     # The system prompt, the user's current message and the newest step (``keep``) are never
     # rewritten by a pass. In a running task (atomic) only the results of its completed steps
     # may be: the task and every assistant message go back as they came.
+    messages, tokens, budget, counter = f.messages, f.tokens, f.request.budget, f.counter
+    run, pinned, steps, actions = f.run, f.pinned, f.steps, f.actions
     lead = leading_count(messages)
     last_user = last_user_index(messages)
     task, newest = (
@@ -546,51 +532,50 @@ def _run_passes(
         if applied:
             actions.append(compaction.name)
             messages, tokens = rewritten, after
-    return messages, tokens
+    f.messages, f.tokens = messages, tokens
 
 
-def _allocate(
-    messages: list[Message],
-    before: int,
-    budget: int,
-    counter: Counter,
-    policy: Policy,
-    rules: Sequence[Rule],
-    summarizer: Summarizer | None,
-    actions: list[str],
-    steps: list[Step],
-    pinned: frozenset[int] = frozenset(),
-    cut_share: float | None = None,
-    run: Running = Running(),
-    keep: frozenset[int] = frozenset(),
-) -> Fit:
-    assignments = assign(messages, rules, policy.history, pinned, run.atomic, run.continuing, keep)
+def _allocate(f: _Fitting, rules: Sequence[Rule], keep: frozenset[int]) -> Fit:
+    """The last step: the messages assigned to ``rules``' blocks (and the policy's history),
+    each block's strategy applied only if it does not fit, in tier order, and reassembled."""
+    messages, counter, request, run = f.messages, f.counter, f.request, f.run
+    history = request.policy.history
+    assignments = assign(messages, rules, history, Held(f.pinned, keep), run)
     last_user = last_user_index(messages)
     query = "\n".join(iter_text(messages[last_user])) if last_user >= 0 else ""
-    blocks = [
-        _block(a, messages, policy, summarizer, query, budget, cut_share) for a in assignments
-    ]
-    outputs, report = compile_blocks(blocks, budget - counter.priming, counter)
+    blocks = [_block(f, a, query) for a in assignments]
+    outputs, report = compile_blocks(blocks, request.budget - counter.priming, counter)
     kept = reassemble(messages, assignments, outputs)
     after = count_prompt(counter, kept)
+    actions, steps = f.actions, f.steps
     for entry in report.blocks:
         if entry.label is not None and entry.strategy not in actions:
             actions.append(entry.strategy)
     stable = not any(s.applied for s in steps) and all(
         b.label is None or b.id == "history" for b in report.blocks
     )
-    return Fit(kept, before, after, budget, actions, steps, report, stable)
+    return Fit(
+        messages=kept,
+        tokens_before=f.before,
+        tokens_after=after,
+        budget=request.budget,
+        actions=actions,
+        steps=steps,
+        report=report,
+        cache_stable=stable,
+    )
 
 
-def _block(
-    a: Assignment,
-    messages: Sequence[Message],
-    policy: Policy,
-    summarizer: Summarizer | None,
-    query: str,
-    budget: int,
-    cut_share: float | None = None,
-) -> Block:
+def _block(f: _Fitting, a: Assignment, query: str) -> Block:
+    """The block of assignment ``a``, with its rule's strategy bound to the request's query,
+    budget and cut share."""
+    request = f.request
+    policy, summarizer, budget, cut_share = (
+        request.policy,
+        request.summarizer,
+        request.budget,
+        request.cut_share,
+    )
     rule = a.rule
     if summarizer is not None and rule.strategy == "summarize":  # the library's own use
         strategy = registry.build(rule.strategy, rule.options, summarizer=summarizer)
@@ -603,5 +588,8 @@ def _block(
             strategy = bind(query=query, budget=budget, grid_share=cut_share)
         else:
             strategy = bind(query=query, budget=budget)
+    messages = f.messages
     picked = [messages[i] for i in a.indices]
-    return Block(rule.id, picked, rule.tier, strategy, rule.max_tokens)
+    return Block(
+        id=rule.id, messages=picked, tier=rule.tier, strategy=strategy, max_tokens=rule.max_tokens
+    )

@@ -264,7 +264,7 @@ _STOP = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     kind: str
     text: str
@@ -523,14 +523,14 @@ def _task(message: Message, at: int, listed: set[str]) -> list[Entry]:
     if not parts:
         return []
     head = parts[0] if len(parts[0]) <= TASK_CHARS else parts[0][: TASK_CHARS - 1] + "…"
-    out = [Entry(TASK, head, at)]
+    out = [Entry(kind=TASK, text=head, at=at)]
     left = TASK_CHARS - len(head)
     for part in parts[1:]:
         if part in listed:
             continue
         if len(part) + 1 > left:
             break
-        out.append(Entry(MORE, part, at))
+        out.append(Entry(kind=MORE, text=part, at=at))
         left -= len(part) + 1
     return out
 
@@ -623,7 +623,7 @@ def _extract(
                     add(entry)
             for k, s in readings:
                 if s != head:  # the task quotes it already
-                    add(Entry(k, s, i))
+                    add(Entry(kind=k, text=s, at=i))
         elif kind == "assistant":
             if m.get("tool_calls") or m.get("function_call"):
                 for call_id, fn in zip(tool_call_ids(m), called_functions(m), strict=False):
@@ -638,15 +638,15 @@ def _extract(
                 if line:
                     errors[call] = f"{_call_words(call)}: {line}"
                     fixed.discard(errors[call])
-                    add(Entry(ERROR, errors[call], i))
+                    add(Entry(kind=ERROR, text=errors[call], at=i))
             elif call in errors:
                 fixed.add(errors[call])
             scan -= min(_text_size(m), OUTPUT_SCAN)
             for k, s in _reading(m, True) if scan >= 0 else ():
-                add(Entry(k, s, i))
+                add(Entry(kind=k, text=s, at=i))
     if fixed:
         entries = [
-            Entry(e.kind, e.text + " (a later run succeeded)", e.at)
+            Entry(kind=e.kind, text=e.text + " (a later run succeeded)", at=e.at)
             if e.kind == ERROR and e.text in fixed
             else e
             for e in entries
@@ -676,9 +676,9 @@ _FILES = ObjectMemo()
 def _file_entries(files: FileLists, at: int) -> list[Entry]:
     out = []
     if files.read:
-        out.append(Entry(READ, ", ".join(files.read), at))
+        out.append(Entry(kind=READ, text=", ".join(files.read), at=at))
     if files.modified:
-        out.append(Entry(CHANGED, ", ".join(files.modified), at))
+        out.append(Entry(kind=CHANGED, text=", ".join(files.modified), at=at))
     return out
 
 
@@ -720,7 +720,8 @@ def _mark_replaced(entries: list[Entry]) -> list[Entry]:
     if not replaced:
         return entries
     return [
-        Entry(e.kind, e.text, e.at, True) if n in replaced else e for n, e in enumerate(entries)
+        Entry(kind=e.kind, text=e.text, at=e.at, replaced=True) if n in replaced else e
+        for n, e in enumerate(entries)
     ]
 
 
@@ -811,12 +812,12 @@ def _task_only(entries: Sequence[Entry], cap: int, counter: Counter) -> str | No
     task = next((e for e in entries if e.kind == TASK), None)
     if task is None:
         return None
-    room = cap - _cost(render([Entry(TASK, "…", task.at)]), counter)
+    room = cap - _cost(render([Entry(kind=TASK, text="…", at=task.at)]), counter)
     if room < 8:
         return None
     chars = min(len(task.text), room * 3)
     while chars >= 16:
-        text = render([Entry(TASK, task.text[: chars - 1] + "…", task.at)])
+        text = render([Entry(kind=TASK, text=task.text[: chars - 1] + "…", at=task.at)])
         if _cost(text, counter) <= cap:
             return text
         chars = chars * 3 // 4

@@ -17,7 +17,7 @@ from strategies.messages import Message, attached
 from strategies.tokens import Counter
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LightTrim:
     keep_recent: int = 4
     text_threshold: int = 4000

@@ -36,7 +36,7 @@ PLACEHOLDER = CLEARED + ": {tool} {args}, {tokens} tokens.]"
 MAX_ARGS_CHARS = 80
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMicrocompact:
     keep_recent: int = 5
     include_tools: tuple[str, ...] = ()

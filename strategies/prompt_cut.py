@@ -23,7 +23,7 @@ from strategies.tokens import Counter
 PromptCut = Literal["middle_out", "keep_tail", "reject"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Codec:
     """A model's tokenizer as a cut needs it: encode, decode, and how many of our tokens one
     of the model's is worth (above 1 for an estimate)."""
@@ -46,7 +46,9 @@ class Codec:
         def decode(ids: list[int]) -> str:
             return decode_bytes(ids).decode("utf-8", "ignore")
 
-        return Codec(encode, decode, ratio, ids_are_the_models)
+        return Codec(
+            encode=encode, decode=decode, ratio=ratio, ids_are_the_models=ids_are_the_models
+        )
 
 
 def _utf8(ids: list[int]) -> bytes:

@@ -25,7 +25,7 @@ from strategies.messages import Message, leading_count, role
 from strategies.rules import Position, Rule, current_turn_start, running_task
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Protected:
     """Indices of the protected messages of one conversation."""
 
@@ -63,7 +63,9 @@ def protected(
         task = -1  # no user message after the lead: the newest step is all there is
     if task >= 0 and newest == task:
         newest = task + 1  # the task alone: a new turn, no step yet
-    return Protected(strict_leading(messages, lead, rules), task, newest, len(messages))
+    return Protected(
+        leading=strict_leading(messages, lead, rules), task=task, newest=newest, size=len(messages)
+    )
 
 
 def strict_leading(

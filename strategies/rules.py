@@ -40,7 +40,7 @@ Position = Literal["any", "first", "leading", "current", "steps", "history"]
 TIERS = {"system": 0, "core": 1, "rag": 2, "history": 3, "scratchpad": 4}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Match:
     roles: tuple[str, ...] = ()
     name: str | None = None
@@ -65,7 +65,7 @@ class Match:
         return True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rule:
     id: str
     match: Match
@@ -77,19 +77,25 @@ class Rule:
 
 
 # The system prompt is the first system/developer message: kept whole or the request refused.
-SYSTEM_RULE = Rule("system", Match(position="first"), TIERS["system"], "strict")
+SYSTEM_RULE = Rule(
+    id="system", match=Match(position="first"), tier=TIERS["system"], strategy="strict"
+)
 # Further leading system/developer messages are the application's too (a safety policy, a
 # persona, Codex's developer prompt): strict by default, never dropped silently.
-LEADING_RULE = Rule("leading", Match(position="leading"), TIERS["system"], "strict")
+LEADING_RULE = Rule(
+    id="leading", match=Match(position="leading"), tier=TIERS["system"], strategy="strict"
+)
 # A RAG app that puts retrieved documents there chooses this in a policy (the example config's
 # ``rag`` policy): evicted whole, the least relevant to the user's current message first.
-DOCUMENTS_RULE = Rule("documents", Match(position="leading"), TIERS["rag"], "relevance_drop")
+DOCUMENTS_RULE = Rule(
+    id="documents", match=Match(position="leading"), tier=TIERS["rag"], strategy="relevance_drop"
+)
 CURRENT_RULE = Rule(
-    "current",
-    Match(position="current"),
-    TIERS["core"],
-    "truncate_oldest",
-    {"unit": "message", "protect_roles": ["user"]},
+    id="current",
+    match=Match(position="current"),
+    tier=TIERS["core"],
+    strategy="truncate_oldest",
+    options={"unit": "message", "protect_roles": ["user"]},
 )
 DEFAULT_RULES: tuple[Rule, ...] = (SYSTEM_RULE, LEADING_RULE, CURRENT_RULE)
 
@@ -103,31 +109,54 @@ class Assignment:
 
 
 # Pinned messages: kept verbatim, never dropped, trimmed or summarized (a strict block).
-PINNED_RULE = Rule("pinned", Match(), TIERS["core"], "strict")
+PINNED_RULE = Rule(id="pinned", match=Match(), tier=TIERS["core"], strategy="strict")
 # The newest step (and a chat turn's task): what every plan keeps (strategies/protected.py).
-NEWEST_RULE = Rule("newest", Match(), TIERS["core"], "strict")
+NEWEST_RULE = Rule(id="newest", match=Match(), tier=TIERS["core"], strategy="strict")
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Whether the current turn is a running task kept by its statement and newest step
+    (``atomic``: see :func:`running_task`), and which of its user messages only continue its
+    loop (ids)."""
+
+    atomic: bool = False
+    continuing: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What an allocation holds as strict blocks before any rule takes a message: the units
+    holding a ``pinned`` message (ids), then those holding a ``protected`` one (indices: the
+    newest step, strategies/protected.py)."""
+
+    pinned: frozenset[int] = frozenset()
+    protected: frozenset[int] = frozenset()
+
+
+NOT_RUNNING = Running()
+NOTHING_HELD = Held()
 
 
 def assign(
     messages: Sequence[Message],
     rules: Sequence[Rule],
     history: Rule,
-    pinned: frozenset[int] = frozenset(),
-    running: bool = False,
-    continuing: frozenset[int] = frozenset(),
-    protected: frozenset[int] = frozenset(),
+    held: Held = NOTHING_HELD,
+    running: Running = NOT_RUNNING,
 ) -> list[Assignment]:
-    """One assignment per rule (in rule order) plus the history rule last; with ``pinned``
-    (message ids), a first assignment takes every unit holding a pinned message, and with
-    ``protected`` (indices: the newest step, strategies/protected.py) one more takes theirs.
+    """One assignment per rule (in rule order) plus the history rule last; with ``held``
+    pinned messages, a first assignment takes every unit holding one, and with ``held``
+    protected indices one more takes theirs.
 
-    ``running``: the current turn is a running task (see :func:`running_task`); its completed
-    steps stand at position ``steps``, its task message and newest step at ``current``;
-    ``continuing`` names the user messages that continue its loop."""
+    ``running.atomic``: the current turn is a running task (see :func:`running_task`); its
+    completed steps stand at position ``steps``, its task message and newest step at
+    ``current``; ``running.continuing`` names the user messages that continue its loop."""
+    pinned, protected = held.pinned, held.protected
     lead = leading_count(messages)
     current, newest = (
-        running_task(messages, lead, continuing)
-        if running
+        running_task(messages, lead, running.continuing)
+        if running.atomic
         else (current_turn_start(messages, lead),) * 2
     )
     out = [Assignment(r) for r in (*rules, history)]
@@ -225,7 +254,15 @@ def breakdown(
     for a in assign(messages, rules, history):
         if a.indices:
             tokens = sum(counter.message(messages[i]) for i in a.indices)
-            out.append(BlockReport(a.rule.id, a.rule.tier, a.rule.strategy, tokens, tokens))
+            out.append(
+                BlockReport(
+                    id=a.rule.id,
+                    tier=a.rule.tier,
+                    strategy=a.rule.strategy,
+                    tokens_before=tokens,
+                    tokens_after=tokens,
+                )
+            )
     out.sort(key=lambda b: b.tier)
     return out
 

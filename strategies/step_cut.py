@@ -1,7 +1,7 @@
 """Cutting inside the newest step: the last resort before a refusal.
 
-    cut_output(text, cap, counter, how_back) -> str | None
-    cut_step(messages, indices, need, counter, handles) -> StepCut | None
+    cut_output(text, cap, counter, marker) -> str | None
+    cut_step(messages, indices, Aim(need, handles, others), counter) -> StepCut | None
     cut_part(original, shown) -> str | None   what a cut left out: what its recall gives back
 
 The newest step (the last assistant message's calls and their outputs) is what the model acts
@@ -63,7 +63,7 @@ ROUNDS = 6  # tries to bring a cut under its cap (a recount after each: merges a
 ERROR_LINE_CHARS = 2_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepCut:
     messages: list[Message]
     saved: int  # tokens, by the counter's message prices
@@ -74,21 +74,29 @@ class StepCut:
     short: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Aim:
+    """What a cut of the newest step is to do: save ``need`` tokens, its markers naming
+    recall handles (``handles``: the policy offers recall) or a narrower call, and share the
+    cut with ``others``, the sizes of messages the caller cuts next (a running task's
+    statement)."""
+
+    need: int
+    handles: bool = False
+    others: Sequence[int] = ()
+
+
 def cut_step(
-    messages: Sequence[Message],
-    indices: Sequence[int],
-    need: int,
-    counter: Counter,
-    handles: bool = False,
-    others: Sequence[int] = (),
+    messages: Sequence[Message], indices: Sequence[int], aim: Aim, counter: Counter
 ) -> StepCut | None:
     """``messages`` with the outputs among ``indices`` cut, the largest first, to save at least
-    ``need`` tokens; None when no output can be cut. Each output keeps at least its marker and
-    every error line, or, when that cannot save ``need``, at least its marker (``least``); the
-    result may save less than ``need`` even so: the caller checks. When the error lines were
-    given up, ``short`` says how many tokens more would have kept them all.
-    ``others``: the sizes of messages the caller cuts next (a running task's statement), which
-    share the cut: no output is cut below the level they are cut to."""
+    ``aim.need`` tokens; None when no output can be cut. Each output keeps at least its marker
+    and every error line, or, when that cannot save the need, at least its marker
+    (``least``); the result may save less than the need even so: the caller checks. When the
+    error lines were given up, ``short`` says how many tokens more would have kept them all.
+    ``aim.others``: the sizes of messages the caller cuts next (a running task's statement),
+    which share the cut: no output is cut below the level they are cut to."""
+    need, handles = aim.need, aim.handles
     if need <= 0:
         return None
     best: StepCut | None = None
@@ -103,7 +111,7 @@ def cut_step(
             size, floor = counter.message(m), least(m, counter, handles, errors)
             if size > floor:
                 sizes[i], floors[i] = size, floor
-        cut, enough = _cut_to(messages, sizes, floors, need, counter, handles, others)
+        cut, enough = _cut_to(messages, sizes, floors, aim, counter)
         if errors:
             with_errors = cut.saved if cut is not None else 0
         if cut is not None and (best is None or cut.saved > best.saved):
@@ -123,13 +131,13 @@ def _cut_to(
     messages: Sequence[Message],
     sizes: dict[int, int],
     floors: dict[int, int],
-    need: int,
+    aim: Aim,
     counter: Counter,
-    handles: bool,
-    others: Sequence[int],
 ) -> tuple[StepCut | None, bool]:
-    """The outputs of ``sizes`` cut to a common level, none below its floor, to save ``need``;
-    and whether the best cut, with what the others give at its level, saves it."""
+    """The outputs of ``sizes`` cut to a common level, none below its floor, to save
+    ``aim.need``; and whether the best cut, with what the others give at its level, saves
+    it."""
+    need, handles, others = aim.need, aim.handles, aim.others
     if not sizes:
         return None, False
     cap = water_level([*sizes.values(), *others], need)
@@ -151,7 +159,7 @@ def _cut_to(
         # what the others give at this level (the caller cuts them to it next)
         shared = sum(max(0, size - cap) for size in others)
         if cut and (best is None or saved > best.saved):
-            best = StepCut(out, saved, cut)
+            best = StepCut(messages=out, saved=saved, cut=cut)
             enough = saved + shared >= need
         if saved + shared >= need or all(cap <= floor for floor in floors.values()):
             break
@@ -193,17 +201,36 @@ def _images(message: Message) -> int:
     return sum(1 for p in content if isinstance(p, dict) and p.get("type") not in ("text", None))
 
 
-def _how_back(message: Message, handles: bool) -> tuple[str, Callable[[str], str] | None]:
-    """What a cut of ``message`` says to get the rest, and what names its handle in the cut
-    (None: nothing to name): the handle's place is held by ``PLACEHOLDER`` while the cut is
-    made, and every size is measured with the handle in it."""
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """How a cut marks itself: what its first line says to get the rest (``how_back``), how
+    many images it removed, and what names its handle in the finished cut (``finish``; None:
+    nothing to name)."""
+
+    how_back: str = RERUN
+    images: int = 0
+    finish: Callable[[str], str] | None = None
+
+    def done(self, cut: str) -> str:
+        """The cut as sent: its handle named."""
+        return cut if self.finish is None else self.finish(cut)
+
+
+RERUN_MARKER = Marker()
+
+
+def _marker(message: Message, handles: bool) -> Marker:
+    """How a cut of ``message`` marks itself: to get the rest, a narrower call, or a recall of
+    its handle, whose place is held by ``PLACEHOLDER`` while the cut is made (every size is
+    measured with the handle in it)."""
+    images = _images(message)
     if not handles or handle_for(message) is None:
-        return RERUN, None
+        return Marker(RERUN, images)
 
     def finish(cut: str) -> str:
         return cut.replace(PLACEHOLDER, f"recall: {cut_handle(message, cut)}", 1)
 
-    return PLACEHOLDER, finish
+    return Marker(PLACEHOLDER, images, finish)
 
 
 def cut_handle(original: Message, cut: str) -> str:
@@ -221,15 +248,12 @@ def least(message: Message, counter: Counter, handles: bool = False, errors: boo
     ``errors``: and every error line)."""
     text = _text_of(message) or ""
     price = text_cost(counter)
-    how_back, finish = _how_back(message, handles)
+    marker = _marker(message, handles)
     sep = _separator(text)
     found = [line for line in text.split(sep) if _kept_whole(line)]
     shown = found if errors else []
     total = price(text)
-    bare = "\n".join(
-        [_header(total, total, how_back, _images(message), len(shown), len(found)), *shown]
-    )
-    bare = finish(bare) if finish else bare
+    bare = marker.done("\n".join([_header(total, total, marker, len(shown), len(found)), *shown]))
     return counter.message(with_text(message, bare))
 
 
@@ -239,8 +263,8 @@ def _cut_message(message: Message, cap: int, counter: Counter, handles: bool) ->
     if text is None:
         return None
     frame = counter.message(with_text(message, ""))
-    how_back, finish = _how_back(message, handles)
-    cut = cut_output(text, cap - frame, counter, how_back, _images(message), finish)
+    marker = _marker(message, handles)
+    cut = cut_output(text, cap - frame, counter, marker)
     if cut is None:
         return None
     shorter = with_text(message, cut)
@@ -249,7 +273,7 @@ def _cut_message(message: Message, cap: int, counter: Counter, handles: bool) ->
         over = counter.message(shorter) - cap
         if over <= 0:
             return shorter
-        cut = cut_output(text, cap - frame - over, counter, how_back, _images(message), finish)
+        cut = cut_output(text, cap - frame - over, counter, marker)
         if cut is None:
             return None
         shorter = with_text(message, cut)
@@ -269,7 +293,7 @@ def text_cost(counter: Counter) -> Callable[[str], int]:
     return price
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Text:
     """An output's text as a cut reads it: its lines, where each starts, its error lines."""
 
@@ -288,59 +312,44 @@ def _read(text: str, price: Callable[[str], int]) -> _Text:
     for line in lines[:-1]:
         starts.append(starts[-1] + len(line) + len(sep))
     errors = [k for k, line in enumerate(lines) if _kept_whole(line)]
-    return _Text(text, price(text), sep, lines, starts, errors)
+    return _Text(text=text, total=price(text), sep=sep, lines=lines, starts=starts, errors=errors)
 
 
-def cut_output(
-    text: str,
-    cap: int,
-    counter: Counter,
-    how_back: str = RERUN,
-    images: int = 0,
-    finish: Callable[[str], str] | None = None,
-) -> str | None:
+def cut_output(text: str, cap: int, counter: Counter, marker: Marker = RERUN_MARKER) -> str | None:
     """``text`` in at most ``cap`` tokens: its head and tail, the error lines between them and
     a first line saying what was cut; when the room holds no head and tail beside the error
     lines, the first line and the error lines alone (as many as fit). None when even the first
-    line does not fit (or nothing needs cutting). ``finish``: what the cut becomes as sent
-    (its handle named), measured as such."""
+    line does not fit (or nothing needs cutting). ``marker``: what its first line says, and
+    what the cut becomes as sent (its handle named), measured as such."""
     price = text_cost(counter)
     t = _read(text, price)
-    if t.total <= cap and not images:
+    if t.total <= cap and not marker.images:
         return None
-    done = finish or (lambda s: s)
     room = cap
     for _ in range(ROUNDS):
-        result = _assemble(t, room, price, how_back, images)
+        result = _assemble(t, room, price, marker)
         if result is None:
             break
-        result = done(result)
+        result = marker.done(result)
         size = price(result)
         if size <= cap:
             return result
         room -= size - cap + max(1, (size - cap) // 4)
-    return _bare(t, cap, price, how_back, images, done)
+    return _bare(t, cap, price, marker)
 
 
-def _bare(
-    t: _Text,
-    cap: int,
-    price: Callable[[str], int],
-    how_back: str,
-    images: int,
-    done: Callable[[str], str],
-) -> str | None:
+def _bare(t: _Text, cap: int, price: Callable[[str], int], marker: Marker) -> str | None:
     """The first line and as many error lines as ``cap`` holds (every one, else as many as
     fit taken alternately from the first and the last); None when the first line alone does
     not fit."""
     every = len(t.errors)
-    widest = price(done(_header(t.total, t.total, how_back, images, every, every)))
+    widest = price(marker.done(_header(t.total, t.total, marker, every, every)))
     room = cap - widest - 1
     chosen = t.errors  # every one first, priced as sent
     for _ in range(ROUNDS + 2):
         kept = sum(price(t.lines[k]) + 1 for k in chosen)
-        header = _header(t.total - kept, t.total, how_back, images, len(chosen), every)
-        result = done("\n".join([header, *(t.lines[k] for k in chosen)]))
+        header = _header(t.total - kept, t.total, marker, len(chosen), every)
+        result = marker.done("\n".join([header, *(t.lines[k] for k in chosen)]))
         size = price(result)
         if size <= cap:
             return result
@@ -352,15 +361,13 @@ def _bare(
     return None
 
 
-def _assemble(
-    t: _Text, room: int, price: Callable[[str], int], how_back: str, images: int
-) -> str | None:
+def _assemble(t: _Text, room: int, price: Callable[[str], int], marker: Marker) -> str | None:
     """One try at a cut of ``t`` in ``room`` tokens with a head and a tail (the caller
     recounts it); None when the room holds no head and tail beside every error line."""
     text, lines, starts, errors, sep = t.text, t.lines, t.starts, t.errors, t.sep
-    widest = _header(t.total, t.total, how_back, images, len(errors), len(errors))
-    marker = f"[... lines {len(lines):,}-{len(lines):,} cut ({len(lines):,} lines) ...]"
-    body = room - price(widest) - price(marker) - 3
+    widest = _header(t.total, t.total, marker, len(errors), len(errors))
+    gap_line = f"[... lines {len(lines):,}-{len(lines):,} cut ({len(lines):,} lines) ...]"
+    body = room - price(widest) - price(gap_line) - 3
     # The error lines first: the head and the tail have what they leave, if it is worth it.
     left = body - sum(price(lines[k]) + 2 for k in errors) - (2 if errors else 0)
     if left < HEAD_AND_TAIL:
@@ -385,7 +392,7 @@ def _assemble(
     inside = [k for k in errors if starts[k] + len(lines[k]) > head_end and starts[k] < tail_start]
     kept = price(text[:head_end]) + price(text[tail_start:])
     kept += sum(price(lines[k]) + 1 for k in inside)
-    header = _header(t.total - kept, t.total, how_back, images, len(inside), len(inside))
+    header = _header(t.total - kept, t.total, marker, len(inside), len(inside))
     if first == last:
         said = f"{tail_start - head_end:,} characters of line {first + 1:,} cut"
     else:
@@ -443,7 +450,8 @@ def _separator(text: str) -> str:
     return "\n"
 
 
-def _header(cut: int, total: int, how_back: str, images: int, shown: int, errors: int) -> str:
+def _header(cut: int, total: int, marker: Marker, shown: int, errors: int) -> str:
+    how_back, images = marker.how_back, marker.images
     if not errors:
         kept = "head and tail kept"
     elif shown == errors:

@@ -27,7 +27,7 @@ from strategies.messages import Message
 Digest = Callable[[Message], bytes]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Recipe:
     count: int  # the client's messages the cut was made from
     digest: bytes  # their rolling digest
@@ -50,13 +50,19 @@ def record(
     actions: Sequence[str],
     budget: int,
     digest: Digest,
-    checkpoint: str | None = None,
 ) -> Recipe:
-    """How ``forwarded`` was made from ``sent``: messages that are ``sent``'s own objects are
-    recorded by index, every other one whole."""
+    """How ``forwarded`` was made from ``sent`` (by ``actions``, for ``budget``): messages that
+    are ``sent``'s own objects are recorded by index, every other one whole. The recipe names
+    no checkpoint: a caller whose cut used one gives it (``dataclasses.replace``)."""
     index = {id(m): i for i, m in enumerate(sent)}
     parts = tuple(index.get(id(m), m) for m in forwarded)
-    return Recipe(len(sent), rolling(sent, digest), parts, tuple(actions), budget, checkpoint)
+    return Recipe(
+        count=len(sent),
+        digest=rolling(sent, digest),
+        parts=parts,
+        actions=tuple(actions),
+        budget=budget,
+    )
 
 
 def replay(recipe: Recipe, sent: Sequence[Message], digest: Digest) -> list[Message] | None:
@@ -96,7 +102,14 @@ def decode(raw: bytes) -> Recipe | None:
             return None
         if not (checkpoint is None or isinstance(checkpoint, str)):
             return None
-        return Recipe(count, bytes.fromhex(data["d"]), parts, actions, budget, checkpoint)
+        return Recipe(
+            count=count,
+            digest=bytes.fromhex(data["d"]),
+            parts=parts,
+            actions=actions,
+            budget=budget,
+            checkpoint=checkpoint,
+        )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 

@@ -283,14 +283,24 @@ class PolicyConfig(_Strict):
 
 def _match(m: MatchConfig) -> Match:
     roles = (m.role,) if isinstance(m.role, str) else tuple(m.role or ())
-    return Match(roles, m.name, m.position, m.last, m.content_regex)
+    return Match(
+        roles=roles, name=m.name, position=m.position, last=m.last, content_regex=m.content_regex
+    )
 
 
 def _rule(r: RuleConfig) -> Rule:
     match = _match(r.match)
     tier = TIERS[r.tier] if isinstance(r.tier, str) else r.tier
     fmt = ("xml" if r.inject_into_system is True else r.inject_into_system) or None
-    return Rule(r.id, match, tier, r.strategy, dict(r.options), r.max_tokens, fmt)
+    return Rule(
+        id=r.id,
+        match=match,
+        tier=tier,
+        strategy=r.strategy,
+        options=dict(r.options),
+        max_tokens=r.max_tokens,
+        inject_into_system=fmt,
+    )
 
 
 def resolve_extends(policies: dict[str, Any]) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def expanded(payload: dict[str, Any]) -> dict[str, Any]:
     later = list(messages[i + 1 :])
     out: list[Any] = []
     if isinstance(summary, str) and summary:
-        text = str(SummaryText(summary).message()["content"])
+        text = str(SummaryText(text=summary).message()["content"])
         out.append({"role": "user", "content": [{"type": "text", "text": text}]})
     if rest:
         out.append({**messages[i], "content": rest})

@@ -84,7 +84,7 @@ def expand(body: bytes) -> bytes:
 
 
 def _message(summary: str) -> dict[str, Any]:
-    text = str(SummaryText(summary).message()["content"])
+    text = str(SummaryText(text=summary).message()["content"])
     return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
 
 

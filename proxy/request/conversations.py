@@ -54,13 +54,23 @@ FINGERPRINTS = 65536 * FINGERPRINT_BYTES  # until the memory budget gives its sh
 PIN_BYTES = 300  # a conversation's pins: its key, the set, a slot (and 80 bytes a digest)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Fingerprint:
     count: int
     digest: bytes
     tokens: int  # the forwarded prompt's
     sent: int  # the client's prompt's
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A forwarded prompt: its ``messages``, their ``tokens``, and the tokens of the prompt
+    the client sent (``sent``)."""
+
+    messages: Sequence[Message]
+    tokens: int
+    sent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +85,7 @@ class Seen:
         return self.previous_tokens if self.state == "kept" else 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Pending:
     """A forwarded prompt whose fingerprint is finished after its answer has gone: the
     rolling digest of its first messages (those the comparison needed), its other messages."""
@@ -126,19 +136,14 @@ class PrefixTracker:
         return self._last
 
     async def see(
-        self,
-        conversation: str,
-        messages: Sequence[Message],
-        tokens: int,
-        sent: int = 0,
-        persist: bool = True,
-        owner: str = "",
+        self, conversation: str, prompt: Forwarded, persist: bool = True, owner: str = ""
     ) -> Seen:
-        """Compare ``messages`` (the forwarded prompt, of ``tokens``; the client sent ``sent``)
-        with the conversation's last one, and remember it in its place. With ``persist`` (the
+        """Compare the forwarded ``prompt`` with the conversation's last one, and remember it
+        in its place (its store bytes ``owner``'s). With ``persist`` (the
         caller's choice for prompts near the limit, the only ones whose next request may be
         trimmed) the store is read when memory has nothing, and written; without it, the
         comparison is memory's alone, and a small request costs no store round trip."""
+        messages, tokens, sent = prompt.messages, prompt.tokens, prompt.sent
         now = self._clock()
         persist = persist or self.shared
         previous = await self._previous(conversation, persist)
@@ -153,7 +158,14 @@ class PrefixTracker:
             rolling.update(_digest(m))
         at_previous = rolling.digest() if previous is not None else None
         pending = _Pending(
-            rolling, messages[upto:], len(messages), tokens, sent, now, persist, owner
+            rolling=rolling,
+            rest=messages[upto:],
+            count=len(messages),
+            tokens=tokens,
+            sent=sent,
+            at=now,
+            persist=persist,
+            owner=owner,
         )
         # One that memory lets go while still pending is written all the same.
         self._last.put(conversation, pending, FINGERPRINT_BYTES)
@@ -181,7 +193,13 @@ class PrefixTracker:
                 rolling.update(_digest(m))
             pending.rolling, pending.rest = rolling, ()
         digest = pending.rolling.digest()
-        f = Fingerprint(pending.count, digest, pending.tokens, pending.sent, pending.at)
+        f = Fingerprint(
+            count=pending.count,
+            digest=digest,
+            tokens=pending.tokens,
+            sent=pending.sent,
+            at=pending.at,
+        )
         if self._pending.get(conversation) is pending:
             del self._pending[conversation]
             if self._last.peek(conversation) is pending:
@@ -254,7 +272,7 @@ def _decode(raw: bytes) -> Fingerprint | None:
         count, tokens, sent, at, digest = _LAYOUT.unpack(raw)
     except struct.error:
         return None
-    return Fingerprint(count, digest, tokens, sent, at)
+    return Fingerprint(count=count, digest=digest, tokens=tokens, sent=sent, at=at)
 
 
 def extends(previous: Fingerprint, messages: Sequence[Message]) -> bool:

@@ -5,10 +5,10 @@ for a shadow plan's, of the prompt it would have forwarded (proxy/edge/shadow.py
 
 from __future__ import annotations
 
-from proxy.request.conversations import PrefixTracker, Seen, key_of
+from proxy.request.conversations import Forwarded, PrefixTracker, Seen, key_of
 from proxy.request.planning.plan import Plan
 from proxy.wire import WireRequest
-from strategies.cost import PromptCosts, prompt_costs
+from strategies.cost import PromptCosts, PromptSizes, prompt_costs
 
 
 async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> Seen | None:
@@ -21,7 +21,7 @@ async def see_prefix(prefixes: PrefixTracker, req: WireRequest, plan: Plan) -> S
     forwarded = plan.fit.messages if plan.fit is not None and plan.actions else req.view.messages
     key = key_of(req)
     near = plan.near  # a prompt far from the limit needs no store round trip
-    return await prefixes.see(key, forwarded, tokens, sent, near, req.owner)
+    return await prefixes.see(key, Forwarded(forwarded, tokens, sent), near, req.owner)
 
 
 def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | None:
@@ -32,4 +32,6 @@ def costs_of(req: WireRequest, plan: Plan, seen: Seen | None) -> PromptCosts | N
         return None
     sent, forwarded = plan.prompts
     kept = seen.state == "kept"
-    return prompt_costs(prices, sent, seen.previous_sent, forwarded, seen.previous_tokens, kept)
+    now = PromptSizes(sent=sent, forwarded=forwarded)
+    previous = PromptSizes(sent=seen.previous_sent, forwarded=seen.previous_tokens)
+    return prompt_costs(prices, now, previous, kept)

@@ -45,9 +45,10 @@ from proxy.summaries.job import (
 from proxy.summaries.llm import LLMSummarizer, SummarizerFailed
 from proxy.summaries.seen import SeenConversations
 from proxy.summaries.single_flight import Flights
-from strategies.checkpoints.chain import Checkpoint, apply_summary, next_cut, prefix_chain
+from strategies.checkpoints.chain import Checkpoint, Room, apply_summary, next_cut, prefix_chain
 from strategies.checkpoints.cut import SummaryText, summary_max_tokens
 from strategies.messages import Message, leading_count
+from strategies.rules import Running
 from strategies.tokens import count_messages, count_prompt
 
 log = logging.getLogger("contextwarden.compaction")
@@ -365,7 +366,7 @@ class Compactor:
         tokens = count_messages(ctx.counter, messages[start : cut.index])
         detail = f"{count} messages (about {tokens} tokens)"
         note = f"[preview: the summary of {detail} would be written here]"
-        placeholder = SummaryText(note, role=ctx.policy.summary_role)
+        placeholder = SummaryText(text=note, role=ctx.policy.summary_role)
         expected = summary_max_tokens(ctx.policy.summarizer.max_tokens, job.summary_budget)
         pending = max(0, expected - ctx.counter.message(placeholder.message()))
         covers = cut.index - leading_count(messages)
@@ -382,12 +383,11 @@ class Compactor:
         self, messages: list[Message], budget: int, ctx: Context, seed: str
     ) -> Compacted | None:
         cfg = ctx.policy.summarizer
-        planned = next_cut(
-            messages, 0, budget, cfg.keep_recent_tokens, ctx.counter, ctx.running, ctx.continuing
-        )
+        room, running = Room(budget, cfg.keep_recent_tokens), Running(ctx.running, ctx.continuing)
+        planned = next_cut(messages, 0, room, ctx.counter, running)
         if planned is None:
             return None
-        summary = SummaryText(seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
+        summary = SummaryText(text=seed[:SESSION_MEMORY_CHARS], role=ctx.policy.summary_role)
         covers = planned[1].index - leading_count(messages)
         return Compacted(
             messages=apply_summary(messages, covers, summary, ctx.pinned), event="session-memory"

@@ -49,7 +49,7 @@ async def make_handoff(
     breaker.success()
     covers = len(messages) - lead
     files = track_files(messages[lead:], ctx.policy.file_tools(), FileLists())
-    summary = SummaryText(text, files, ctx.policy.summary_role)
+    summary = SummaryText(text=text, files=files, role=ctx.policy.summary_role)
     return Checkpoint(
         id=checkpoint_id(ctx.scope, chain[covers]),
         conversation=chain[1],

@@ -27,7 +27,7 @@ from proxy.summaries.llm import (
     SummarizerOverflow,
     Target,
 )
-from strategies.checkpoints.chain import Checkpoint, best_checkpoint, layering, next_cut
+from strategies.checkpoints.chain import Checkpoint, Room, best_checkpoint, layering, next_cut
 from strategies.checkpoints.cut import (
     Cut,
     FileLists,
@@ -43,6 +43,7 @@ from strategies.checkpoints.cut import (
     with_opening,
 )
 from strategies.messages import Message, leading_count
+from strategies.rules import Running
 from strategies.tokens import Counter, count_messages, count_prompt
 
 log = logging.getLogger("contextwarden.compaction")
@@ -123,15 +124,8 @@ def planned_cut(job: Job) -> tuple[int, Cut] | None:
     after what its previous checkpoint covers; one rule for making and estimating."""
     ctx = job.ctx
     covered = job.previous.covers if job.previous else 0
-    return next_cut(
-        job.messages,
-        covered,
-        job.budget,
-        ctx.policy.summarizer.keep_recent_tokens,
-        ctx.counter,
-        ctx.running,
-        ctx.continuing,
-    )
+    room = Room(job.budget, ctx.policy.summarizer.keep_recent_tokens)
+    return next_cut(job.messages, covered, room, ctx.counter, Running(ctx.running, ctx.continuing))
 
 
 async def make_checkpoint(
@@ -164,7 +158,7 @@ async def make_checkpoint(
         earlier, carried, first = (), previous.whole()[1] if previous else FileLists(), lead
     files = track_files(messages[start : cut.index], ctx.policy.file_tools(), carried)
     covers = cut.index - lead
-    summary = SummaryText(text, files, role, bool(earlier))
+    summary = SummaryText(text=text, files=files, role=role, later=bool(earlier))
     own = ctx.counter.message(summary.message())
     checkpoint = Checkpoint(
         id=checkpoint_id(ctx.scope, job.chain[covers]),

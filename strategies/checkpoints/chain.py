@@ -33,7 +33,7 @@ from strategies.checkpoints.cut import (
     merge_files,
 )
 from strategies.messages import Message, leading_count
-from strategies.rules import current_turn_start, running_task
+from strategies.rules import NOT_RUNNING, Running, current_turn_start, running_task
 from strategies.tokens import Counter
 
 
@@ -85,7 +85,7 @@ class Layer:
     files: FileLists = field(default_factory=FileLists)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Checkpoint:
     """A conversation's summary up to ``covers``: ``summary`` (and ``files``) are its newest
     layer's, of the messages after the ``earlier`` layers' (none: of every covered message).
@@ -109,12 +109,15 @@ class Checkpoint:
 
     def text(self, role: str = "user") -> SummaryText:
         """The newest layer's summary (the whole summary of a checkpoint of one layer)."""
-        return SummaryText(self.summary, self.files, role, bool(self.earlier))
+        return SummaryText(text=self.summary, files=self.files, role=role, later=bool(self.earlier))
 
     def texts(self, role: str = "user") -> list[tuple[int, SummaryText]]:
         """Each layer's summary, oldest first, with how many messages it covers up to."""
         return [
-            (layer.covers, SummaryText(layer.summary, layer.files, role, i > 0))
+            (
+                layer.covers,
+                SummaryText(text=layer.summary, files=layer.files, role=role, later=i > 0),
+            )
             for i, layer in enumerate(self.layers())
         ]
 
@@ -172,29 +175,39 @@ def apply_summary(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What a summary's cut is made for: the ``budget`` it must leave the conversation
+    within, and the recent tokens kept verbatim (``keep``; None: the budget's default share,
+    strategies/checkpoints/cut.py: keep_recent_tokens)."""
+
+    budget: int
+    keep: int | None = None
+
+
 def next_cut(
     messages: Sequence[Message],
     covered: int,
-    budget: int,
-    keep: int | None,
+    room: Room,
     counter: Counter,
-    running: bool = False,
-    continuing: frozenset[int] = frozenset(),
+    running: Running = NOT_RUNNING,
 ) -> tuple[int, Cut] | None:
     """Where the next summary starts (after the leading run and what ``covered`` messages a
     previous summary holds) and where it cuts, keeping the recent turns verbatim; None when
     there is nothing worth summarizing. One rule for making, estimating and session memory.
 
     The cut never goes past the message that states the current task: the user message
-    that opened the current turn (or, with ``running``, the running agent task's statement).
+    that opened the current turn (or, with ``running.atomic``, the running agent task's
+    statement; ``running.continuing``: the user messages that continue its loop).
     Every plan keeps it as the client sent it (strategies/protected.py); the steps after it
     are cleared and dropped by the engine instead."""
     lead = leading_count(messages)
     start = lead + covered
-    cut = find_cut(messages, start, keep_recent_tokens(budget, keep), counter, budget // 2)
+    budget = room.budget
+    cut = find_cut(messages, start, keep_recent_tokens(budget, room.keep), counter, budget // 2)
     if cut is not None:
-        if running:
-            task = running_task(messages, lead, continuing)[0]
+        if running.atomic:
+            task = running_task(messages, lead, running.continuing)[0]
         else:
             task = current_turn_start(messages, lead)
         if cut.index > task:

@@ -289,7 +289,7 @@ def with_file_lists(summary: str, files: FileLists) -> str:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SummaryText:
     """A finished summary and the file lists it carries; ``later``: a layer after the first
     of a layered checkpoint, which continues the one before it (its header says so, and the

@@ -28,8 +28,8 @@ def history(n: int) -> list[dict[str, str]]:
 def test_contexty_readme_example() -> None:
     # FixedCounter 50 per message, one system plus six history messages, budget 300.
     blocks = [
-        Block("system", [msg("system")], TIERS["system"], Strict()),
-        Block("history", history(6), TIERS["history"], TruncateOldest()),
+        Block(id="system", messages=[msg("system")], tier=TIERS["system"], strategy=Strict()),
+        Block(id="history", messages=history(6), tier=TIERS["history"], strategy=TruncateOldest()),
     ]
     outputs, report = compile_blocks(blocks, 300, FixedCounter(50))
     assert sum(len(o) for o in outputs) == 6
@@ -42,9 +42,9 @@ def test_contexty_readme_example() -> None:
 
 def test_tier_order_decides_who_gets_the_budget_and_output_keeps_input_order() -> None:
     blocks = [
-        Block("history", history(4), TIERS["history"], TruncateOldest()),
-        Block("rag", [msg("system", "doc")] * 2, TIERS["rag"], Drop()),
-        Block("system", [msg("system")], TIERS["system"], Strict()),
+        Block(id="history", messages=history(4), tier=TIERS["history"], strategy=TruncateOldest()),
+        Block(id="rag", messages=[msg("system", "doc")] * 2, tier=TIERS["rag"], strategy=Drop()),
+        Block(id="system", messages=[msg("system")], tier=TIERS["system"], strategy=Strict()),
     ]
     outputs, report = compile_blocks(blocks, 200, FixedCounter(50))
     assert [len(o) for o in outputs] == [1, 2, 1]
@@ -54,9 +54,9 @@ def test_tier_order_decides_who_gets_the_budget_and_output_keeps_input_order() -
 
 def test_drop_records_label_and_dropped_block() -> None:
     blocks = [
-        Block("system", [msg("system")], TIERS["system"], Strict()),
-        Block("rag", [msg("system", "doc")] * 3, TIERS["rag"], Drop()),
-        Block("history", history(2), TIERS["history"], Strict()),
+        Block(id="system", messages=[msg("system")], tier=TIERS["system"], strategy=Strict()),
+        Block(id="rag", messages=[msg("system", "doc")] * 3, tier=TIERS["rag"], strategy=Drop()),
+        Block(id="history", messages=history(2), tier=TIERS["history"], strategy=Strict()),
     ]
     outputs, report = compile_blocks(blocks, 150, FixedCounter(50))
     assert outputs[1] == []
@@ -66,14 +66,24 @@ def test_drop_records_label_and_dropped_block() -> None:
 
 
 def test_per_block_cap_is_the_strategys_limit() -> None:
-    blocks = [Block("history", history(6), TIERS["history"], TruncateOldest(), max_tokens=100)]
+    blocks = [
+        Block(
+            id="history",
+            messages=history(6),
+            tier=TIERS["history"],
+            strategy=TruncateOldest(),
+            max_tokens=100,
+        )
+    ]
     outputs, report = compile_blocks(blocks, 1000, FixedCounter(50))
     assert len(outputs[0]) == 2
     assert report.remaining_tokens == 900
 
 
 def test_strict_block_that_does_not_fit_is_rejected() -> None:
-    blocks = [Block("system", [msg("system")] * 3, TIERS["system"], Strict())]
+    blocks = [
+        Block(id="system", messages=[msg("system")] * 3, tier=TIERS["system"], strategy=Strict())
+    ]
     with pytest.raises(BudgetExceeded) as err:
         compile_blocks(blocks, 100, FixedCounter(50))
     assert err.value.block_id == "system"
@@ -86,7 +96,9 @@ def test_errors_mirror_contexty() -> None:
     with pytest.raises(InvalidConfig):
         compile_blocks([], 10, None)
     with pytest.raises(NilStrategy):
-        compile_blocks([Block("b", [msg("user")], 0, None)], 10, FixedCounter(1))
+        compile_blocks(
+            [Block(id="b", messages=[msg("user")], tier=0, strategy=None)], 10, FixedCounter(1)
+        )
 
     class Greedy:
         name = "greedy"
@@ -96,7 +108,9 @@ def test_errors_mirror_contexty() -> None:
             return list(messages)
 
     with pytest.raises(StrategyExceededBudget):
-        compile_blocks([Block("b", history(4), 3, Greedy())], 100, FixedCounter(50))
+        compile_blocks(
+            [Block(id="b", messages=history(4), tier=3, strategy=Greedy())], 100, FixedCounter(50)
+        )
 
     class Broken:
         priming = 0
@@ -108,10 +122,14 @@ def test_errors_mirror_contexty() -> None:
             return 0
 
     with pytest.raises(TokenCountFailed):
-        compile_blocks([Block("b", history(1), 3, Strict())], 100, Broken())
+        compile_blocks(
+            [Block(id="b", messages=history(1), tier=3, strategy=Strict())], 100, Broken()
+        )
 
 
 def test_empty_block_gets_no_report_entry() -> None:
-    outputs, report = compile_blocks([Block("empty", [], 0, None)], 10, FixedCounter(1))
+    outputs, report = compile_blocks(
+        [Block(id="empty", messages=[], tier=0, strategy=None)], 10, FixedCounter(1)
+    )
     assert outputs == [[]]
     assert report.blocks == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from strategies.client_summaries import asks_compaction, is_client_summary
-from strategies.engine import fit
+from strategies.engine import FitRequest, fit
 from strategies.rules import running_task
 from strategies.tokens import count_prompt
 from tests.strategies.test_running_task import COUNTER, TASK, loop
@@ -48,7 +48,9 @@ def test_without_a_task_of_its_own_the_summary_stands_for_it() -> None:
 def test_a_trimmed_compacted_task_keeps_the_task() -> None:
     messages = compacted(CODEX, 40)
     budget = count_prompt(COUNTER, messages) // 8
-    kept = fit(messages, budget, COUNTER, atomic_current=True).messages
+    kept = fit(
+        FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True)
+    ).messages
     assert any(m is TASK for m in kept)  # the user's task, as sent
     assert count_prompt(COUNTER, kept) <= budget
 

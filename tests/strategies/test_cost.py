@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.windows.modeltable import ModelTable
-from strategies.cost import Prices, prompt_costs
+from strategies.cost import Prices, PromptSizes, prompt_costs
 
 
 def table_prices(model: str) -> Prices:
@@ -34,12 +34,16 @@ def test_a_cached_prefix_is_billed_at_the_read_price_and_the_rest_at_the_write_p
 
 def test_trimming_that_keeps_the_prefix_saves_and_a_break_costs() -> None:
     claude = table_prices("claude-sonnet-4-5")
-    kept = prompt_costs(claude, 200_000, 195_000, 120_000, 115_000, kept=True)
+    now = PromptSizes(sent=200_000, forwarded=120_000)
+    previous = PromptSizes(sent=195_000, forwarded=115_000)
+    kept = prompt_costs(claude, now, previous, kept=True)
     assert kept.saved > 0 and kept.lost_to_cache_breaks == 0
-    broken = prompt_costs(claude, 200_000, 195_000, 120_000, 115_000, kept=False)
+    broken = prompt_costs(claude, now, previous, kept=False)
     assert broken.lost_to_cache_breaks == pytest.approx(115_000 * (3.75e-6 - 3e-7))
     # A break on a prompt trimmed only a little costs more than trimming saved.
-    costly = prompt_costs(claude, 100_000, 98_000, 95_000, 93_000, kept=False)
+    now = PromptSizes(sent=100_000, forwarded=95_000)
+    previous = PromptSizes(sent=98_000, forwarded=93_000)
+    costly = prompt_costs(claude, now, previous, kept=False)
     assert costly.saved < 0
 
 
@@ -56,15 +60,17 @@ def test_the_cut_depth_pays_the_cache_write_premium_back() -> None:
 
 
 def test_the_engine_never_cuts_shallower_than_the_policy_and_deeper_when_asked() -> None:
-    from strategies.engine import fit
+    from strategies.engine import FitRequest, fit
     from tests.counters import FixedCounter
 
     messages = [{"role": "system", "content": "s"}]
     for k in range(60):
         messages += [{"role": "user", "content": f"q{k}"}, {"role": "assistant", "content": "a"}]
     messages.append({"role": "user", "content": "now"})
-    base = fit(messages, 400, FixedCounter(10))
-    shallow = fit(messages, 400, FixedCounter(10), cut_share=0.01)
-    deep = fit(messages, 400, FixedCounter(10), cut_share=0.6)
+    base = fit(FitRequest(messages=messages, budget=400, counter=FixedCounter(10)))
+    shallow = fit(
+        FitRequest(messages=messages, budget=400, counter=FixedCounter(10), cut_share=0.01)
+    )
+    deep = fit(FitRequest(messages=messages, budget=400, counter=FixedCounter(10), cut_share=0.6))
     assert len(shallow.messages) == len(base.messages)
     assert len(deep.messages) < len(base.messages)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategies.budget import byte_bound
-from strategies.engine import fit
+from strategies.engine import FitRequest, fit
 from strategies.errors import BudgetExceeded, DoesNotFit
 from strategies.tokens import ChatCounter, ScaledCounter, count_prompt
 from tests.conftest import O200K
@@ -20,7 +20,7 @@ COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
 
 def test_fitting_conversation_is_returned_as_is() -> None:
     msgs = [{"role": "user", "content": "hi"}]
-    result = fit(msgs, 1000, COUNTER)
+    result = fit(FitRequest(messages=msgs, budget=1000, counter=COUNTER))
     assert result.messages is msgs
     assert not result.changed
     assert result.tokens_before == result.tokens_after == count_prompt(COUNTER, msgs)
@@ -34,7 +34,7 @@ def test_keeps_system_and_current_turn_and_drops_oldest_turns() -> None:
             {"role": "assistant", "content": f"answer {i} " * 20},
         ]
     msgs.append({"role": "user", "content": "last question"})
-    result = fit(msgs, 400, COUNTER)
+    result = fit(FitRequest(messages=msgs, budget=400, counter=COUNTER))
     assert result.messages[0] is msgs[0]
     assert result.messages[-1] is msgs[-1]
     assert result.messages[1]["role"] == "user"  # whole turns go, so history starts at a user
@@ -47,7 +47,7 @@ def test_keeps_system_and_current_turn_and_drops_oldest_turns() -> None:
 def test_system_prompt_too_big_raises_with_numbers() -> None:
     msgs = [{"role": "system", "content": "rule " * 500}, {"role": "user", "content": "hi"}]
     with pytest.raises(BudgetExceeded) as err:
-        fit(msgs, 100, COUNTER)
+        fit(FitRequest(messages=msgs, budget=100, counter=COUNTER))
     assert err.value.block_id == "system"
     assert err.value.tokens > err.value.limit
 
@@ -56,7 +56,7 @@ def test_system_prompt_too_big_raises_with_numbers() -> None:
 @given(conversation(), st.integers(20, 3000))
 def test_fit_invariants(msgs: list[dict[str, Any]], budget: int) -> None:
     try:
-        result = fit(msgs, budget, COUNTER)
+        result = fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER))
     except DoesNotFit:
         return  # only when the system prompt and the user's current message are over budget
     assert count_prompt(COUNTER, result.messages) <= budget
@@ -67,7 +67,9 @@ def test_fit_invariants(msgs: list[dict[str, Any]], budget: int) -> None:
         assert any(m is last_user[0] for m in result.messages[-len(msgs) :])
     if msgs[0]["role"] == "system":
         assert result.messages[0] is msgs[0]
-    assert fit(msgs, budget, COUNTER).messages == result.messages
+    assert (
+        fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER)).messages == result.messages
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -102,7 +104,7 @@ def test_a_history_of_one_turn_too_long_keeps_its_task_and_how_it_ended() -> Non
     1,520 tokens forwarded): the turn's task and its newest steps that fit stay, calls with
     their results, the history still opening at a user message."""
     msgs = resumed_after_one_long_turn()
-    result = fit(msgs, 1520, COUNTER)
+    result = fit(FitRequest(messages=msgs, budget=1520, counter=COUNTER))
     kept = result.messages
     assert result.tokens_after <= 1520
     assert kept[0] is msgs[0] and kept[-1] is msgs[-1]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.light_trim import LightTrim
 from strategies.microcompact import ToolResultMicrocompact
@@ -35,10 +35,10 @@ POLICIES = [
     Policy(
         rules=(
             Rule(
-                "tools",
-                Match(roles=("assistant",), position="history"),
-                TIERS["scratchpad"],
-                "drop",
+                id="tools",
+                match=Match(roles=("assistant",), position="history"),
+                tier=TIERS["scratchpad"],
+                strategy="drop",
             ),
             *Policy().rules,
         )
@@ -76,7 +76,7 @@ def test_invariants_hold_for_every_conversation_budget_and_policy(
 ) -> None:
     policy = POLICIES[which]
     try:
-        result = fit(msgs, budget, COUNTER, policy)
+        result = fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER, policy=policy))
     except DoesNotFit:
         # Only when what must be kept cannot fit: the system prompt or the user's message.
         return
@@ -90,5 +90,5 @@ def test_invariants_hold_for_every_conversation_budget_and_policy(
     users = [m for m in msgs if m["role"] == "user"]
     if users:
         assert any(m is users[-1] for m in out), "the last user message is kept"
-    again = fit(msgs, budget, COUNTER, policy).messages
+    again = fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER, policy=policy)).messages
     assert again == out, "the same input gives the same output"

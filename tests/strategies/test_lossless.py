@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strategies.engine import fit
+from strategies.engine import FitRequest, fit
 from strategies.lossless import REPEATED, Lossless, collapse_runs, compact_json
 from strategies.microcompact import CLEARED
 from strategies.tokens import ChatCounter, count_prompt
@@ -115,8 +115,8 @@ def test_the_engine_re_encodes_before_it_clears() -> None:
         messages += step(i, PRETTY)
     messages.append({"role": "user", "content": "and now?"})
     before = count_prompt(counter, messages)
-    result = fit(messages, int(before * 0.7), counter)
+    result = fit(FitRequest(messages=messages, budget=int(before * 0.7), counter=counter))
     assert result.actions == ["lossless"]
     assert not any(CLEARED in str(m.get("content")) for m in result.messages)
-    again = fit(messages, int(before * 0.7), counter)
+    again = fit(FitRequest(messages=messages, budget=int(before * 0.7), counter=counter))
     assert [m.get("content") for m in again.messages] == [m.get("content") for m in result.messages]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.rules import Match
 from tests.counters import FixedCounter
 
@@ -22,7 +22,14 @@ def conversation(turns: int) -> list[dict[str, Any]]:
 def test_a_pinned_message_is_kept_when_its_turn_is_cut() -> None:
     messages = conversation(20)
     rule = messages[3]
-    result = fit(messages, 12 * 10, FixedCounter(10), pinned=frozenset({id(rule)}))
+    result = fit(
+        FitRequest(
+            messages=messages,
+            budget=12 * 10,
+            counter=FixedCounter(10),
+            pinned=frozenset({id(rule)}),
+        )
+    )
     assert rule in result.messages
     assert result.messages.index(rule) < result.messages.index(messages[-1])
     assert len(result.messages) < len(messages)
@@ -32,7 +39,9 @@ def test_policy_pins_match_by_content() -> None:
     messages = conversation(20)
     messages[5] = {"role": "user", "content": "RULE: never use tabs"}
     policy = Policy(pins=(Match(roles=("user",), content_regex=r"^RULE:"),))
-    result = fit(messages, 12 * 10, FixedCounter(10), policy)
+    result = fit(
+        FitRequest(messages=messages, budget=12 * 10, counter=FixedCounter(10), policy=policy)
+    )
     assert messages[5] in result.messages  # the very object: verbatim
 
 
@@ -46,9 +55,16 @@ def test_passes_never_rewrite_a_pinned_message() -> None:
         {"role": "assistant", "content": "ok"},
         *[{"role": "user", "content": f"q{k}"} for k in range(6)],
     ]
-    free = fit(messages, 2000, CharCounter())
+    free = fit(FitRequest(messages=messages, budget=2000, counter=CharCounter()))
     assert "light_trim" in free.actions and messages[1] not in free.messages
     # Over budget by a few tokens: the passes run, and must leave the pinned message alone.
-    pinned = fit(messages, 2505, CharCounter(), pinned=frozenset({id(messages[1])}))
+    pinned = fit(
+        FitRequest(
+            messages=messages,
+            budget=2505,
+            counter=CharCounter(),
+            pinned=frozenset({id(messages[1])}),
+        )
+    )
     assert pinned.steps and pinned.tokens_after <= 2505
     assert pinned.messages[1] is messages[1]

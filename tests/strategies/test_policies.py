@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.messages import Message
 from strategies.rules import TIERS, Match, Rule
 from strategies.tokens import ChatCounter, count_prompt
@@ -16,10 +16,10 @@ from tests.strategies.invariants import assert_tool_pairs_intact
 COUNTER = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
 
 RAG_RULE = Rule(
-    "rag",
-    Match(roles=("system",), content_regex=r"^<doc"),
-    TIERS["rag"],
-    "drop",
+    id="rag",
+    match=Match(roles=("system",), content_regex=r"^<doc"),
+    tier=TIERS["rag"],
+    strategy="drop",
     inject_into_system="xml",
 )
 RAG_POLICY = Policy(rules=(RAG_RULE, *Policy().rules))
@@ -42,7 +42,7 @@ def rag_request(doc_words: int, turns: int) -> list[dict[str, Any]]:
 
 def test_rag_documents_are_injected_into_the_system_message_when_they_fit() -> None:
     msgs = rag_request(doc_words=40, turns=20)
-    result = fit(msgs, 700, COUNTER, RAG_POLICY)
+    result = fit(FitRequest(messages=msgs, budget=700, counter=COUNTER, policy=RAG_POLICY))
     assert result.messages[0]["content"].startswith(
         "You answer from the documents.\n\n<context>\n  <fact>&lt;doc id=1&gt;"
     )
@@ -57,7 +57,7 @@ def test_rag_documents_are_injected_into_the_system_message_when_they_fit() -> N
 
 def test_rag_documents_are_dropped_whole_when_they_do_not_fit() -> None:
     msgs = rag_request(doc_words=400, turns=2)
-    result = fit(msgs, 500, COUNTER, RAG_POLICY)
+    result = fit(FitRequest(messages=msgs, budget=500, counter=COUNTER, policy=RAG_POLICY))
     assert result.report is not None
     assert result.report.evictions["rag"] == "dropped"
     assert result.report.blocks_dropped == ["rag"]
@@ -92,7 +92,7 @@ def agent_request(loops: int, line: str = "code line\n") -> list[dict[str, Any]]
 def test_agent_loop_clears_old_tool_results_before_cutting_anything() -> None:
     msgs = agent_request(12, "code {j}\n")
     budget = count_prompt(COUNTER, msgs) // 2
-    result = fit(msgs, budget, COUNTER)
+    result = fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER))
     # Lossless re-encoding runs first; distinct lines of code leave it nothing to do.
     assert [s.name for s in result.steps][:2] == ["lossless", "tool_result_microcompact"]
     assert not result.steps[0].applied
@@ -111,7 +111,7 @@ def test_agent_loop_clears_old_tool_results_before_cutting_anything() -> None:
 
 def test_current_turn_alone_too_big_is_trimmed_turn_atomically() -> None:
     msgs = agent_request(12)
-    result = fit(msgs, 600, COUNTER, Policy(passes=()))
+    result = fit(FitRequest(messages=msgs, budget=600, counter=COUNTER, policy=Policy(passes=())))
     assert result.messages[:2] == msgs[:2]
     assert result.messages[-1] is msgs[-1]
     assert count_prompt(COUNTER, result.messages) <= 600
@@ -135,7 +135,9 @@ def test_summarize_strategy_replaces_history_in_place() -> None:
     msgs = rag_request(doc_words=0, turns=20)[0:1] + rag_request(doc_words=0, turns=20)[3:]
     summarizer = EchoSummarizer()
     policy = Policy(history_strategy="summarize", history_options={}, passes=())
-    result = fit(msgs, 300, COUNTER, policy, summarizer)
+    result = fit(
+        FitRequest(messages=msgs, budget=300, counter=COUNTER, policy=policy, summarizer=summarizer)
+    )
     assert summarizer.calls == 1
     assert result.messages[0] is msgs[0]
     assert result.messages[1] == {"role": "user", "content": "<summary of 40 messages>"}
@@ -145,10 +147,10 @@ def test_summarize_strategy_replaces_history_in_place() -> None:
 
 def test_custom_tiers_and_caps() -> None:
     scratch = Rule(
-        "scratch",
-        Match(roles=("assistant",), position="history"),
-        7,
-        "truncate_oldest",
+        id="scratch",
+        match=Match(roles=("assistant",), position="history"),
+        tier=7,
+        strategy="truncate_oldest",
         max_tokens=20,
     )
     msgs = (
@@ -157,7 +159,12 @@ def test_custom_tiers_and_caps() -> None:
         + [{"role": "user", "content": "q"}]
     )
     result = fit(
-        msgs, 100, FixedCounter(10), Policy(rules=(*Policy().rules, scratch), cache_cut_share=0)
+        FitRequest(
+            messages=msgs,
+            budget=100,
+            counter=FixedCounter(10),
+            policy=Policy(rules=(*Policy().rules, scratch), cache_cut_share=0),
+        )
     )
     assert result.report is not None
     by_id = {b.id: b for b in result.report.blocks}
@@ -174,7 +181,7 @@ def test_growing_chat_keeps_its_prompt_prefix_between_cuts() -> None:
     after_first_cut = stable = 0
     for turn in range(150):
         msgs.append({"role": "user", "content": f"Question {turn}: " + "words " * (20 + turn % 7)})
-        result = fit(msgs, budget, COUNTER)
+        result = fit(FitRequest(messages=msgs, budget=budget, counter=COUNTER))
         assert count_prompt(COUNTER, result.messages) <= budget
         if previous is not None and result.changed:
             after_first_cut += 1
@@ -195,7 +202,11 @@ def test_without_the_grid_every_request_slides_the_cut() -> None:
     cuts = set()
     for turn in range(60):
         msgs += [{"role": "user", "content": f"q{turn} " * 40}]
-        result = fit(msgs, 1500, COUNTER, Policy(cache_cut_share=0))
+        result = fit(
+            FitRequest(
+                messages=msgs, budget=1500, counter=COUNTER, policy=Policy(cache_cut_share=0)
+            )
+        )
         if result.changed:
             cuts.add(id(result.messages[1]))
         msgs += [{"role": "assistant", "content": f"a{turn} " * 40}]

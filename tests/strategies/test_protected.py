@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategies.attached import CLEARED, ReattachedClear, kind, stale_reminders
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import units
 from strategies.protected import protected
@@ -84,7 +84,7 @@ def test_the_engine_never_drops_the_newest_step_of_a_chat_turn(
     floor = count_prompt(COUNTER, [messages[i] for i in guard.indices()])
     budget = max(1, int(count_prompt(COUNTER, messages) * share))
     try:
-        result_ = fit(messages, budget, COUNTER)
+        result_ = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER))
     except DoesNotFit:
         assert budget < least_floor(COUNTER, messages, guard.indices()) + 8
         return
@@ -106,12 +106,20 @@ def test_the_cache_grid_never_takes_the_newest_step() -> None:
     floor = count_prompt(COUNTER, [messages[i] for i in guard.indices()])
     policy = Policy(cache_cut_share=0.3)
     try:
-        kept = fit(messages, floor - 50, COUNTER, policy, cut_newest=False).messages
+        kept = fit(
+            FitRequest(
+                messages=messages,
+                budget=floor - 50,
+                counter=COUNTER,
+                policy=policy,
+                cut_newest=False,
+            )
+        ).messages
     except DoesNotFit as exc:
         assert exc.block_id == "newest"
     else:
         raise AssertionError(f"the newest step was cut: {[m['role'] for m in kept]}")
-    last = fit(messages, floor - 50, COUNTER, policy)
+    last = fit(FitRequest(messages=messages, budget=floor - 50, counter=COUNTER, policy=policy))
     assert count_prompt(COUNTER, last.messages) <= floor - 50
     assert "step-outputs-cut 1" in last.actions
     assert_newest_step_kept(messages, last.messages, guard.newest, cut=True)
@@ -147,7 +155,7 @@ def test_the_engine_drops_stale_reminders_first_and_says_so() -> None:
     for k in range(12):
         messages += [call(k), result(k, 20), dict(REMINDER)]
     budget = count_prompt(COUNTER, messages) - COUNTER.message(REMINDER) * 5
-    out = fit(messages, budget, COUNTER, atomic_current=True)
+    out = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     assert out.actions[0] == "reminders-dropped 11"
     assert sum(m.get("role") == "system" for m in out.messages) == 2
     assert out.messages[-1] is messages[-1]  # the newest one stays, with its step
@@ -167,6 +175,6 @@ def test_reattached_tool_output_is_cleared_like_tool_output() -> None:
     assert again[2] == out[2]  # the same bytes in every request
     assert ReattachedClear().apply(out, COUNTER)[2] is out[2]  # and only once
     budget = count_prompt(COUNTER, messages) - 1000
-    fitted = fit(messages, budget, COUNTER, atomic_current=True)
+    fitted = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     assert "reattached_clear" in fitted.actions
     assert fitted.messages[1] is messages[1] and fitted.messages[-2:] == messages[-2:]

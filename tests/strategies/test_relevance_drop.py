@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.relevance_drop import eviction_order
 from strategies.rules import CURRENT_RULE, DOCUMENTS_RULE, SYSTEM_RULE
@@ -38,7 +38,7 @@ def kept_topics(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_the_least_relevant_documents_go_first() -> None:
     messages = rag("What is the capital of France, and where is the Eiffel Tower?")
-    result = fit(messages, 500, COUNTER, RAG)
+    result = fit(FitRequest(messages=messages, budget=500, counter=COUNTER, policy=RAG))
     assert kept_topics(result.messages)[0] == "france"
     assert result.messages[0]["content"] == "Answer from the documents."
     assert result.messages[-1]["role"] == "user"
@@ -51,7 +51,7 @@ def test_the_relevant_document_survives_whatever_its_position(topic: str) -> Non
     question = {"france": "Tell me about Paris.", "bananas": "Is a banana rich in potassium?",
                 "python": "Which programming language has garbage collection?",
                 "tides": "What causes the tides of the oceans?"}[topic]  # fmt: skip
-    result = fit(rag(question), 300, COUNTER, RAG)
+    result = fit(FitRequest(messages=rag(question), budget=300, counter=COUNTER, policy=RAG))
     assert kept_topics(result.messages) == [topic]
 
 
@@ -64,7 +64,7 @@ def test_only_the_system_prompt_and_the_current_turn_are_strict() -> None:
     messages = rag("Tell me about Paris.")
     messages[0]["content"] = "rule " * 800
     with pytest.raises(DoesNotFit):
-        fit(messages, 400, COUNTER, RAG)
+        fit(FitRequest(messages=messages, budget=400, counter=COUNTER, policy=RAG))
 
 
 def test_by_default_every_leading_system_message_is_strict() -> None:
@@ -77,8 +77,8 @@ def test_by_default_every_leading_system_message_is_strict() -> None:
           for i in range(6)],
         {"role": "user", "content": "question " * 300},
     ]  # fmt: skip
-    result = fit(messages, 800, COUNTER)
+    result = fit(FitRequest(messages=messages, budget=800, counter=COUNTER))
     assert result.messages[:2] == messages[:2]
     with pytest.raises(DoesNotFit) as raised:
-        fit(messages, 400, COUNTER)
+        fit(FitRequest(messages=messages, budget=400, counter=COUNTER))
     assert raised.value.block_id in ("leading", "newest")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies.engine import fit
+from strategies.engine import FitRequest, fit
 from strategies.errors import DoesNotFit
 from strategies.microcompact import CLEARED
 from strategies.rules import drop_broken_pairs, running_task
@@ -60,7 +60,7 @@ def test_a_task_that_outgrows_the_window_is_fitted_not_refused() -> None:
     messages = loop(40)
     total = count_prompt(COUNTER, messages)
     budget = total // 10  # clearing every old result is not enough: old steps go too
-    result = fit(messages, budget, COUNTER, atomic_current=True)
+    result = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     check(messages, result.messages, budget)
     calls = [m for m in result.messages if m["role"] == "assistant"]
     assert 1 < len(calls) < 40
@@ -75,7 +75,9 @@ def test_a_task_that_outgrows_the_window_is_fitted_not_refused() -> None:
 def test_old_results_are_cleared_before_steps_are_dropped() -> None:
     messages = loop(12)
     total = count_prompt(COUNTER, messages)
-    result = fit(messages, int(total * 0.7), COUNTER, atomic_current=True)
+    result = fit(
+        FitRequest(messages=messages, budget=int(total * 0.7), counter=COUNTER, atomic_current=True)
+    )
     check(messages, result.messages, int(total * 0.7))
     assert result.actions == ["tool_result_microcompact", "outputs-cleared 7"]
     assert len(result.messages) == len(messages)  # every step is still there
@@ -90,14 +92,14 @@ def test_the_instructions_the_task_and_the_newest_call_alone_must_fit() -> None:
     the instructions, the task and the call itself leave no room for even a cut output."""
     messages = loop(3, result_words=2000)
     newest = count_prompt(COUNTER, messages[-2:])
-    result = fit(messages, newest, COUNTER, atomic_current=True)
+    result = fit(FitRequest(messages=messages, budget=newest, counter=COUNTER, atomic_current=True))
     assert "step-outputs-cut 1" in result.actions
     assert count_prompt(COUNTER, result.messages) <= newest
     assert result.messages[-2] is messages[-2]
     assert result.messages[-1]["content"].startswith(CUT_MARK)
     frame = count_prompt(COUNTER, [*messages[:2], messages[-2]])
     with pytest.raises(DoesNotFit) as exc:
-        fit(messages, frame + 20, COUNTER, atomic_current=True)
+        fit(FitRequest(messages=messages, budget=frame + 20, counter=COUNTER, atomic_current=True))
     assert exc.value.block_id == "running-turn"
 
 
@@ -110,7 +112,13 @@ def test_text_that_continues_the_loop_is_not_the_task() -> None:
     total = count_prompt(COUNTER, messages)
     budget = total // 4
     result = fit(
-        messages, budget, COUNTER, atomic_current=True, continuing=frozenset({id(reminder)})
+        FitRequest(
+            messages=messages,
+            budget=budget,
+            counter=COUNTER,
+            atomic_current=True,
+            continuing=frozenset({id(reminder)}),
+        )
     )
     assert result.messages[1] is TASK
     assert count_prompt(COUNTER, result.messages) <= budget
@@ -125,7 +133,9 @@ def test_running_task_invariants(steps: int, words: int, share: float) -> None:
     budget = max(1, int(total * share))
     floor = count_prompt(COUNTER, [*messages[:2], *messages[-2:]])
     try:
-        result = fit(messages, budget, COUNTER, atomic_current=True)
+        result = fit(
+            FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True)
+        )
     except DoesNotFit:
         # only when the task and the newest step, its output cut, do not fit
         assert (
@@ -141,7 +151,7 @@ def test_a_large_task_stays_whole_while_dropping_steps_makes_room() -> None:
     messages = loop(10)
     messages[1] = task
     budget = count_prompt(COUNTER, messages[2:]) + 500
-    result = fit(messages, budget, COUNTER, atomic_current=True)
+    result = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     assert result.messages[1] is task
     assert "task_middle_cut" not in result.actions
     assert result.messages[-2:] == messages[-2:]
@@ -156,12 +166,12 @@ def test_a_task_the_protected_messages_cannot_fit_beside_has_its_middle_cut() ->
     messages[1] = task
     protected = [messages[0], task, *messages[-2:]]
     budget = count_prompt(COUNTER, protected) - COUNTER.message(task) // 2
-    result = fit(messages, budget, COUNTER, atomic_current=True)
+    result = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     kept = result.messages[1]["content"]
     assert kept.startswith("Start here.") and kept.endswith("End: do it now.")
     assert "characters of this message removed to fit the context window" in kept
     assert "task_middle_cut" in result.actions
     assert result.messages[-2:] == messages[-2:]
     assert count_prompt(COUNTER, result.messages) <= budget
-    again = fit(messages, budget, COUNTER, atomic_current=True)
+    again = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     assert again.messages[1] == result.messages[1]  # the same cut, the same bytes

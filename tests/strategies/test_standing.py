@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.standing import message_states_rule, standing_ids, states_rule
 from strategies.tokens import ChatCounter, count_prompt
 from tests.conftest import O200K
@@ -73,10 +73,14 @@ def chat(rule_at: int, turns: int = 12) -> list[dict[str, Any]]:
 def test_the_engine_keeps_a_standing_rule_without_a_pin(at: int) -> None:
     messages = chat(at)
     budget = count_prompt(COUNTER, messages) // 4
-    kept = fit(messages, budget, COUNTER).messages
+    kept = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER)).messages
     assert messages[1 + 2 * at] in kept
     assert count_prompt(COUNTER, kept) <= budget
-    without = fit(messages, budget, COUNTER, Policy(standing_share=0)).messages
+    without = fit(
+        FitRequest(
+            messages=messages, budget=budget, counter=COUNTER, policy=Policy(standing_share=0)
+        )
+    ).messages
     assert (messages[1 + 2 * at] in without) is (at == 10)  # only the newest turns remain
 
 
@@ -99,7 +103,12 @@ def test_rules_never_make_a_request_that_fits_without_them_fail() -> None:
     tail = COUNTER.message(messages[-1]) + COUNTER.message(messages[0]) + COUNTER.priming
     budget = tail + 20  # room for nothing else: the rule goes with the rest
     assert standing_ids(messages, COUNTER, budget) == frozenset()
-    assert count_prompt(COUNTER, fit(messages, budget, COUNTER).messages) <= budget
+    assert (
+        count_prompt(
+            COUNTER, fit(FitRequest(messages=messages, budget=budget, counter=COUNTER)).messages
+        )
+        <= budget
+    )
 
 
 TEXTS = st.one_of(

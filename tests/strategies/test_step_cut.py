@@ -16,11 +16,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.errors import DoesNotFit
 from strategies.rules import pairs_whole
 from strategies.step_cut import (
     OPENING,
+    Aim,
     cut_output,
     cut_part,
     cut_step,
@@ -103,12 +104,12 @@ def test_the_hidden_corpus_shape_is_fitted_not_refused() -> None:
     messages = [SYSTEM, TASK, *history, *newest]
     budget = 2048 - 512
     try:
-        fit(messages, budget, COUNTER, cut_newest=False)
+        fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, cut_newest=False))
     except DoesNotFit:
         pass  # what the release before this one answered: a refusal
     else:
         raise AssertionError("the protected messages fitted whole: not the corpus's shape")
-    result = fit(messages, budget, COUNTER)
+    result = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER))
     kept = result.messages
     assert count_prompt(COUNTER, kept) <= budget
     assert pairs_whole(kept)
@@ -119,7 +120,9 @@ def test_the_hidden_corpus_shape_is_fitted_not_refused() -> None:
 
 def test_a_cut_output_names_its_recall_handle_under_recall() -> None:
     messages = [SYSTEM, TASK, *step([log(3000, 2)])]
-    result = fit(messages, 600, COUNTER, Policy(recall=True))
+    result = fit(
+        FitRequest(messages=messages, budget=600, counter=COUNTER, policy=Policy(recall=True))
+    )
     first = result.messages[-1]["content"].split("\n", 1)[0]
     assert first.startswith(CUT_MARK) and "recall: r" in first
 
@@ -131,8 +134,10 @@ def test_under_recall_the_marker_is_priced_with_its_handle(budget: int) -> None:
     at each of these budgets). Priced as sent, it keeps its error line, and about as much as
     a cut without recall."""
     messages = [SYSTEM, TASK, *step([log(3000, 2, errors=(1500,))])]
-    result = fit(messages, budget, COUNTER, Policy(recall=True))
-    plain = fit(messages, budget, COUNTER)
+    result = fit(
+        FitRequest(messages=messages, budget=budget, counter=COUNTER, policy=Policy(recall=True))
+    )
+    plain = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER))
     assert count_prompt(COUNTER, result.messages) <= budget
     out = result.messages[-1]["content"]
     first = out.split("\n", 1)[0]
@@ -187,7 +192,7 @@ def test_what_a_cut_left_out_is_its_part_to_recall() -> None:
 
 def test_an_output_with_no_text_is_never_cut() -> None:
     shot = {"role": "tool", "tool_call_id": "c0", "content": None}
-    assert cut_step([shot], [0], 500, COUNTER) is None
+    assert cut_step([shot], [0], Aim(500), COUNTER) is None
 
 
 MARKER = 50  # tokens, about, of a cut output's marker and frame: the rooms' scale
@@ -230,7 +235,9 @@ def test_no_refusal_while_the_markers_fit(
     sized = [(COUNTER.message(m), m) for m in tail]
     budget = frame + sum(min(size, least(m, COUNTER, recall)) for size, m in sized) + n * extra
     room_for_errors = frame + sum(min(size, least(m, COUNTER, recall, True)) for size, m in sized)
-    result = fit(messages, budget, COUNTER, Policy(recall=recall))  # never DoesNotFit
+    result = fit(
+        FitRequest(messages=messages, budget=budget, counter=COUNTER, policy=Policy(recall=recall))
+    )  # never DoesNotFit
     kept = result.messages
     assert count_prompt(COUNTER, kept) <= budget
     assert pairs_whole(kept)
@@ -306,7 +313,7 @@ def test_a_large_task_and_one_large_step_share_the_cut() -> None:
     newest = step([log(400, 7, errors=(200,))])
     messages = [SYSTEM, task, *newest]
     budget = 1500
-    result = fit(messages, budget, COUNTER, atomic_current=True)
+    result = fit(FitRequest(messages=messages, budget=budget, counter=COUNTER, atomic_current=True))
     kept = result.messages
     assert count_prompt(COUNTER, kept) <= budget
     assert "task_middle_cut" in result.actions

@@ -4,6 +4,7 @@ request, gives the previous forwarded prompt followed by the new messages, byte 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -26,7 +27,7 @@ def test_a_replayed_cut_keeps_replacements_and_drops_what_it_dropped() -> None:
     sent = [{"role": "system", "content": "rules"}, *chat(6)]
     summary = {"role": "user", "content": "[summary of turns 0-3]"}
     forwarded = [sent[0], summary, sent[5], sent[6]]
-    recipe = record(sent, forwarded, ["summarize"], 900, digest, "created c1")
+    recipe = replace(record(sent, forwarded, ["summarize"], 900, digest), checkpoint="created c1")
     assert recipe.parts == (0, summary, 5, 6)
     # The client resends its whole history (new objects, same content) plus two turns.
     again = [dict(m) for m in sent] + chat(2, start=6)
@@ -49,7 +50,9 @@ def test_a_changed_history_is_not_replayed() -> None:
 def test_encoding_round_trips_and_rejects_malformed_blobs() -> None:
     sent = chat(4)
     cleared = {"role": "tool", "tool_call_id": "c", "content": "[output cleared]"}
-    recipe = record(sent, [cleared, sent[2], sent[3]], ["clear"], 700, digest, "reused k")
+    recipe = replace(
+        record(sent, [cleared, sent[2], sent[3]], ["clear"], 700, digest), checkpoint="reused k"
+    )
     assert decode(encode(recipe)) == recipe
     for raw in (
         b"",

@@ -12,7 +12,8 @@ ledger.py         the ledger of what a cut removed, after the instructions (room
 sticky_replay.py  a conversation's last cut replayed with the new messages appended
 deep_cuts.py      how deep a fresh cut goes to leave room for growth; the next summary prepared
 summary_context.py  what the summarizer needs of a request
-planner_state.py  what the planner draws on between requests: settings, compactor, memories
+planner_state.py  what the planner draws on between requests: settings, compactor, memories;
+                  one request's Attempt (its count, counter, dry run), which the parts pass
 off_loop.py       counting and fitting in a worker thread for a body with much that is new
 postcondition.py  what every plan keeps, checked before it is written (else the safe plan)
 """

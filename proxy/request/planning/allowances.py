@@ -31,25 +31,17 @@ from proxy.formats.responses_items import envelope_text
 from proxy.request.budget import output_floor
 from proxy.request.planning.fit_to_budget import fitted
 from proxy.request.planning.plan import Plan
-from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.planner_state import Attempt
 from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.step_cut import ERRORS_SHORT
-from strategies.tokens import MemoCounter
 
 # The share of a reply reserve the newest step's error lines may take, when a cut would
 # otherwise give them up.
 ERROR_LINES_SHARE = 0.5
 
 
-async def fitted_or_uncertain(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    tokens: int,
-    memo: MemoCounter,
-    dry_run: bool,
-) -> Plan:
+async def fitted_or_uncertain(attempt: Attempt, budget: Budget) -> Plan:
     """The fitted plan. A request is refused only when even what must be kept cannot fit
     the window by the most favourable count, beside the output limit the client asked
     for. A reply reserve the client did not ask for, or a limit it asked for that the
@@ -66,47 +58,50 @@ async def fitted_or_uncertain(
     reply nothing whenever the count is right (a Claude Code session: a refusal and a
     retry per request, each retry's reply limited to a few hundred tokens). A team's
     ``max_context_tokens`` is a hard cap: no allowance is given past it."""
+    req, tokens = attempt.req, attempt.before
+    ratio = attempt.planner.settings.trimming.estimate_ratio
     try:
-        return await fitted(planner, req, budget, tokens, memo, dry_run)
+        return await fitted(attempt, budget)
     except ContextTooLarge as certain:
         # An exact count is over the upstream's by its envelopes alone: the reply reserve
         # gives way first, then that gap, before the newest step's outputs are cut.
         exact = req.spec.pricing.exact
-        loose = None if exact else _loose(planner, req, budget, tokens)
+        loose = None if exact else _loose(req, budget, tokens, ratio)
         asked = req.fmt.requested_output(req.payload)
         # A large reply limit the policy lowers gives way first, once the count is known.
         giving = req.calibrated and output_floor(req, asked) is not None
         if loose is not None and not giving:
-            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+            plan = await _uncertain(attempt, budget, loose)
             if plan is not None:
                 return plan
         try:
-            return await roomy(planner, req, budget, tokens, memo, dry_run)
+            return await roomy(attempt, budget)
         except ContextTooLarge:
             pass
-        if exact and (loose := _loose(planner, req, budget, tokens)) is not None:
-            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+        if exact and (loose := _loose(req, budget, tokens, ratio)) is not None:
+            plan = await _uncertain(attempt, budget, loose)
             if plan is not None:
                 return plan
         try:  # the last resort: the newest step's largest outputs cut (strategies/step_cut.py)
-            return await roomy(planner, req, budget, tokens, memo, dry_run, cut_newest=True)
+            return await roomy(attempt, budget, cut_newest=True)
         except ContextTooLarge:
             pass
         if loose is not None and giving and not exact:
-            plan = await _uncertain(planner, req, budget, loose, tokens, memo, dry_run)
+            plan = await _uncertain(attempt, budget, loose)
             if plan is not None:
                 return plan
         raise certain from None
 
 
-def _loose(planner: PlannerState, req: WireRequest, budget: Budget, tokens: int) -> Budget | None:
+def _loose(req: WireRequest, budget: Budget, tokens: int, estimate_ratio: float) -> Budget | None:
     """``budget`` with the count's known error given to its window (never past a team's
-    cap): an estimate's ratio, and, until the upstream's answers have calibrated the count,
+    cap): an estimate's ratio (``estimate_ratio``: the trimming settings'), and, until the
+    upstream's answers have calibrated the count,
     what it charges that the upstream may not count (``uncounted``). None when that gives
     nothing."""
     loose_window = budget.window
     if not req.spec.pricing.exact:
-        loose_window = math.floor(budget.window * planner.settings.trimming.estimate_ratio)
+        loose_window = math.floor(budget.window * estimate_ratio)
     if not req.calibrated and tokens > 0:
         # The envelopes' share of the request's count, of the window: what is kept of it
         # is over the upstream's count by about that share, not by all the request's.
@@ -132,35 +127,19 @@ def uncounted(req: WireRequest) -> int:
     return max(0, counter.message({"content": text}) - counter.message({}))
 
 
-async def _uncertain(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    loose: Budget,
-    tokens: int,
-    memo: MemoCounter,
-    dry_run: bool,
-) -> Plan | None:
+async def _uncertain(attempt: Attempt, budget: Budget, loose: Budget) -> Plan | None:
     """The plan fitted to the ``loose`` window, its large asked limit set by ``budget``'s
     own (``within``); None when even the loose window cannot hold what must be kept."""
     try:
-        plan = await roomy(planner, req, loose, tokens, memo, dry_run)
+        plan = await roomy(attempt, loose)
     except ContextTooLarge:
         return None
-    plan = within(req, budget, plan, loose)
+    plan = within(attempt.req, budget, plan, loose)
     plan.actions.append("uncertain-forwarded")
     return plan
 
 
-async def roomy(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    tokens: int | None,
-    memo: MemoCounter | None,
-    dry_run: bool,
-    cut_newest: bool = False,
-) -> Plan:
+async def roomy(attempt: Attempt, budget: Budget, cut_newest: bool = False) -> Plan:
     """The fitted plan; when what must be kept does not fit beside a reply reserve the
     client did not ask for, the reserve (then the safety margin) shrinks by what is
     missing, as often as that helps: the upstream takes a prompt that leaves less room for
@@ -169,32 +148,24 @@ async def roomy(
     may take more than the reserve leaves)."""
     while True:
         try:
-            plan = await fitted(planner, req, budget, tokens, memo, dry_run, cut_newest)
+            plan = await fitted(attempt, budget, cut_newest)
         except ContextTooLarge as exc:
-            roomier = _roomier(req, budget, exc, split=cut_newest)
+            roomier = _roomier(attempt.req, budget, exc, split=cut_newest)
             if roomier is None:
                 raise
             budget = roomier
             continue
-        return await _with_error_lines(planner, req, budget, plan, tokens, memo, dry_run)
+        return await _with_error_lines(attempt, budget, plan)
 
 
-async def _with_error_lines(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    plan: Plan,
-    tokens: int | None,
-    memo: MemoCounter | None,
-    dry_run: bool,
-) -> Plan:
+async def _with_error_lines(attempt: Attempt, budget: Budget, plan: Plan) -> Plan:
     """``plan``, or, when its cut of the newest step gave up error lines (a failing test's
     line, a traceback) for want of a few tokens, the plan made with the reply reserve lowered
     by them, up to half of it (``ERROR_LINES_SHARE``): a reserve the client did not ask
     for, or a limit it asked for that the policy lowers (``lower_max_tokens``, which would
     halve it to keep the outputs' markers). What the model acts on next outranks a few tokens
     of a reply's room."""
-    first = plan
+    req, first = attempt.req, plan
     asked = req.fmt.requested_output(req.payload)
     if plan.fit is None or (asked is not None and not req.policy.config.lower_max_tokens):
         return plan
@@ -209,7 +180,7 @@ async def _with_error_lines(
             return first
         lower = replace(budget, reserve=budget.reserve - given)
         try:
-            plan = await fitted(planner, req, lower, tokens, memo, dry_run, cut_newest=True)
+            plan = await fitted(attempt, lower, cut_newest=True)
         except ContextTooLarge:
             return first
     return plan if not _short(plan) else first

@@ -24,7 +24,7 @@ from proxy.request.planning.allowances import fitted_or_uncertain
 from proxy.request.planning.deep_cuts import prepare
 from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan
-from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.planner_state import PlannerState, attempt_of
 from proxy.summaries.decision import on_request, soft_limit, summarizes
 from proxy.wire import WireRequest
 from strategies.budget import Budget, byte_bound
@@ -69,7 +69,8 @@ async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_
     tokens = sum(counts) + memo.priming
     planner.recent.keep(key, model, messages, counts, entry_bytes(fmt, len(req.body), len(counts)))
     if tokens > budget.messages or req.policy.engine.repair_tool_calls:
-        return await fitted_or_uncertain(planner, req, budget, tokens, memo, dry_run)
+        attempt = attempt_of(planner, req, tokens, memo, dry_run)
+        return await fitted_or_uncertain(attempt, budget)
     config = req.policy.config
     step = on_request(tokens, budget.messages, config, req.session_memory, req.client_compaction)
     if step == "prepare" and planner.compactor is not None and not dry_run:

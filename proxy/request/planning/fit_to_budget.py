@@ -18,61 +18,77 @@ requests before the next cut (strategies/cost.py: cut_share).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from proxy.errors import ContextTooLarge
 from proxy.request.conversations import Fingerprint, extends, message_digest
 from proxy.request.planning.deep_cuts import deeper, last_prompt
-from proxy.request.planning.ledger import Reserved, add_ledger, reserve, summary_front
+from proxy.request.planning.ledger import (
+    LedgerCut,
+    Reserved,
+    add_ledger,
+    reserve,
+    summary_front,
+)
 from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan, plan_of_fit
-from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.planner_state import Attempt
 from proxy.request.planning.sticky_replay import replay_last_cut
 from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
 from proxy.summaries.decision import on_request
 from proxy.windows.advice import frame_note
-from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.cost import cut_share
-from strategies.engine import Fit, fit
+from strategies.engine import Fit, FitRequest, fit
 from strategies.errors import DoesNotFit
 from strategies.messages import last_user_index, leading_count
 from strategies.step_cut import STEP_CUT
 from strategies.sticky import record
-from strategies.tokens import MemoCounter, count_prompt
+from strategies.tokens import MemoCounter
 
 
-async def fitted(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    tokens: int | None = None,
-    memo: MemoCounter | None = None,
-    dry_run: bool = False,
-    cut_newest: bool = False,
-) -> Plan:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CutTo:
+    """Where a cut goes: ``budget``, a deep cut's target or the request's own (``full``: what is
+    reported, and what the output limit is settled against); the conversation's last
+    forwarded prompt (``last``), whose prefix the engine keeps when it can; the key the cut is
+    remembered under for the next requests to replay (``sticky``; None: not remembered); and
+    whether the newest step's outputs may be cut when it cannot fit whole (``cut_newest``: the
+    last resort, which the caller asks for once its own allowances are spent)."""
+
+    budget: Budget
+    full: Budget
+    last: Fingerprint | None = None
+    sticky: str | None = None
+    cut_newest: bool = False
+
+    @property
+    def deep(self) -> bool:
+        """Whether the cut aims under the request's own budget (a deep cut)."""
+        return self.budget is not self.full
+
+
+async def fitted(attempt: Attempt, budget: Budget, cut_newest: bool = False) -> Plan:
     """Compact (checkpoint, then the engine's fit) from the original messages.
     ``cut_newest``: when the newest step cannot fit whole, its largest outputs are cut
     (strategies/step_cut.py) rather than the request refused: the last resort, which the
     caller asks for once its own allowances are spent."""
-    counter = memo or MemoCounter(req.counter())
-    original = req.view.messages
-    before = tokens if tokens is not None else count_prompt(counter, original)
+    planner, req, dry_run = attempt.planner, attempt.req, attempt.dry_run
     sticky = None if dry_run else sticky_key(planner.cuts, req)
     if sticky is not None:
-        replayed = await replay_last_cut(planner, req, sticky, budget, before, counter)
+        replayed = await replay_last_cut(attempt, sticky, budget)
         if replayed is not None:
             return replayed
     last = None if dry_run else await last_prompt(planner, req)
-    deep = None if sticky is None else deeper(req, budget, before, last, counter)
+    deep = None if sticky is None else deeper(req, budget, attempt.before, last, attempt.counter)
     if deep is not None:
         # Cut deep enough that the next requests only append (they replay this cut); when
         # what must be kept does not fit that deep, the cut is made to the budget itself.
         try:
-            return await cut(planner, req, deep, budget, before, counter, last, sticky, dry_run)
+            return await cut(attempt, CutTo(budget=deep, full=budget, last=last, sticky=sticky))
         except ContextTooLarge as exc:
             # The deep target counts the protected messages alone; what the policy keeps
             # besides them (a system message mid-conversation: Claude Code's attachments)
@@ -86,39 +102,27 @@ async def fitted(
             again = replace(budget, margin=budget.margin + budget.messages - deepest)
             try:
                 return await cut(
-                    planner, req, again, budget, before, counter, last, sticky, dry_run
+                    attempt, CutTo(budget=again, full=budget, last=last, sticky=sticky)
                 )
             except ContextTooLarge:
                 pass
-    return await cut(
-        planner, req, budget, budget, before, counter, last, sticky, dry_run, cut_newest
-    )
+    to = CutTo(budget=budget, full=budget, last=last, sticky=sticky, cut_newest=cut_newest)
+    return await cut(attempt, to)
 
 
-async def cut(
-    planner: PlannerState,
-    req: WireRequest,
-    budget: Budget,
-    full: Budget,
-    before: int,
-    counter: MemoCounter,
-    last: Fingerprint | None,
-    sticky: str | None,
-    dry_run: bool,
-    cut_newest: bool = False,
-) -> Plan:
-    """Summary checkpoint, then the engine's fit, to ``budget`` (``full`` is the request's
-    own budget: what is reported, and what the output limit is settled against;
-    ``cut_newest``: see ``fitted``)."""
+async def cut(attempt: Attempt, to: CutTo) -> Plan:
+    """Summary checkpoint, then the engine's fit, to ``to.budget``."""
+    planner, req, counter, before = attempt.planner, attempt.req, attempt.counter, attempt.before
+    budget, full = to.budget, to.full
     original = req.view.messages
     messages, checkpoint, actions, pending = original, None, [], 0
     config = req.policy.config
     step = on_request(before, budget.messages, config, req.session_memory, req.client_compaction)
     if step == "compact" and planner.compactor is not None:
         ctx = await off_loop(work_of(req), summary_context, planner.settings, req, budget, counter)
-        deep = budget.messages if budget is not full else None
+        deep = budget.messages if to.deep else None
         compacted = await planner.compactor.compact(
-            original, full.messages, ctx, req.session_memory, dry_run, deep
+            original, full.messages, ctx, req.session_memory, attempt.dry_run, deep
         )
         if compacted is not None:
             messages, actions = compacted.messages, ["summarize"]
@@ -127,47 +131,49 @@ async def cut(
             pending = compacted.pending_tokens
     # A dry run leaves room for the summary its placeholder stands for.
     fit_budget = replace(budget, margin=budget.margin + pending) if pending else budget
-    share = 0.0 if budget is not full else None  # a deep cut needs no grid on top
     try:
         # The summary is kept whatever else goes: it stands for everything before it.
         sent = {id(m) for m in original}
         summary = frozenset(id(m) for m in messages if id(m) not in sent)
-        tokens = before if messages is original else None  # counted already
-        fitting = partial(engine_fit, messages, req=req, counter=counter, last=last, share=share)
+        call = EngineCall(
+            attempt=attempt,
+            messages=messages,
+            kept=summary,
+            tokens=before if messages is original else None,  # counted already
+            last=to.last,
+            share=0.0 if to.deep else None,  # a deep cut needs no grid on top
+        )
         # Room for the ledger of what the cut removes (quoted without a model: the floor
         # under the summary), unless what must be kept needs it.
         # A deep cut's target is for what it keeps verbatim: its ledger goes on top, within
         # the request's own budget (the ledger is the same bytes while the cut is replayed, so
         # it costs the growth room no more than the verbatim tail would).
-        whole = fit_budget if budget is full else replace(full, margin=full.margin + pending)
-        reserved: Reserved | None = await off_loop(
-            work_of(req), reserve, req, original, before, fit_budget, full, counter, messages, whole
+        whole = fit_budget if not to.deep else replace(full, margin=full.margin + pending)
+        ledger = LedgerCut(
+            req=req, counter=counter, before=before, budget=fit_budget, full=full, whole=whole
         )
+        reserved: Reserved | None = await off_loop(work_of(req), reserve, ledger, messages)
         room = reserved.tokens if reserved is not None else 0
         try:
             deeper_by = max(0, fit_budget.messages + room - whole.messages)
-            result = await fitting(
-                replace(fit_budget, margin=fit_budget.margin + deeper_by),
-                kept=summary,
-                tokens=tokens,
+            result = await engine_fit(
+                call, replace(fit_budget, margin=fit_budget.margin + deeper_by)
             )
         except ContextTooLarge:
-            if not room and budget is not full:
+            if not room and to.deep:
                 raise  # a deep cut: the cut to the budget itself comes next
             reserved = None  # what must be kept needs it: the ledger gets what the fit leaves
             try:
-                result = await fitting(fit_budget, kept=summary, tokens=tokens)
+                result = await engine_fit(call, fit_budget)
             except ContextTooLarge:
-                if budget is not full or not cut_newest:
+                if to.deep or not to.cut_newest:
                     raise
                 # The last resort before a refusal: the newest step's largest outputs are
                 # cut (strategies/step_cut.py), never before the ledger's room, a deep
                 # target, a sticky replay or the caller's allowances have given way.
-                result = await fitting(fit_budget, kept=summary, tokens=tokens, cut_newest=True)
+                result = await engine_fit(call, fit_budget, cut_newest=True)
         front = summary_front(messages, original) if summary else frozenset()
-        result = await off_loop(
-            work_of(req), add_ledger, req, original, result, whole, full, counter, reserved, front
-        )
+        result = await off_loop(work_of(req), add_ledger, ledger, result, reserved, front)
     except ContextTooLarge as exc:
         exc.before, exc.budget = before, full.messages
         exc.counted = "exact" if req.spec.pricing.exact else "estimate"
@@ -177,6 +183,7 @@ async def cut(
     # A cut inside the newest step is made afresh for each request (the next one's newest
     # step is another), never replayed.
     replayable = not any(a.startswith(STEP_CUT) for a in actions)
+    sticky = to.sticky
     if (
         sticky is not None
         and planner.cuts is not None
@@ -187,42 +194,52 @@ async def cut(
         cut_by = (original, result.messages, actions, full.messages, message_digest)
         recipe = await off_loop(work_of(req), record, *cut_by)
         planner.cuts.remember(sticky, replace(recipe, checkpoint=checkpoint), req.owner)
-    return plan_of_fit(req, full, before, result, actions, checkpoint, planner.recalls, dry_run)
+    return plan_of_fit(attempt, full, result, actions, checkpoint)
 
 
-async def engine_fit(
-    messages: list[Any],
-    budget: Budget,
-    req: WireRequest,
-    counter: MemoCounter,
-    last: Fingerprint | None = None,
-    share: float | None = None,
-    kept: frozenset[int] = frozenset(),
-    tokens: int | None = None,
-    cut_newest: bool = False,
-) -> Fit:
-    """The engine's fit, in a worker thread when the body has much that is new
-    (``off_loop``); ``tokens``: the messages' count, when made already by ``counter``;
-    ``cut_newest``: the newest step's outputs may be cut when it cannot fit whole."""
-    prices = req.spec.prices
-    if share is None and prices:
-        share = cut_share(prices, growth(messages, counter), budget.messages)
-    try:
-        return await off_loop(
-            work_of(req),
-            fit,
-            messages,
-            budget.messages,
-            counter,
-            req.policy.engine,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineCall:
+    """What a cut asks of the engine, whatever the budget it tries: the messages (a summary's
+    view, or the original ones), the ids kept whatever goes (the summary's), their count when
+    made already, the conversation's last forwarded prompt, and the cut share (None: the
+    model's prices decide it; 0: a deep cut needs no grid on top)."""
+
+    attempt: Attempt
+    messages: list[Any]
+    kept: frozenset[int] = frozenset()
+    tokens: int | None = None
+    last: Fingerprint | None = None
+    share: float | None = None
+
+    def request(self, budget: Budget, cut_newest: bool = False) -> FitRequest:
+        """The engine's request for a fit to ``budget``."""
+        req, counter, share = self.attempt.req, self.attempt.counter, self.share
+        prices = req.spec.prices
+        if share is None and prices:
+            share = cut_share(prices, growth(self.messages, counter), budget.messages)
+        last = self.last
+        return FitRequest(
+            messages=self.messages,
+            budget=budget.messages,
+            counter=counter,
+            tokens=self.tokens,
+            pinned=req.pinned | self.kept,
             atomic_current=req.view.atomic_current,
-            pinned=req.pinned | kept,
             continuing=req.view.continuing,
+            policy=req.policy.engine,
             cut_share=share,
-            keeps_prefix=None if last is None else partial(extends, last),
-            tokens=tokens,
             cut_newest=cut_newest,
+            keeps_prefix=None if last is None else partial(extends, last),
         )
+
+
+async def engine_fit(call: EngineCall, budget: Budget, cut_newest: bool = False) -> Fit:
+    """The engine's fit, in a worker thread when the body has much that is new
+    (``off_loop``); ``cut_newest``: the newest step's outputs may be cut when it cannot fit
+    whole. A refusal names what must be kept (``ContextTooLarge``)."""
+    req, counter, messages = call.attempt.req, call.attempt.counter, call.messages
+    try:
+        return await off_loop(work_of(req), fit, call.request(budget, cut_newest))
     except DoesNotFit as exc:
         taken = budget.messages - exc.limit
         # The client's own frame (its instructions and tool definitions), which is never cut:

@@ -32,25 +32,33 @@ def cap(req: WireRequest, full: Budget) -> int:
     return min(int(full.messages * req.policy.engine.ledger_share), MAX_TOKENS)
 
 
-def reserve(
-    req: WireRequest,
-    original: list[Message],
-    before: int,
-    budget: Budget,
-    full: Budget,
-    counter: MemoCounter,
-    compacted: list[Message] | None = None,
-    whole: Budget | None = None,
-) -> Reserved:
-    """Tokens to keep free for the ledger of a cut of ``original`` (``before`` tokens) to
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerCut:
+    """The cut a ledger goes with: the request, its counter and its original messages' count
+    (``before``), the budget the engine fits to (``budget``: a deep cut's target, or the
+    request's own), the request's own (``full``: what caps the ledger), and what the ledger
+    and the messages kept share (``whole``: the request's budget when ``budget`` is a deep
+    cut's target, else ``budget``)."""
+
+    req: WireRequest
+    counter: MemoCounter
+    before: int
+    budget: Budget
+    full: Budget
+    whole: Budget
+
+
+def reserve(cutting: LedgerCut, compacted: list[Message] | None = None) -> Reserved:
+    """Tokens to keep free for the ledger of a cut of the request's messages to its
     ``budget``: the ledger of the messages the cut will remove, within the cap and what the
-    messages kept whatever leave of ``whole`` (the request's budget, when ``budget`` is a deep
-    cut's target). ``compacted``: the messages the engine fits, when a summary replaced some
-    of ``original`` (they are removed; the summary is kept whatever goes)."""
-    most = cap(req, full)
+    messages kept whatever leave of its ``whole``. ``compacted``: the messages the engine
+    fits, when a summary replaced some of the original ones (they are removed; the summary is
+    kept whatever goes)."""
+    req, counter, budget, whole = cutting.req, cutting.counter, cutting.budget, cutting.whole
+    original, before = req.view.messages, cutting.before
+    most = cap(req, cutting.full)
     if most <= 0:  # the ledger off: none of the work below
         return NONE
-    whole = whole or budget
     compacted = original if compacted is None else compacted
     sent = {id(m) for m in original}
     kept = {id(m) for m in compacted}
@@ -63,7 +71,7 @@ def reserve(
     must = counter.priming + pinned + sum(counter.message(original[i]) for i in guard)
     most = min(most, whole.messages - must)
     if most <= 0:
-        return Reserved(0, guard)
+        return Reserved(tokens=0, guard=guard)
     lead = leading_count(original)
     # The oldest first, as the cut removes them, as far as the cut must go for the budget and
     # the ledger itself: a ledger of messages the cut keeps would be room kept for nothing.
@@ -78,34 +86,32 @@ def reserve(
             candidates.append(i)
             removing += counter.message(original[i])
     if not candidates:
-        return Reserved(0, guard)
+        return Reserved(tokens=0, guard=guard)
     text = fitted(extract(original, candidates, view.continuing), most, counter)
     if text is None:
-        return Reserved(0, guard)
-    return Reserved(counter.message(_message(req, text)), guard, candidates, text)
+        return Reserved(tokens=0, guard=guard)
+    tokens = counter.message(_message(req, text))
+    return Reserved(tokens=tokens, guard=guard, indices=candidates, text=text)
 
 
 def add_ledger(
-    req: WireRequest,
-    original: list[Message],
+    cutting: LedgerCut,
     result: Fit,
-    budget: Budget,
-    full: Budget,
-    counter: MemoCounter,
     reserved: Reserved | None = None,
     front: frozenset[int] = frozenset(),
 ) -> Fit:
-    """``result`` (a fit of ``original`` to ``budget``) with the ledger of what it removed,
+    """``result`` (a fit of the request's messages) with the ledger of what it removed,
     within the room ``reserve`` kept for it (``reserved``; None: the room the fit left) and the
     cap (the reserve's own ledger when the cut removed just what it counted on); it goes
     after ``front`` (``summary_front``), else after the leading instructions.
     Room the fit left beyond what was kept is the conversation's room to grow in: a cut made
     cache-friendly leaves it so the next requests replay the cut, and a ledger filling it
-    would have them cut afresh."""
-    room = budget.messages - result.tokens_after
+    would have them cut afresh. The room is what the fit left of the cut's ``whole``."""
+    req, counter, original = cutting.req, cutting.counter, cutting.req.view.messages
+    room = cutting.whole.messages - result.tokens_after
     if reserved is not None:
         room = min(room, reserved.tokens)
-    most = min(cap(req, full), room)
+    most = min(cap(req, cutting.full), room)
     # What the cut removed; the protected messages it rewrote (a running task's statement cut
     # in its middle) are still there, and say so themselves.
     guard = reserved.guard if reserved is not None else _guard(req, original)
@@ -139,7 +145,7 @@ def add_ledger(
     return result
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reserved:
     """The room ``reserve`` kept (``tokens``), the indices it kept out of the ledger (the
     instructions, the task and its newest step), and the ledger it counted on: of
@@ -151,7 +157,7 @@ class Reserved:
     text: str | None = None
 
 
-NONE = Reserved(0)
+NONE = Reserved(tokens=0)
 
 
 def _guard(req: WireRequest, original: list[Message]) -> set[int]:

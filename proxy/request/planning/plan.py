@@ -14,6 +14,7 @@ import orjson
 
 from proxy.formats.recall import offer, reserved
 from proxy.request.budget import settled
+from proxy.request.planning.planner_state import Attempt
 from proxy.request.recall import RecallMemory, originals, recall_key
 from proxy.wire import WireRequest
 from strategies.budget import Budget
@@ -61,16 +62,12 @@ class Plan:
 
 
 def plan_of_fit(
-    req: WireRequest,
-    budget: Budget,
-    before: int,
-    result: Fit,
-    actions: list[str],
-    checkpoint: str | None,
-    recalls: RecallMemory | None,
-    dry_run: bool = False,
+    attempt: Attempt, budget: Budget, result: Fit, actions: list[str], checkpoint: str | None
 ) -> Plan:
-    """The plan that forwards ``result``: the original bytes when nothing changed."""
+    """The plan that forwards ``result`` (of ``attempt``, to ``budget``; ``actions``: what
+    made it, the summary's with the fit's): the original bytes when nothing changed."""
+    req, before = attempt.req, attempt.before
+    recalls, dry_run = attempt.planner.recalls, attempt.dry_run
     counted = "exact" if req.spec.pricing.exact else "estimate"
     output = settled(req, budget, result.tokens_after)
     payload = req.payload

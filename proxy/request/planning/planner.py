@@ -20,16 +20,16 @@ from proxy.errors import ContextTooLarge
 from proxy.request.budget import budget_for
 from proxy.request.planning.allowances import roomy
 from proxy.request.planning.first_sight import first_sight
-from proxy.request.planning.fit_to_budget import cut
+from proxy.request.planning.fit_to_budget import CutTo, cut
 from proxy.request.planning.plan import Plan
-from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.planner_state import PlannerState, attempt_of
 from proxy.request.planning.postcondition import violation
 from proxy.request.planning.summary_context import summary_context
 from proxy.request.sticky_cuts import sticky_key
 from proxy.summaries import Context
 from proxy.wire import WireRequest
 from strategies.budget import Budget
-from strategies.tokens import MemoCounter, count_prompt
+from strategies.tokens import MemoCounter
 
 log = logging.getLogger("contextwarden.plan")
 
@@ -64,7 +64,8 @@ class Planner(PlannerState):
         window cannot hold whole has its outputs cut, and a reply reserve is shared with
         them when the instructions leave less (Codex's default model at a 16k window
         unlisted, whose window the refusals teach). The plan keeps the post-condition."""
-        plan = await roomy(self, req, budget, tokens, memo, dry_run, cut_newest=True)
+        attempt = attempt_of(self, req, tokens, memo, dry_run)
+        plan = await roomy(attempt, budget, cut_newest=True)
         return await self._guarded(req, plan, dry_run)
 
     def budget(self, req: WireRequest, window: int) -> Budget:
@@ -96,16 +97,12 @@ class Planner(PlannerState):
         sticky replay and no deeper target (its cut is remembered, so the next requests replay
         it); None when even that does not fit."""
         assert plan.budget is not None
-        counter = MemoCounter(req.counter())
-        before = plan.tokens_before
-        if before is None:
-            before = count_prompt(counter, req.view.messages)
+        attempt = attempt_of(self, req, plan.tokens_before, MemoCounter(req.counter()), dry_run)
         sticky = None if dry_run else sticky_key(self.cuts, req)
         budget = plan.budget
+        to = CutTo(budget=budget, full=budget, sticky=sticky, cut_newest=True)
         try:  # the last resort included: a newest step too large is cut, not sent whole
-            return await cut(
-                self, req, budget, budget, before, counter, None, sticky, dry_run, cut_newest=True
-            )
+            return await cut(attempt, to)
         except ContextTooLarge:
             return None
 

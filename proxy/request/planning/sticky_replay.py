@@ -10,28 +10,21 @@ from proxy.request.conversations import message_digest
 from proxy.request.planning.deep_cuts import prepare
 from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.plan import Plan, plan_of_fit
-from proxy.request.planning.planner_state import PlannerState
+from proxy.request.planning.planner_state import Attempt
 from proxy.summaries.decision import soft_limit, summarizes
-from proxy.wire import WireRequest
 from strategies.budget import Budget
 from strategies.engine import Fit
 from strategies.repair import repair_tool_calls
 from strategies.sticky import replay
-from strategies.tokens import MemoCounter, count_prompt
+from strategies.tokens import count_prompt
 
 
-async def replay_last_cut(
-    planner: PlannerState,
-    req: WireRequest,
-    key: str,
-    budget: Budget,
-    before: int,
-    counter: MemoCounter,
-) -> Plan | None:
+async def replay_last_cut(attempt: Attempt, key: str, budget: Budget) -> Plan | None:
     """The conversation's last cut replayed with the new messages appended, when that fits
     (and the budget has not grown by a cache grid step since the cut: a calibrated window
     moves a little from request to request); None: cut afresh. Past the soft limit,
     the next summary is prepared in the background, for when the replay stops fitting."""
+    planner, req, counter, before = attempt.planner, attempt.req, attempt.counter, attempt.before
     assert planner.cuts is not None
     recipe = await planner.cuts.recall(key)
     grid = req.policy.engine.cache_cut_share
@@ -54,5 +47,11 @@ async def replay_last_cut(
     actions = [*recipe.actions, "sticky"]
     checkpoint = recipe.checkpoint
     reused = checkpoint.replace("created", "reused", 1) if checkpoint else None
-    result = Fit(messages, before, tokens, budget.messages, list(actions))
-    return plan_of_fit(req, budget, before, result, actions, reused, planner.recalls)
+    result = Fit(
+        messages=messages,
+        tokens_before=before,
+        tokens_after=tokens,
+        budget=budget.messages,
+        actions=list(actions),
+    )
+    return plan_of_fit(attempt, budget, result, actions, reused)

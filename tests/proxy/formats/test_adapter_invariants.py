@@ -18,7 +18,7 @@ from proxy.demo.responses import ResponsesCounter, invalid_items
 from proxy.formats.anthropic import ANTHROPIC
 from proxy.formats.responses import RESPONSES
 from proxy.windows.tokenizers import Tokenizers
-from strategies.engine import DEFAULT_POLICY, fit
+from strategies.engine import DEFAULT_POLICY, FitRequest, fit
 from strategies.errors import DoesNotFit
 from strategies.tokens import MemoCounter, count_prompt
 
@@ -143,7 +143,15 @@ def run(fmt: Any, payload: dict[str, Any], counter: Any, budget: int) -> dict[st
     view = fmt.view(payload)
     memo = MemoCounter(view.counter(counter))
     try:
-        result = fit(view.messages, budget, memo, DEFAULT_POLICY, atomic_current=True)
+        result = fit(
+            FitRequest(
+                messages=view.messages,
+                budget=budget,
+                counter=memo,
+                policy=DEFAULT_POLICY,
+                atomic_current=True,
+            )
+        )
     except DoesNotFit:
         return None
     written = fmt.write(payload, view, result.messages)

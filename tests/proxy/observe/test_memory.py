@@ -20,7 +20,7 @@ from proxy.demo.servers import BackgroundServer
 from proxy.demo.upstream import create_upstream
 from proxy.observe import memory
 from proxy.observe.memory import FLOOR, MIB, SHARES, MemoryBudget
-from proxy.request.conversations import PrefixTracker
+from proxy.request.conversations import Forwarded, PrefixTracker
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
 from proxy.summaries.seen import SeenConversations
@@ -174,7 +174,7 @@ async def test_fingerprints_count_what_they_keep_alive() -> None:
     async def fill() -> PrefixTracker:
         tracker = PrefixTracker()
         for k in range(3000):
-            await tracker.see(f"{k:032x}", MESSAGES, 100 + k, 100 + k, persist=False)
+            await tracker.see(f"{k:032x}", Forwarded(MESSAGES, 100 + k, 100 + k), persist=False)
             await asyncio.sleep(0)  # its answer goes: the fingerprint is finished
         await tracker.drain()
         return tracker
@@ -197,7 +197,13 @@ def test_cuts_and_seen_marks_count_what_they_keep_alive() -> None:
         memory = CutMemory()
         for k in range(2000):
             summary = {"role": "user", "content": f"[summary {k}] " + "done " * 40}
-            recipe = Recipe(9, bytes(16), (0, summary, 7, 8), ("summarize",), 3000)
+            recipe = Recipe(
+                count=9,
+                digest=bytes(16),
+                parts=(0, summary, 7, 8),
+                actions=("summarize",),
+                budget=3000,
+            )
             memory.remember(f"{k:032x}", recipe)
         return memory
 

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.config.settings import load_settings
 from proxy.request import conversations
-from proxy.request.conversations import STORE_PREFIX, PinMemory, PrefixTracker
+from proxy.request.conversations import STORE_PREFIX, Forwarded, PinMemory, PrefixTracker
 from proxy.runtime import Runtime, new_transport
 from proxy.stores import open_store
 
@@ -38,25 +38,29 @@ MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"
 async def test_drain_waits_for_the_background_writes() -> None:
     store = SlowStore()
     tracker = PrefixTracker(store)
-    await tracker.see("c1", MESSAGES, 10, 10, persist=True)
+    await tracker.see("c1", Forwarded(MESSAGES, 10, 10), persist=True)
     assert store.blobs == {}  # written in the background
     await tracker.drain()
     assert len(store.blobs) == 1
     # a fresh tracker (another replica, a restart) finds the fingerprint in the store
     again = PrefixTracker(store)
-    seen = await again.see("c1", [*MESSAGES, {"role": "assistant", "content": "a"}], 12, 12)
+    seen = await again.see(
+        "c1", Forwarded([*MESSAGES, {"role": "assistant", "content": "a"}], 12, 12)
+    )
     assert seen.state == "kept"
 
 
 async def test_a_small_prompt_costs_no_store_round_trip() -> None:
     store = SlowStore()
     tracker = PrefixTracker(store)
-    seen = await tracker.see("c1", MESSAGES, 10, 10, persist=False)
+    seen = await tracker.see("c1", Forwarded(MESSAGES, 10, 10), persist=False)
     await tracker.drain()
     assert seen.state == "new"
     assert store.reads == 0 and store.blobs == {}
     # memory still compares the next one
-    seen = await tracker.see("c1", [*MESSAGES, {"role": "user", "content": "x"}], 12, 12, False)
+    seen = await tracker.see(
+        "c1", Forwarded([*MESSAGES, {"role": "user", "content": "x"}], 12, 12), False
+    )
     assert seen.state == "kept"
 
 
@@ -78,7 +82,7 @@ async def test_a_fingerprint_written_at_shutdown_reaches_the_store(tmp_path: Pat
     lost: 'Cannot operate on a closed database')."""
     settings = load_settings(None, data_dir=str(tmp_path))
     rt = await Runtime.start(settings, new_transport())
-    await rt.prefixes.see("c1", MESSAGES, 10, 10, persist=True)
+    await rt.prefixes.see("c1", Forwarded(MESSAGES, 10, 10), persist=True)
     await rt.stop()  # at once: the write is still in flight
     store = open_store(settings)
     try:
@@ -102,18 +106,20 @@ async def test_a_fingerprint_is_finished_after_the_answer_or_when_asked_first(
     monkeypatch.setattr(conversations, "_digest", counting)
     tracker = PrefixTracker()
     first = [{"role": "system", "content": "s"}, {"role": "user", "content": "one"}]
-    assert (await tracker.see("c1", first, 10, 10, persist=False)).state == "new"
+    assert (await tracker.see("c1", Forwarded(first, 10, 10), persist=False)).state == "new"
     assert digested == []
     await asyncio.sleep(0)
     assert digested == first
     second = [*first, {"role": "assistant", "content": "a"}, {"role": "user", "content": "two"}]
-    assert (await tracker.see("c1", second, 20, 20, persist=False)).state == "kept"
+    assert (await tracker.see("c1", Forwarded(second, 20, 20), persist=False)).state == "kept"
     # No turn of the loop between them: the next request finishes the fingerprint it needs.
     third = [*second, {"role": "assistant", "content": "b"}]
-    assert (await tracker.see("c1", third, 30, 30, persist=False)).state == "kept"
-    assert (await tracker.see("c1", first, 10, 10, persist=False)).state == "broken"  # shorter
+    assert (await tracker.see("c1", Forwarded(third, 30, 30), persist=False)).state == "kept"
+    assert (
+        await tracker.see("c1", Forwarded(first, 10, 10), persist=False)
+    ).state == "broken"  # shorter
     edited = [first[0], {"role": "user", "content": "changed"}]
-    assert (await tracker.see("c1", edited, 10, 10, persist=False)).state == "broken"
+    assert (await tracker.see("c1", Forwarded(edited, 10, 10), persist=False)).state == "broken"
 
 
 async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_still_stored() -> (
@@ -122,13 +128,13 @@ async def test_a_conversation_forgotten_before_its_fingerprint_is_finished_is_st
     store = SlowStore()
     tracker = PrefixTracker(store)
     tracker.memory.resize(conversations.FINGERPRINT_BYTES)  # memory for one conversation
-    await tracker.see("c1", MESSAGES, 10, 10, persist=True)
-    await tracker.see("c2", MESSAGES, 10, 10, persist=True)  # c1 leaves memory at once
+    await tracker.see("c1", Forwarded(MESSAGES, 10, 10), persist=True)
+    await tracker.see("c2", Forwarded(MESSAGES, 10, 10), persist=True)  # c1 leaves memory at once
     await tracker.drain()
     assert sorted(store.blobs) == [STORE_PREFIX + "c1", STORE_PREFIX + "c2"]
     again = PrefixTracker(store)
     longer = [*MESSAGES, {"role": "assistant", "content": "a"}]
-    assert (await again.see("c1", longer, 12, 12)).state == "kept"
+    assert (await again.see("c1", Forwarded(longer, 12, 12))).state == "kept"
 
 
 async def test_a_fingerprint_whose_digest_failed_is_finished_again_whole(
@@ -145,8 +151,8 @@ async def test_a_fingerprint_whose_digest_failed_is_finished_again_whole(
 
     monkeypatch.setattr(conversations, "_digest", flaky)
     tracker = PrefixTracker()
-    await tracker.see("c1", MESSAGES, 10, 10, persist=False)
+    await tracker.see("c1", Forwarded(MESSAGES, 10, 10), persist=False)
     with pytest.raises(RuntimeError):
         tracker._finish("c1", tracker._pending["c1"])  # as the scheduled call would
     longer = [*MESSAGES, {"role": "assistant", "content": "a"}]
-    assert (await tracker.see("c1", longer, 12, 12, persist=False)).state == "kept"
+    assert (await tracker.see("c1", Forwarded(longer, 12, 12), persist=False)).state == "kept"

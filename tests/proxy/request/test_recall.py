@@ -14,7 +14,7 @@ from proxy.formats.recall import RECALL, answer_of, continued, offer, reserved, 
 from proxy.formats.responses import RESPONSES
 from proxy.request.recall import LIMIT, NAMED, NOT_KEPT, RecallMemory, Round, originals, settle
 from proxy.upstreams.forwarding import Reply
-from strategies.engine import Policy, fit
+from strategies.engine import FitRequest, Policy, fit
 from strategies.microcompact import ToolResultMicrocompact
 from strategies.outputs import handle_of
 from strategies.tokens import ChatCounter
@@ -83,7 +83,9 @@ def test_a_step_cut_output_recalls_the_part_it_cut() -> None:
     text = "\n".join(lines)
     sent = [{"role": "user", "content": "fix it"}, *loop(0, text, "build.log")]
     counter = ChatCounter(lambda t: len(O200K.encode_ordinary(t)))
-    forwarded = fit(sent, 1500, counter, Policy(recall=True)).messages
+    forwarded = fit(
+        FitRequest(messages=sent, budget=1500, counter=counter, policy=Policy(recall=True))
+    ).messages
     shown = forwarded[-1]["content"].split("\n")
     found = originals(sent, forwarded)
     handle = NAMED.search(shown[0])

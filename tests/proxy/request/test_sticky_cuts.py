@@ -12,7 +12,11 @@ from proxy.stores import StoreFault, open_store
 from strategies.sticky import Recipe, encode
 
 RECIPE = Recipe(
-    3, b"\x01" * 16, (0, {"role": "user", "content": "[summary]"}, 2), ("summarize",), 900
+    count=3,
+    digest=b"\x01" * 16,
+    parts=(0, {"role": "user", "content": "[summary]"}, 2),
+    actions=("summarize",),
+    budget=900,
 )
 
 
@@ -60,10 +64,25 @@ async def test_memory_is_bounded_and_a_huge_or_unstorable_cut_is_forgotten() -> 
     assert await memory.recall("b") is None  # the least recently used went
     assert await memory.recall("a") == RECIPE and await memory.recall("c") == RECIPE
     assert memory.memory.held == 2 * one
-    huge = Recipe(1, b"\x00" * 16, ({"role": "user", "content": "x" * (5 << 20)},), (), 1)
+    huge = Recipe(
+        count=1,
+        digest=b"\x00" * 16,
+        parts=({"role": "user", "content": "x" * (5 << 20)},),
+        actions=(),
+        budget=1,
+    )
     memory.remember("c", huge)
     assert await memory.recall("c") is None  # the old cut is not replayed either
-    memory.remember("b", Recipe(1, b"\x00" * 16, ({"role": "user", "content": {1, 2}},), (), 1))
+    memory.remember(
+        "b",
+        Recipe(
+            count=1,
+            digest=b"\x00" * 16,
+            parts=({"role": "user", "content": {1, 2}},),
+            actions=(),
+            budget=1,
+        ),
+    )
     assert await memory.recall("b") is None
 
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from proxy.request.conversations import PrefixTracker
+from proxy.request.conversations import Forwarded, PrefixTracker
 from proxy.request.recall import RecallMemory
 from proxy.request.sticky_cuts import CutMemory
 from proxy.stores import StoreFault
@@ -107,7 +107,7 @@ async def test_alternating_replicas_compare_with_the_newest_fingerprint() -> Non
     states = []
     for n in range(1, 7):
         replica, writer = replicas[n % 2], writers[n % 2]
-        seen = await replica.see("conv", turns(n), 10 * n, 10 * n, persist=False)
+        seen = await replica.see("conv", Forwarded(turns(n), 10 * n, 10 * n), persist=False)
         await settle(replica, writer)
         states.append((seen.state, seen.previous_tokens))
     assert states == [("new", 0)] + [("kept", 10 * n) for n in range(1, 6)]
@@ -117,30 +117,34 @@ async def test_a_fingerprint_older_than_memorys_is_not_taken_from_the_store() ->
     store = Shared()
     writer = BlobWriter(store)
     replica = PrefixTracker(writer, shared=True)
-    await replica.see("conv", turns(2), 20, 20)
+    await replica.see("conv", Forwarded(turns(2), 20, 20))
     await settle(replica, writer)
     stale = dict(store.blobs)
-    await replica.see("conv", turns(3), 30, 30)
+    await replica.see("conv", Forwarded(turns(3), 30, 30))
     await settle(replica, writer)
     store.blobs.update(stale)  # the store lost the newest write
-    seen = await replica.see("conv", turns(4), 40, 40)
+    seen = await replica.see("conv", Forwarded(turns(4), 40, 40))
     assert (seen.state, seen.previous_tokens) == ("kept", 30)
 
 
 async def test_without_a_shared_store_memory_answers_alone() -> None:
     store = Shared()
     tracker = PrefixTracker(store)
-    await tracker.see("conv", turns(1), 10, 10, persist=True)
+    await tracker.see("conv", Forwarded(turns(1), 10, 10), persist=True)
     await tracker.drain()
     reads = store.reads
-    assert (await tracker.see("conv", turns(2), 20, 20, persist=True)).state == "kept"
+    assert (await tracker.see("conv", Forwarded(turns(2), 20, 20), persist=True)).state == "kept"
     assert store.reads == reads  # one process on its own file: its memory is the truth
 
 
 async def test_a_replica_replays_the_newest_cut_the_store_holds() -> None:
     store = Shared()
-    old = Recipe(3, b"\x01" * 16, (0, 1, 2), ("truncate_oldest",), 900)
-    new = Recipe(5, b"\x02" * 16, (0, 3, 4), ("truncate_oldest",), 900)
+    old = Recipe(
+        count=3, digest=b"\x01" * 16, parts=(0, 1, 2), actions=("truncate_oldest",), budget=900
+    )
+    new = Recipe(
+        count=5, digest=b"\x02" * 16, parts=(0, 3, 4), actions=("truncate_oldest",), budget=900
+    )
     a, b = CutMemory(store, shared=True), CutMemory(store, shared=True)
     a.remember("conv", old)
     await a.drain()

@@ -34,16 +34,16 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 def ck(i: int, conversation: str = "conv", created: float | None = None) -> Checkpoint:
     return Checkpoint(
-        f"ck{i}-{conversation}",
-        conversation,
-        i,
-        f"h{i}",
-        f"summary {i}",
-        1000,
-        50,
-        FileLists(("a.py",), ("b.py",)),
-        created if created is not None else time.time() + i,
-        None,
+        id=f"ck{i}-{conversation}",
+        conversation=conversation,
+        covers=i,
+        chain_hash=f"h{i}",
+        summary=f"summary {i}",
+        tokens_before=1000,
+        tokens_after=50,
+        files=FileLists(("a.py",), ("b.py",)),
+        created_at=created if created is not None else time.time() + i,
+        previous_id=None,
     )
 
 

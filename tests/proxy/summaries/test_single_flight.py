@@ -14,7 +14,17 @@ from proxy.summaries.single_flight import Flights
 from strategies.checkpoints.chain import Checkpoint
 from strategies.checkpoints.cut import FileLists
 
-CHECKPOINT = Checkpoint("ck1", "conv", 2, "h2", "summary", 100, 10, FileLists(), time.time())
+CHECKPOINT = Checkpoint(
+    id="ck1",
+    conversation="conv",
+    covers=2,
+    chain_hash="h2",
+    summary="summary",
+    tokens_before=100,
+    tokens_after=10,
+    files=FileLists(),
+    created_at=time.time(),
+)
 
 
 def found(candidates: list[Checkpoint]) -> Checkpoint | None:

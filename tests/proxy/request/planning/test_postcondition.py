@@ -13,7 +13,7 @@ import respx
 
 import proxy.request.planning.fit_to_budget as fit_module
 import proxy.request.planning.sticky_replay as replay_module
-from strategies.engine import Fit
+from strategies.engine import Fit, FitRequest
 from tests.proxy.upstreams.test_forwarding import BASE, OK, running
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
@@ -52,8 +52,8 @@ def breaking(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     that breaks the post-condition."""
     real, calls = fit_module.fit, [0]
 
-    def fit(messages: list[Any], *args: Any, **kwargs: Any) -> Fit:
-        result = real(messages, *args, **kwargs)
+    def fit(request: FitRequest) -> Fit:
+        result = real(request)
         calls[0] += 1
         if calls[0] <= times:
             result.messages = [m for m in result.messages if m.get("role") != "tool"]
