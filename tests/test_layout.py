@@ -147,6 +147,27 @@ def test_the_tests_mirror_the_packages() -> None:
     assert not list((ROOT / "tests" / "proxy").glob("test_*.py")), "tests/proxy/ holds layers only"
 
 
+# The request path's core: a change to one of their modules is checked in seconds by its own
+# unit tests, not only by the end-to-end ones (#57).
+UNIT_TESTED = ("edge", "overflow", "request/planning")
+
+
+def test_every_module_of_the_request_paths_core_has_a_test_file_of_its_own() -> None:
+    """Each module of proxy/edge/, proxy/overflow/ and proxy/request/planning/ has
+    tests/proxy/<the same path>/test_<module>.py, holding tests."""
+    missing = []
+    for package in UNIT_TESTED:
+        modules = [m for m in (PROXY / package).glob("*.py") if m.name != "__init__.py"]
+        assert modules, f"proxy/{package}/ holds no modules: UNIT_TESTED is stale"
+        for module in modules:
+            tests = ROOT / "tests" / "proxy" / package / f"test_{module.stem}.py"
+            if not tests.is_file() or not re.search(
+                r"^(async )?def test_", tests.read_text(), re.M
+            ):
+                missing.append(str(tests.relative_to(ROOT)))
+    assert not missing, f"modules without a test file of their own: {sorted(missing)}"
+
+
 def test_every_module_the_readme_names_exists() -> None:
     """The README's map and tables name files that are there: a path as written, a bare
     ``name.py`` somewhere in the tree (a renamed module leaves no stale name behind)."""
