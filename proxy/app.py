@@ -28,6 +28,7 @@ from proxy.edge.traced import fitted
 from proxy.edge.websockets import elsewhere, quiet_denials, serve
 from proxy.errors import (
     BadRequest,
+    Invariant,
     NoRoute,
     NotFound,
     ProxyError,
@@ -281,13 +282,15 @@ def _shape(request: Request) -> str:
 
 
 async def _proxy_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ProxyError)
+    if not isinstance(exc, ProxyError):
+        raise Invariant("the ProxyError handler given another error") from exc
     return error_response(exc, shape=_shape(request))
 
 
 async def _no_route(request: Request, exc: Exception) -> Response:
     """Starlette's 404 and 405 (plain text) in the client's own error shape."""
-    assert isinstance(exc, HTTPException)
+    if not isinstance(exc, HTTPException):
+        raise Invariant("the HTTPException handler given another error") from exc
     if exc.status_code not in (404, 405):
         return Response(exc.detail, exc.status_code, headers=exc.headers)
     refused = NoRoute(exc.status_code, request.method, request.url.path)

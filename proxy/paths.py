@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from proxy.errors import anthropic_error, error_body
+from proxy.errors import Invariant, anthropic_error, error_body
 
 # Percent-encoded dot, slash and backslash: the decoded path must be the one the client meant.
 _ENCODED = re.compile(rb"%(2e|2f|5c|00)", re.IGNORECASE)
@@ -106,7 +106,8 @@ async def refuse(
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     prefix = "http"
     if scope is not None and scope["type"] == "websocket":
-        assert receive is not None
+        if receive is None:
+            raise Invariant("a WebSocket refused without its receive channel")
         await receive()  # websocket.connect
         if "websocket.http.response" not in scope.get("extensions", {}):
             await send({"type": "websocket.close", "code": 1008})

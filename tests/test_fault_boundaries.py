@@ -230,3 +230,15 @@ async def test_seen_marks_and_batched_writes_absorb_a_store_fault_and_let_a_bug_
     writer.put(STORE_PREFIX + "c", b"1", 60)
     with pytest.raises(KeyError):
         await writer.drain()
+
+
+def test_no_invariant_is_an_assert() -> None:
+    """An invariant of the proxy raises ``proxy.errors.Invariant``: ``python -O`` drops an
+    ``assert``, and the code after it would go on with what it ruled out."""
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "proxy").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assert)
+    ]
+    assert not found, found

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from proxy.config import plugins
+from proxy.errors import Invariant
 from strategies import registry
 from strategies.checkpoints.cut import FileTools, Prompts
 from strategies.engine import Pass, Policy
@@ -226,7 +227,8 @@ class PolicyConfig(_Strict):
     @field_validator("lossless", "content_compact", "tool_result_microcompact", "light_trim")
     @classmethod
     def _pass_options(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        assert info.field_name is not None
+        if info.field_name is None:
+            raise Invariant("a pass's options validated without the field's name")
         return plugins.validated(_load(info.field_name, "pass"), value)
 
     @model_validator(mode="after")

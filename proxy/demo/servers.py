@@ -61,7 +61,8 @@ class BackgroundServer:
 
     def call(self, work: Callable[[], Awaitable[T]], timeout: float = 60) -> T:
         """Run ``work()`` on the server's own event loop and wait for its result."""
-        assert self._loop is not None, "the server is not running"
+        if self._loop is None:
+            raise RuntimeError("the server is not running")
 
         async def run() -> T:
             return await work()

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, Invariant
 from proxy.formats.anthropic_cache import attach, cap_breakpoints, marks_of
 from proxy.formats.anthropic_checks import check_messages, check_system
 from proxy.formats.base import (
@@ -134,7 +134,8 @@ class AnthropicFormat:
                 marks += marks_of(skipped)
             if marks:
                 attach(out, marks)
-            assert src is not None
+            if src is None:
+                raise Invariant("a block of the source message without its source")
             original, source_blocks = src["m"], src["b"]
             blocks = [m["content"]] if source_blocks is None else source_blocks
             if id(m) not in originals:
@@ -186,7 +187,8 @@ def _continued(
     whole = reuse.whole() if reuse is not None else None
     if whole is None:
         return 0, [], set(), set()
-    assert reuse is not None
+    if reuse is None:
+        raise Invariant("a whole prefix reused without its reuse")
     done, answered, uses = whole
     new = messages[reuse.known :]
     if not _results(new).isdisjoint(uses) or not _uses(new).isdisjoint(answered):

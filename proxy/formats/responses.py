@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, Invariant
 from proxy.formats.base import (
     View,
     check_request_basics,
@@ -230,7 +230,8 @@ def _continued(
     whole = reuse.whole() if reuse is not None else None
     if whole is None:
         return 0, [], set(), set()
-    assert reuse is not None
+    if reuse is None:
+        raise Invariant("a whole prefix reused without its reuse")
     done, answered, visible = whole
     new = [facts(i) for i in items[reuse.known :]]
     if any(f[2] in visible for f in new if f[0] == "output") or any(

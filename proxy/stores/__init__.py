@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proxy.config.settings import Settings
+from proxy.errors import Invariant
 from proxy.stores.guarded import GuardedStore, StoreFault
 from proxy.stores.quota import Quota
 
@@ -71,7 +72,8 @@ def _redis_at(settings: Settings) -> str | SentinelTarget:
     config = settings.checkpoints
     if config.url is not None:
         return config.url
-    assert config.service_name is not None  # validated with sentinel_nodes (proxy/config)
+    if config.service_name is None:  # validated with sentinel_nodes (proxy/config)
+        raise Invariant("a Sentinel store without its service name")
     return SentinelTarget(
         nodes=config.sentinel_nodes,
         service_name=config.service_name,

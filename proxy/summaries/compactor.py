@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from proxy.errors import Invariant
 from proxy.stores.guarded import StoreFault
 from proxy.stores.protocol import Store
 from proxy.summaries.allowance import Allowance, TeamQuota
@@ -179,7 +180,8 @@ class Compactor:
             seen = await self._seen.check(job.key, not dry_run, ctx.owner)
         action = on_compact(choice, lambda: seen, ctx.policy)
         if action in ("reuse", "reuse-and-refresh"):
-            assert choice.view is not None and choice.best is not None
+            if choice.view is None or choice.best is None:
+                raise Invariant("a checkpoint reused without its view or its best match")
             if not dry_run:
                 self.stats.reused += 1
                 if action == "reuse-and-refresh" and ctx.makes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from proxy.config.environment import prepare_environment
 from proxy.config.settings import Settings
+from proxy.errors import Invariant
 from proxy.providers.litellm import key_header
 from proxy.providers.registry import provider_of
 from proxy.wire import WireRequest
@@ -101,7 +102,8 @@ class LLMSummarizer:
 
     async def _load(self, timeout: float) -> Any:
         self.warm()
-        assert self._import is not None
+        if self._import is None:
+            raise Invariant("litellm awaited before it was imported")
         done, _ = await asyncio.wait({self._import}, timeout=timeout)
         if not done:
             raise SummarizerFailed(f"litellm was still loading after {timeout}s")

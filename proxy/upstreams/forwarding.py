@@ -15,7 +15,7 @@ from typing import Protocol
 from starlette.responses import Response, StreamingResponse
 
 from proxy.config.catalog import Upstream
-from proxy.errors import UpstreamTimeout, UpstreamUnavailable, error_body
+from proxy.errors import Invariant, UpstreamTimeout, UpstreamUnavailable, error_body
 from proxy.paths import canonical
 from proxy.upstreams.overflows import Overflow
 
@@ -181,7 +181,8 @@ def respond(reply: Reply, extra: list[tuple[str, str]]) -> Response:
         headers.append(("content-length", str(len(reply.body))))
         response = Response(reply.body, reply.status)
     else:
-        assert reply.stream is not None
+        if reply.stream is None:
+            raise Invariant("a reply with neither a body nor a stream")
         response = StreamingResponse(reply.stream, reply.status)
     response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return response

@@ -40,6 +40,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from proxy.config.catalog import Upstream
+from proxy.errors import Invariant
 from proxy.providers.registry import provider_of
 from proxy.stores.guarded import StoreFault
 from proxy.windows.sane import sane_window
@@ -233,7 +234,8 @@ class Discovery:
 
     async def _ask(self, key: tuple[str, str], upstream: Upstream) -> None:
         name, model = key
-        assert upstream.base_url is not None
+        if upstream.base_url is None:
+            raise Invariant("an upstream asked for its window without a base_url")
         if self.found.get(name, model) is not None:  # answered or not: not before REFRESH
             self._asked[key] = self._clock()
 

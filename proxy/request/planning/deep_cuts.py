@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from proxy.errors import Invariant
 from proxy.request.conversations import Fingerprint, key_of
 from proxy.request.planning.off_loop import off_loop, work_of
 from proxy.request.planning.planner_state import PlannerState
@@ -90,7 +91,8 @@ async def prepare(
     request's path (``soon``): deciding whether to prepare reads the store and prices the
     conversation, half a millisecond of an agent-sized request that forwards the same
     bytes either way."""
-    assert planner.compactor is not None
+    if planner.compactor is None:
+        raise Invariant("a deep cut planned without a compactor")
     last = await last_prompt(planner, req) if sticky_key(planner.cuts, req) else None
     target = deeper(req, budget, tokens, last, counter) or budget
     ctx = await off_loop(work_of(req), summary_context, planner.settings, req, budget, counter)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from proxy.errors import ContextTooLarge
+from proxy.errors import ContextTooLarge, Invariant
 from proxy.request.budget import budget_for
 from proxy.request.planning.allowances import roomy
 from proxy.request.planning.first_sight import first_sight
@@ -96,7 +96,8 @@ class Planner(PlannerState):
         """The cut to the budget ``plan`` was made for, from the original messages, with no
         sticky replay and no deeper target (its cut is remembered, so the next requests replay
         it); None when even that does not fit."""
-        assert plan.budget is not None
+        if plan.budget is None:
+            raise Invariant("a plan re-fitted without its budget")
         attempt = attempt_of(self, req, plan.tokens_before, MemoCounter(req.counter()), dry_run)
         sticky = None if dry_run else sticky_key(self.cuts, req)
         budget = plan.budget

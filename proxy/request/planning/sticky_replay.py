@@ -6,6 +6,7 @@ the replay no longer fits, the request is cut afresh (proxy/request/planning/fit
 
 from __future__ import annotations
 
+from proxy.errors import Invariant
 from proxy.request.conversations import message_digest
 from proxy.request.planning.deep_cuts import prepare
 from proxy.request.planning.off_loop import off_loop, work_of
@@ -25,7 +26,8 @@ async def replay_last_cut(attempt: Attempt, key: str, budget: Budget) -> Plan | 
     moves a little from request to request); None: cut afresh. Past the soft limit,
     the next summary is prepared in the background, for when the replay stops fitting."""
     planner, req, counter, before = attempt.planner, attempt.req, attempt.counter, attempt.before
-    assert planner.cuts is not None
+    if planner.cuts is None:
+        raise Invariant("a sticky cut replayed without a memory of cuts")
     recipe = await planner.cuts.recall(key)
     grid = req.policy.engine.cache_cut_share
     if recipe is None or budget.messages > recipe.budget * (1 + grid):
