@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from proxy.providers.probing import Claim, Probe
+
 # The wire formats an upstream may serve.
 Api = Literal["chat_completions", "responses", "messages"]
 # How a request reaches an upstream: HTTP (proxy/upstreams/aiohttp_transport.py), or
@@ -56,10 +58,14 @@ class Provider:
     # A key of its own even when the config holds none (litellm reads its provider's from
     # the environment): counted as a key the proxy spends.
     own_credentials: bool = False
-    # Window discovery: whether it is asked at all, and which probe asks it
-    # (proxy/windows/servers.py: PROBES; "auto" tries each).
+    # Window discovery (proxy/providers/probing.py): whether it is asked at all; a local
+    # server's probe (None: ``auto``, which asks the local servers); under ``auto``, whether
+    # the OpenAI-compatible list's cards are that server's (None: they never say), and its
+    # place in the order the servers are asked in (lower first).
     discovers: bool = False
-    probe: str = "auto"
+    probe: Probe | None = None
+    claims: Claim | None = None
+    turn: int = 0
     # The hosts of its own API, where a body's ``context_management`` in ``context_api`` is
     # forwarded under ``auto`` (a leading dot: any host under that domain).
     hosts: tuple[str, ...] = ()

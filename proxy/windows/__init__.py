@@ -5,7 +5,8 @@ models.py       a requested name to its route, window and prices, and the window
 learned.py      windows learned from the upstream's own words, per team, in its units
 bounds.py       a window learned without figures: narrowed between what was refused and taken
 discovery.py    a window read from the server, when models: does not state it
-servers.py      what each local server (Ollama, llama.cpp, vLLM, LM Studio) says, and where
+servers.py      the local servers asked with their providers' probes (proxy/providers/), and
+                which ones under ``auto``
 sane.py         the range a stated, discovered or learned window may take (else: unknown)
 truncation.py   a silent truncation, told from an answer's usage
 knowledge.py    the write side: learning, calibrating, forgetting, and keeping it in the store

@@ -1,5 +1,6 @@
 """Window discovery: a model whose window is not configured has its upstream asked for it, once
-(proxy/windows/servers.py says what each server answers, and where).
+(proxy/windows/servers.py asks it with its provider's probe: each local server's module in
+proxy/providers/ says what that server answers, and where).
 
 What a server said is kept per upstream and model (``DiscoveredWindows``, read by
 ``Models.window_for``: a configured window wins over it, it wins over litellm's table) and in

@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 from proxy.config.catalog import Upstream
 from proxy.headers import upstream_headers
 from proxy.providers.litellm import key_header
+from proxy.providers.ollama import probe as ollama_probe
 from proxy.providers.registry import PROVIDERS, SERVERS, context_management, provider_of
 from proxy.windows.discovery import asks
 from proxy.windows.servers import probe
@@ -31,7 +32,7 @@ def test_each_upstream_is_its_kinds_and_a_local_server_refines_openai() -> None:
     assert provider_of(LITELLM) is PROVIDERS["litellm"]
     ollama = provider_of(LOCAL)
     assert ollama is SERVERS["ollama"] and ollama.kind == "openai"
-    assert ollama.apis == PROVIDERS["openai"].apis and ollama.probe == "ollama"
+    assert ollama.apis == PROVIDERS["openai"].apis and ollama.probe is ollama_probe
     # discovery: names a server of OpenAI-compatible upstreams only; off and auto refine none
     assert provider_of(Upstream(base_url="http://x/v1", discovery="off")) is PROVIDERS["openai"]
     anthropic_named = Upstream(provider="anthropic", base_url="http://x", discovery="vllm")

@@ -5,6 +5,8 @@ proxy/; and a kind is one module there plus its name in the config's list of kin
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 from pathlib import Path
 from typing import get_args
 
@@ -12,7 +14,6 @@ from proxy.config.catalog import Upstream
 from proxy.providers.base import TransportName
 from proxy.providers.registry import PROVIDERS, SERVERS
 from proxy.upstreams.transports import transports
-from proxy.windows.servers import PROBES
 
 ROOT = Path(__file__).resolve().parents[3]
 PROXY = ROOT / "proxy"
@@ -130,9 +131,30 @@ def test_the_kinds_are_the_configs_list() -> None:
     assert all(p.kind == kind for kind, p in PROVIDERS.items())
     assert all(p.server == name for name, p in SERVERS.items())
     # A local server refines a kind the config lists, one that window discovery asks, and
-    # names a probe that asks it (or ``auto``'s, which tries each).
+    # holds the probe that asks it; a kind holds none (``auto``: its local servers are asked).
     assert all(s.kind in PROVIDERS and PROVIDERS[s.kind].discovers for s in SERVERS.values())
-    assert {p.probe for p in [*PROVIDERS.values(), *SERVERS.values()]} <= {*PROBES, "auto"}
+    assert all(s.probe is not None for s in SERVERS.values())
+    assert all(p.probe is None and p.claims is None for p in PROVIDERS.values())
+    # ``auto`` asks them in a declared order: each has a place of its own in it.
+    assert len({s.turn for s in SERVERS.values()}) == len(SERVERS)
+
+
+def test_a_local_servers_probe_lives_in_its_module() -> None:
+    """Adding a local server touches its module only: its probe (and what says a list is its
+    server's) are defined beside its PROVIDER, and proxy/windows/ names no server."""
+    for name, server in SERVERS.items():
+        for asks in (server.probe, server.claims):
+            if asks is None:
+                continue
+            module = importlib.import_module(asks.__module__)
+            assert getattr(module, "PROVIDER", None) is server, (name, asks.__module__)
+            assert inspect.getsourcefile(asks) == module.__file__
+    # Its code, below the docstring that points at the providers' modules.
+    tree = ast.parse((PROXY / "windows" / "servers.py").read_text())
+    code = ast.unparse(tree.body[1:]).lower()
+    modules = {s.probe.__module__.rsplit(".", 1)[1] for s in SERVERS.values() if s.probe}
+    named = {"ollama", "llama.cpp", "vllm", "sglang", "lm studio", *SERVERS, *modules}
+    assert not [n for n in named if n in code], "servers.py names a server: move it to its module"
 
 
 def test_each_provider_has_its_transport() -> None:

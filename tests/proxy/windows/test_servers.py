@@ -1,5 +1,6 @@
-"""proxy/windows/servers.py: what each local server says of a model's window, read from fake
-servers that answer as each server's own source defines (tests/clients/metadata.py)."""
+"""proxy/windows/servers.py and the local servers' probes (proxy/providers/): what each local
+server says of a model's window, read from fake servers that answer as each server's own source
+defines (tests/clients/metadata.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from proxy.windows.servers import LOAD_DEFAULT, Get, probe
+from proxy.providers.probing import LOAD_DEFAULT
+from proxy.providers.registry import SERVERS
+from proxy.windows.servers import Get, probe
 from tests.clients.metadata import KINDS, TRAINED, Metadata
 
 BASE = "http://local.test/v1"
@@ -32,9 +35,8 @@ def getter(app: Starlette) -> Get:
 @pytest.mark.parametrize("server", ["auto", "named"])
 async def test_each_server_states_the_window_where_its_source_says(kind: str, server: str) -> None:
     meta = Metadata(kind, MODEL, 12_288)
-    said = await probe(
-        getter(Starlette(routes=meta.routes())), BASE, MODEL, kind if server == "named" else "auto"
-    )
+    own = SERVERS[kind].probe if server == "named" else None
+    said = await probe(getter(Starlette(routes=meta.routes())), BASE, MODEL, own)
     assert said is not None
     assert said.window == 12_288 and not said.provisional
     expected = {
@@ -66,7 +68,7 @@ async def test_without_num_ctx_ollama_gives_the_trained_length_capped_and_provis
         )
 
     app = Starlette(routes=[Route("/api/ps", ps), Route("/api/show", show, methods=["POST"])])
-    said = await probe(getter(app), BASE, MODEL, "ollama")
+    said = await probe(getter(app), BASE, MODEL, SERVERS["ollama"].probe)
     assert said is not None and said.provisional and said.window == LOAD_DEFAULT
     assert str(TRAINED) in said.field
 
@@ -112,3 +114,30 @@ async def test_a_server_that_states_nothing_says_nothing() -> None:
     app = Starlette(routes=[Route("/v1/models", models)])
     assert await probe(getter(app), BASE, "gpt-4.1") is None
     assert await probe(getter(Starlette()), BASE, "gpt-4.1") is None  # 404s everywhere
+
+
+async def test_under_auto_the_server_the_list_names_is_the_one_asked() -> None:
+    """The declared order: a card stating ``max_model_len`` is vLLM's before one owned by
+    llamacpp is llama.cpp's; a server the list names is asked alone, never the others after
+    it."""
+    asked: list[str] = []
+
+    def route(path: str, answer: Any, methods: list[str] | None = None) -> Route:
+        async def endpoint(request: Any) -> JSONResponse:
+            asked.append(path)
+            return JSONResponse(answer)
+
+        return Route(path, endpoint, methods=methods or ["GET"])
+
+    both = {"id": "m", "owned_by": "llamacpp", "max_model_len": 8192}
+    ps = {"models": [{"name": "m", "context_length": 4096}]}
+    app = Starlette(routes=[route("/v1/models", {"data": [both]}), route("/api/ps", ps)])
+    said = await probe(getter(app), BASE, "m")
+    assert said is not None and said.server == "vLLM" and said.window == 8192
+    assert asked == ["/v1/models"]  # asked once: the list's answer is handed to vLLM's probe
+
+    asked.clear()
+    llamacpp = {"id": "m", "owned_by": "llamacpp"}
+    app = Starlette(routes=[route("/v1/models", {"data": [llamacpp]}), route("/api/ps", ps)])
+    assert await probe(getter(app), BASE, "m") is None  # /props says nothing: Ollama not asked
+    assert asked == ["/v1/models"]
