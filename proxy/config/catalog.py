@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proxy.providers.base import Api
 from proxy.providers.registry import context_management, provider_of
@@ -75,6 +75,12 @@ class Upstream(Strict):
     @property
     def served_apis(self) -> tuple[Api, ...]:
         return self.apis if self.apis is not None else provider_of(self).apis
+
+    @field_validator("discovery", mode="before")
+    @classmethod
+    def _off(cls, value: object) -> object:
+        """YAML 1.1 reads an unquoted ``off`` as false: it means ``off``."""
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _needs(self) -> Upstream:

@@ -84,6 +84,10 @@ class Provider:
             return f"a {self.kind} upstream serves {', '.join(self.apis)} only"
         if self.model_example and not upstream.model:
             return f"a {self.kind} upstream needs model (e.g. {self.model_example})"
+        if self.server is None and upstream.discovery not in ("auto", "off"):
+            # provider_of gives a local server's provider only to a kind that server refines.
+            asked = upstream.discovery
+            return f"provider: {self.kind} has no local server's endpoints (discovery: {asked})"
         return None
 
     def auth(self, key: str) -> tuple[str, str]:

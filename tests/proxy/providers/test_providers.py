@@ -35,8 +35,8 @@ def test_each_upstream_is_its_kinds_and_a_local_server_refines_openai() -> None:
     assert ollama.apis == PROVIDERS["openai"].apis and ollama.probe is ollama_probe
     # discovery: names a server of OpenAI-compatible upstreams only; off and auto refine none
     assert provider_of(Upstream(base_url="http://x/v1", discovery="off")) is PROVIDERS["openai"]
-    anthropic_named = Upstream(provider="anthropic", base_url="http://x", discovery="vllm")
-    assert provider_of(anthropic_named) is PROVIDERS["anthropic"]
+    with pytest.raises(ValidationError, match="no local server's endpoints"):
+        Upstream(provider="anthropic", base_url="http://x", discovery="vllm")
 
 
 @pytest.mark.parametrize(
@@ -79,11 +79,23 @@ def test_no_key_adds_no_header_and_configured_headers_come_last() -> None:
             {"provider": "litellm", "model": "x/y", "apis": ["chat_completions", "responses"]},
             "a litellm upstream serves chat_completions only",
         ),
+        (
+            {"provider": "anthropic", "base_url": "http://x", "discovery": "ollama"},
+            "provider: anthropic has no local server's endpoints (discovery: ollama)",
+        ),
     ],
 )
 def test_what_each_kinds_config_needs(config: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Upstream.model_validate(config)
+
+
+def test_an_unquoted_off_is_off() -> None:
+    """YAML 1.1 reads ``discovery: off`` as false."""
+    assert (
+        Upstream.model_validate({"base_url": "http://x/v1", "discovery": False}).discovery == "off"
+    )
+    assert Upstream(base_url="http://x/v1", discovery="ollama").discovery == "ollama"
 
 
 def test_what_each_kinds_config_may_leave_out() -> None:
