@@ -113,14 +113,23 @@ def _rows(
             # conversation's last cut, the warm trimmed request is cut afresh; with it (the
             # proxy's own planner, sticky cuts), the cut is replayed. Each proxy remembers its
             # conversations' last items (proxy/formats/reused_items.py).
-            models, planner, recent = build_models(settings), Planner(settings, None), RecentItems()
+            models, planner, recent = (
+                build_models(settings),
+                Planner(settings=settings, compactor=None),
+                RecentItems(),
+            )
             colds.append(plan(models, planner, recent, "over", convo))
             warms.append(plan(models, planner, recent, "over", grown))
             # The post-condition, on the warm trimmed plan it was just made part of.
             checks.append(_time(lambda p=list(last_plan): broken(*p), 21))
             plan(models, planner, recent, "fits", convo)
             fits.append(plan(models, planner, recent, "fits", grown))
-            sticky, recent = Planner(settings, None, PrefixTracker(), CutMemory()), RecentItems()
+            sticky, recent = (
+                Planner(
+                    settings=settings, compactor=None, prefixes=PrefixTracker(), cuts=CutMemory()
+                ),
+                RecentItems(),
+            )
             plan(models, sticky, recent, "over", convo)
             cut = bool(last_actions)  # not in --quick's sizes, whose conversations fit
             replays.append(plan(models, sticky, recent, "over", grown))

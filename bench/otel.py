@@ -85,10 +85,16 @@ def outcome() -> Outcome:
 
 async def one(telemetry: Telemetry | None, metrics: Metrics) -> Response:
     """One request's telemetry, as proxy/edge/traced.py and exchange.py call it."""
-    plan = Plan(b"{}", Budget(8192, 1024, 0, 64), 9000, 5120, ["truncate_oldest", "ledger"])
+    plan = Plan(
+        body=b"{}",
+        budget=Budget(window=8192, reserve=1024, tools=0, margin=64),
+        tokens_before=9000,
+        tokens_after=5120,
+        actions=["truncate_oldest", "ledger"],
+    )
 
     async def send(sent: Plan) -> Reply:
-        return Reply(200, [("content-type", "application/json")], ANSWER)
+        return Reply(status=200, headers=[("content-type", "application/json")], body=ANSWER)
 
     async def handler() -> Response:
         if telemetry is None:

@@ -334,7 +334,13 @@ async def _planned(
         summarizer = LocalSummarizer()
         prefixes = PrefixTracker()
         compactor = Compactor(store, summarizer) if summarizing else None
-        planner = Planner(settings, compactor, prefixes, CutMemory(), RecallMemory())
+        planner = Planner(
+            settings=settings,
+            compactor=compactor,
+            prefixes=prefixes,
+            cuts=CutMemory(),
+            recalls=RecallMemory(),
+        )
         team = settings.default_team
         who = Principal(team=team, config=settings.teams[team], forward_client_auth=False)
         fmt = FORMATS[fmt_name]

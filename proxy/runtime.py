@@ -123,7 +123,13 @@ class Runtime:
         metrics.watch_store(lambda: store.usage)
         prefixes = PrefixTracker(writer, shared=shared)
         recalls = RecallMemory(writer, settings.checkpoints.ttl_seconds, shared)
-        planner = Planner(settings, compactor, prefixes, CutMemory(writer, shared), recalls)
+        planner = Planner(
+            settings=settings,
+            compactor=compactor,
+            prefixes=prefixes,
+            cuts=CutMemory(writer, shared),
+            recalls=recalls,
+        )
         auth = Authenticator(settings)  # a key of its own until the store's is read (connect)
         gc.freeze()  # everything built so far lives as long as the process
         admission = Admission(settings.limits)

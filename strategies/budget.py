@@ -26,7 +26,7 @@ PER_MESSAGE_BOUND = 4
 PER_TOOL_CALL_BOUND = 12
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Budget:
     window: int
     reserve: int

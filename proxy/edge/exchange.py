@@ -636,14 +636,14 @@ def recalling(sending: Sending, continuing: Continuing, req: WireRequest, plan: 
         raise Invariant("a plan that offers recall has a budget and a memory of outputs")
     config = req.policy.config
     return Round(
-        build,
-        send,
-        recalls,
-        recall_key(req),
-        req.counter(),
-        plan.budget.messages,
-        config.max_recalls,
-        plan.recall,
+        build=build,
+        send=send,
+        memory=recalls,
+        conversation=recall_key(req),
+        counter=req.counter(),
+        budget=plan.budget.messages,
+        max_recalls=config.max_recalls,
+        name=plan.recall,
     )
 
 

@@ -139,7 +139,7 @@ async def offline_preview(
     checkpoint store), so the CLI and ``POST /v1/contextwarden/preview`` agree on a body."""
     store = open_store(settings)
     try:
-        planner = Planner(settings, Compactor(store, LLMSummarizer()))
+        planner = Planner(settings=settings, compactor=Compactor(store, LLMSummarizer()))
         models = build_models(settings)
         fmt = fmt or shaped(body, models)
         return await preview(body, headers, models, planner, who, fmt=fmt)

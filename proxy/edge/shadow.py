@@ -120,7 +120,7 @@ async def forward(shadowing: Shadowing, intake: Intake, who: Principal, how: AsS
     (``how.made``: the rest of its intake, proxy/edge/intake.py ``made_request``) and
     planned."""
     send, started, upstream = how.send, how.started, how.upstream
-    sent = Plan(intake.body, None, actions=[SHADOW], counted="none")
+    sent = Plan(body=intake.body, budget=None, actions=[SHADOW], counted="none")
     reply = await send(sent)
     response = respond(reply, cw_headers(sent, 0))
     stream = bool(intake.payload.get("stream"))
@@ -185,7 +185,14 @@ async def plan_after(
             plan = await fitting.first()
         except ProxyError as exc:  # the enforced path would refuse it (or fall back)
             before = exc.before if isinstance(exc, ContextTooLarge) else None
-            plan = Plan(req.body, None, before, None, [REFUSE], counted="none")
+            plan = Plan(
+                body=req.body,
+                budget=None,
+                tokens_before=before,
+                tokens_after=None,
+                actions=[REFUSE],
+                counted="none",
+            )
         seen = await see_prefix(shadowing.prefixes, req, plan) if conversation else None
         await shadowing.settle()
         outcome = Outcome(

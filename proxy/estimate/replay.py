@@ -90,7 +90,13 @@ async def _planned(session: Session, settings: Settings, model: str, options: Op
     summarizer = Declining()
     prefixes = PrefixTracker()
     compactor = Compactor(store, summarizer)
-    planner = Planner(settings, compactor, prefixes, CutMemory(), RecallMemory())
+    planner = Planner(
+        settings=settings,
+        compactor=compactor,
+        prefixes=prefixes,
+        cuts=CutMemory(),
+        recalls=RecallMemory(),
+    )
     who = Principal(team=team, config=settings.teams[team], forward_client_auth=False)
     fmt, pins = FORMATS[session.fmt], PinMemory()
     figures = Figures(session=session, model=model, window=spec.window)

@@ -47,7 +47,7 @@ def lesson_of(overflow: Overflow, ours: int) -> Lesson | None:
     return Lesson(overflow.limit, overflow.prompt, evidence)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Retrying:
     """What the loop may call: each one a single concern of the request path."""
 

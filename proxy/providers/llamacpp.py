@@ -24,7 +24,7 @@ async def probe(asking: Asking, model: str) -> Said | None:
     settings = data.get("default_generation_settings") if isinstance(data, dict) else None
     window = asking.figure(settings.get("n_ctx")) if isinstance(settings, dict) else None
     field = "/props default_generation_settings.n_ctx (a slot's context)"
-    return Said(window, "llama.cpp", field) if window else None
+    return Said(window=window, server="llama.cpp", field=field) if window else None
 
 
 PROVIDER = local_server("llama.cpp", probe, turn=2, claims=claims)

@@ -24,12 +24,12 @@ async def probe(asking: Asking, model: str) -> Said | None:
         return None
     loaded = asking.figure(data.get("loaded_context_length"))
     if data.get("state") == "loaded" and loaded:
-        return Said(loaded, "LM Studio", "/api/v0/models loaded_context_length")
+        return Said(window=loaded, server="LM Studio", field="/api/v0/models loaded_context_length")
     most = asking.figure(data.get("max_context_length"))
     if not most:
         return None
     field = f"/api/v0/models max_context_length {most}, not loaded yet"
-    return Said(min(most, LOAD_DEFAULT), "LM Studio", field, provisional=True)
+    return Said(window=min(most, LOAD_DEFAULT), server="LM Studio", field=field, provisional=True)
 
 
 def path_segment(model: str) -> str | None:

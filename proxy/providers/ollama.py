@@ -28,7 +28,11 @@ async def probe(asking: Asking, model: str) -> Said | None:
         if {loaded.get("name"), loaded.get("model")} & names:
             window = asking.figure(loaded.get("context_length"))
             if window:
-                return Said(window, "Ollama", "/api/ps context_length of the loaded model")
+                return Said(
+                    window=window,
+                    server="Ollama",
+                    field="/api/ps context_length of the loaded model",
+                )
     shown = await asking.get("POST", f"{asking.root}/api/show", {"model": model})
     if not isinstance(shown, dict):
         return None
@@ -36,7 +40,7 @@ async def probe(asking: Asking, model: str) -> Said | None:
     found = NUM_CTX.search(parameters) if isinstance(parameters, str) else None
     stated = asking.sane(found.group(1)) if found else None  # digits past the range: None
     if stated:
-        return Said(stated, "Ollama", "/api/show num_ctx in parameters")
+        return Said(window=stated, server="Ollama", field="/api/show num_ctx in parameters")
     info = shown.get("model_info")
     trained = [
         asking.figure(v) for k, v in (info or {}).items() if str(k).endswith(".context_length")
@@ -45,7 +49,7 @@ async def probe(asking: Asking, model: str) -> Said | None:
     if not window:
         return None
     field = f"/api/show model_info context_length {window}, capped by the server's default"
-    return Said(min(window, LOAD_DEFAULT), "Ollama", field, provisional=True)
+    return Said(window=min(window, LOAD_DEFAULT), server="Ollama", field=field, provisional=True)
 
 
 PROVIDER = local_server("ollama", probe, turn=3)

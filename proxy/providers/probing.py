@@ -25,7 +25,7 @@ Get = Callable[[str, str, Any], Awaitable[Any]]
 LOAD_DEFAULT = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Said:
     """A window as one server stated it: where (``field``), and whether it may change once
     the model is loaded (``provisional``)."""
@@ -36,7 +36,7 @@ class Said:
     provisional: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Asking:
     """How a probe asks the server: ``get`` (a GET or a POST of JSON, answered with the parsed
     JSON of a 200, else None), the OpenAI-compatible ``base`` (ending in /v1 or whatever was

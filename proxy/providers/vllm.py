@@ -28,7 +28,7 @@ async def probe(asking: Asking, model: str) -> Said | None:
     window = asking.figure(card.get("max_model_len")) if card is not None else None
     owner = card.get("owned_by") if card is not None else None
     server = "SGLang" if owner == "sglang" else "vLLM"
-    return Said(window, server, "/v1/models max_model_len") if window else None
+    return Said(window=window, server=server, field="/v1/models max_model_len") if window else None
 
 
 PROVIDER = local_server("vllm", probe, turn=1, claims=claims)

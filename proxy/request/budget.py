@@ -42,7 +42,9 @@ def budget_for(req: WireRequest, window: int, trimming: Trimming) -> Budget:
     tools = counter.tools(req.payload.get("tools"), req.payload.get("functions"))
     if req.policy.config.recall:  # the recall tool the plan may offer (proxy/formats/recall.py)
         tools += counter.tools([RECALL_TOOL], None) + RECALL_SLACK
-    return checked(Budget(window, reserve, tools, trimming.safety_margin_tokens))
+    return checked(
+        Budget(window=window, reserve=reserve, tools=tools, margin=trimming.safety_margin_tokens)
+    )
 
 
 # The recall tool's definition is counted in its chat shape; the other formats' shapes differ

@@ -86,7 +86,9 @@ async def compaction(
     """The answer to a compaction request: the proxy's, or its upstream's read whole."""
     route, scope = req.spec.route, req.learns_as or req.team
     if not await by.support.served(scope, route.name, route.upstream, by.store):
-        reply = await send(Plan(req.body, None, actions=["compaction-forwarded"], counted="none"))
+        reply = await send(
+            Plan(body=req.body, budget=None, actions=["compaction-forwarded"], counted="none")
+        )
         body = await _read(reply)
         plain = decoded(body, reply.headers) if body is not None else None
         if plain is not None and reply.status == 200 and compacted(plain):

@@ -67,7 +67,9 @@ class Summaries:
         leave the summary and the ledger no room at all; never checked for room: the request
         itself is not fitted here)."""
         window = req.window or HANDOFF_WINDOW
-        budget = Budget(window, min(self.reserve_output_tokens, window // 4), 0, 0)
+        budget = Budget(
+            window=window, reserve=min(self.reserve_output_tokens, window // 4), tools=0, margin=0
+        )
         ctx = self.planner.summary_context(req, budget)
         return await self.compactor.handoff(messages, ctx), budget
 

@@ -119,7 +119,9 @@ def sample_of(req: WireRequest, plan: Plan, theirs: int) -> Sample:
     extra = round(req.message_weight) * len(forwarded)
     ours = max(1, weighted - extra - round(req.hidden_weight * hidden) + hidden)
     tools = min(plan.budget.tools if plan.budget else 0, ours - min(hidden, ours))
-    return Sample(theirs, ours, min(hidden, ours), len(forwarded), tools)
+    return Sample(
+        theirs=theirs, ours=ours, hidden=min(hidden, ours), messages=len(forwarded), tools=tools
+    )
 
 
 class PromptFitting:
@@ -142,9 +144,11 @@ class PromptFitting:
 
     async def first(self, dry_run: bool = False) -> Plan:  # a cut calls nothing, stores nothing
         if not self.req.trim:
-            return Plan(self.req.body, None, actions=["trimming-disabled"], counted="none")
+            return Plan(
+                body=self.req.body, budget=None, actions=["trimming-disabled"], counted="none"
+            )
         if not self.req.window:
-            return Plan(self.req.body, None, actions=["unknown-window"], counted="none")
+            return Plan(body=self.req.body, budget=None, actions=["unknown-window"], counted="none")
         return await self.refit(self.budget_for(self.req.window))
 
     async def refit(self, budget: Budget) -> Plan:
@@ -153,13 +157,22 @@ class PromptFitting:
 
     def plan(self, budget: Budget) -> Plan:
         cut = self.prompts.cut(budget)
-        return Plan(cut.body, budget, cut.before, cut.after, cut.actions, cut.counted)
+        return Plan(
+            body=cut.body,
+            budget=budget,
+            tokens_before=cut.before,
+            tokens_after=cut.after,
+            actions=cut.actions,
+            counted=cut.counted,
+        )
 
     def budget_for(self, window: int) -> Budget:
         """Each prompt's budget: the window less the completion it asks for (16 when absent,
         as the API does) and the margin."""
         asked = COMPLETIONS.requested_output(self.req.payload)
-        return checked(Budget(window, asked or DEFAULT_MAX_TOKENS, 0, self.margin))
+        return checked(
+            Budget(window=window, reserve=asked or DEFAULT_MAX_TOKENS, tools=0, margin=self.margin)
+        )
 
     def recount(self) -> int:
         return self.prompts.cut(self.budget_for(10**9)).after
@@ -170,4 +183,4 @@ class PromptFitting:
     def sample(self, theirs: int, plan: Plan) -> Sample | None:
         """One prompt's count (a batch's usage sums prompts each planned on its own)."""
         sent = plan.tokens_after
-        return Sample(theirs, sent) if sent and not self.prompts.batch else None
+        return Sample(theirs=theirs, ours=sent) if sent and not self.prompts.batch else None

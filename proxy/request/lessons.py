@@ -180,7 +180,7 @@ class Lessons:
         if not self.req.spec.pricing.exact:
             return self.fitting.sample(theirs, plan)
         forwarded = plan.fit.messages if plan.fit is not None else self.req.view.messages
-        return Sample(theirs, count, 0, len(forwarded))
+        return Sample(theirs=theirs, ours=count, hidden=0, messages=len(forwarded))
 
     def _read_short(self, plan: Plan, sample: Sample, before: Sample | None) -> bool:
         """Whether the upstream read less than it was sent (proxy/windows/truncation.py)."""

@@ -267,7 +267,7 @@ async def replayed(chunks: list[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Round:
     """What one continuation needs from the request path: build a request from a body, plan
     and send it (with the overflow retry); the conversation, counter and budget it belongs to."""

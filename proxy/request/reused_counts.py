@@ -30,7 +30,7 @@ from strategies.tokens import Counter, MemoCounter
 MAX_BYTES = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class _Last:
     counter: Counter  # the model's counter the counts were made by
     messages: Sequence[Message]
@@ -85,7 +85,7 @@ class RecentCounts:
             self._held -= old.size
         if size > self._max:
             return
-        self._last[key] = _Last(counter, list(messages), counts, size)
+        self._last[key] = _Last(counter=counter, messages=list(messages), counts=counts, size=size)
         self._held += size
         while self._held > self._max:
             _, dropped = self._last.popitem(last=False)

@@ -57,7 +57,7 @@ class BreakerOpen(SummarizerFailed):
     """The summarizer kept failing: this summary is skipped (the breaker is half-open)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Context:
     """What one request's summaries need to know."""
 

@@ -29,7 +29,7 @@ def join_url(base_url: str, subpath: str, query: str = "") -> str:
     return f"{url}?{query}" if query else url
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Reply:
     """An upstream answer: either a stream to relay or a body already read whole."""
 
@@ -89,7 +89,7 @@ async def reply_of(
 ) -> Reply:
     """An upstream's answer, whichever transport brought it: an error or a small body is read
     whole (the overflow check reads its text), anything else is relayed as it comes."""
-    reply = Reply(status, headers, closer=close)
+    reply = Reply(status=status, headers=headers, closer=close)
     if status >= 400 or small:
         reply.body = await _read_whole(chunks, close, errors)
     else:

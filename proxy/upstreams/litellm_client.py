@@ -107,7 +107,7 @@ async def complete(upstream: Upstream, headers: list[tuple[str, str]], body: byt
         message = client_message(exc)
         found = is_context_overflow(400, {"error": {"message": message}}) or Overflow()
         body_out = error_body(message, "invalid_request_error", "context_length_exceeded")
-        return Reply(400, list(JSON), body=body_out, overflow=found)
+        return Reply(status=400, headers=list(JSON), body=body_out, overflow=found)
     except litellm.Timeout as exc:
         raise timed_out(client_message(exc)) from exc
     except litellm.APIConnectionError as exc:
@@ -124,10 +124,12 @@ async def complete(upstream: Upstream, headers: list[tuple[str, str]], body: byt
             raise unreachable(message) from exc
         if status == 500:
             raise UpstreamUnavailable(f"the upstream failed: {message}") from exc
-        return Reply(status, list(JSON), body=error_body(message, "upstream_error", None))
+        return Reply(
+            status=status, headers=list(JSON), body=error_body(message, "upstream_error", None)
+        )
     if payload.get("stream"):
-        return Reply(200, list(SSE), stream=_sse(response))
-    return Reply(200, list(JSON), body=orjson.dumps(response.model_dump()))
+        return Reply(status=200, headers=list(SSE), stream=_sse(response))
+    return Reply(status=200, headers=list(JSON), body=orjson.dumps(response.model_dump()))
 
 
 def call_arguments(payload: dict[str, Any], upstream: Upstream, key: str | None) -> dict[str, Any]:

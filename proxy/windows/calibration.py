@@ -51,7 +51,7 @@ SHARE_SPREAD = 0.05  # and in hidden share by this much for the hidden weight to
 TIE = 1.005  # a fit with more unknowns is taken only when it spreads the samples less than this
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Sample:
     """One exact count: the upstream's tokens for a prompt the proxy counted at ``ours``
     (tool definitions included, unweighted), ``hidden`` of them in what the view does not

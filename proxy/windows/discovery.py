@@ -66,7 +66,7 @@ Persist = Callable[[str, int], Awaitable[None]]
 Forget = Callable[[list[str]], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Found:
     """A window a server stated, when and where."""
 
@@ -226,7 +226,12 @@ class Discovery:
         if sane_window(window) is None:
             return
         self._stale.add((name, model))
-        self._dropped(name, self.found.put(name, model, Found(window, "", "", "", time.time())))
+        self._dropped(
+            name,
+            self.found.put(
+                name, model, Found(window=window, server="", field="", url="", at=time.time())
+            ),
+        )
 
     async def drain(self) -> None:
         for flight in list(self._flights.values()):
@@ -259,7 +264,14 @@ class Discovery:
     async def _keep(self, key: tuple[str, str], said: Said, url: str) -> None:
         name, model = key
         before = self.found.get(name, model)
-        found = Found(said.window, said.server, said.field, url, time.time(), said.provisional)
+        found = Found(
+            window=said.window,
+            server=said.server,
+            field=said.field,
+            url=url,
+            at=time.time(),
+            provisional=said.provisional,
+        )
         self._asked[key] = self._clock()
         await self._dropped_forgotten(name, self.found.put(name, model, found))
         self.failed.drop(name, model)

@@ -36,7 +36,7 @@ class ResolvedPolicy:
     config: PolicyConfig
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Route:
     """Where a model's requests go: the upstream by name, its config, the key the proxy holds
     for it (None: the client's credential goes through) and the wire formats it serves."""
@@ -47,7 +47,7 @@ class Route:
     apis: tuple[Api, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class ModelSpec:
     name: str
     route: Route
@@ -215,11 +215,21 @@ class Models:
         if entry is not None and entry.prices is not None:
             prices = entry.prices.over(prices)
         via = self._settings.upstreams[upstream]
-        route = Route(upstream, via, self._settings.api_key(upstream), via.served_apis)
+        route = Route(
+            name=upstream, upstream=via, key=self._settings.api_key(upstream), apis=via.served_apis
+        )
         policy = self._policies[policy_name]
         configured = entry is not None and bool(entry.context_window)
         return ModelSpec(
-            name, route, window, max_output, pricing, policy, prices, source, configured
+            name=name,
+            route=route,
+            window=window,
+            max_output=max_output,
+            pricing=pricing,
+            policy=policy,
+            prices=prices,
+            window_source=source,
+            configured=configured,
         )
 
     def policy(self, name: str) -> ResolvedPolicy:

@@ -35,10 +35,12 @@ async def probe(get: Get, base_url: str, model: str, own: Probe | None = None) -
     that never names itself there, in turn."""
     base, root = roots(base_url)
     if own is not None:
-        return await own(Asking(get, base, root, sane_window), model)
+        return await own(Asking(get=get, base=base, root=root, sane=sane_window), model)
     listed = await get("GET", f"{base}/models", None)
     cards = objects(listed.get("data")) if isinstance(listed, dict) else []
-    asking = Asking(_answered(get, f"{base}/models", listed), base, root, sane_window)
+    asking = Asking(
+        get=_answered(get, f"{base}/models", listed), base=base, root=root, sane=sane_window
+    )
     for server in IN_TURN:
         if server.claims is not None and server.claims(cards) and server.probe is not None:
             return await server.probe(asking, model)

@@ -88,7 +88,7 @@ What was done so far in this turn.
 What is needed to understand the messages that follow."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Prompts:
     system: str = SYSTEM_PROMPT
     initial: str = INITIAL_PROMPT

@@ -34,9 +34,9 @@ from strategies.tokens import MemoCounter, each_message
 async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_run: bool) -> Plan:
     """The first plan, before the post-condition's check (proxy/request/planning/planner.py)."""
     if req.window is None:
-        return Plan(req.body, None, actions=["unknown-window"], counted="none")
+        return Plan(body=req.body, budget=None, actions=["unknown-window"], counted="none")
     if not req.trim:
-        return Plan(req.body, None, actions=["trimming-disabled"], counted="none")
+        return Plan(body=req.body, budget=None, actions=["trimming-disabled"], counted="none")
     if req.fmt.stateful(req.payload):
         return _stateful(req)
     budget = budget_for(req, req.window, planner.settings.trimming)
@@ -59,7 +59,9 @@ async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_
         )
     fast = bound <= soft and settled(req, budget, bound) is None
     if fast and not req.policy.engine.repair_tool_calls and not exact and not req.sampled:
-        return Plan(req.body, budget, bound, bound, counted="bound")
+        return Plan(
+            body=req.body, budget=budget, tokens_before=bound, tokens_after=bound, counted="bound"
+        )
     memo = MemoCounter(counter)
     key, model, fmt = _recent_key(req), req.spec.pricing.counter, req.fmt.name
     known = planner.recent.seed(key, model, messages, memo)
@@ -78,9 +80,24 @@ async def first_sight(planner: PlannerState, req: WireRequest, exact: bool, dry_
     counted = "exact" if pricing.exact else "estimate"
     output = settled(req, budget, tokens)
     if output is None:
-        return Plan(req.body, budget, tokens, tokens, counted=counted, far=fast)
+        return Plan(
+            body=req.body,
+            budget=budget,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            counted=counted,
+            far=fast,
+        )
     body = orjson.dumps(output[0])
-    return Plan(body, budget, tokens, tokens, [output[1]], counted, far=fast)
+    return Plan(
+        body=body,
+        budget=budget,
+        tokens_before=tokens,
+        tokens_after=tokens,
+        actions=[output[1]],
+        counted=counted,
+        far=fast,
+    )
 
 
 def _stateful(req: WireRequest) -> Plan:
@@ -88,9 +105,9 @@ def _stateful(req: WireRequest) -> Plan:
     policy passes the request through, or asks the server to truncate (Responses'
     ``truncation: "auto"``). Either way the report says ``stateful``."""
     if req.policy.config.stateful != "truncation_auto" or "truncation" in req.payload:
-        return Plan(req.body, None, actions=["stateful"], counted="none")
+        return Plan(body=req.body, budget=None, actions=["stateful"], counted="none")
     body = orjson.dumps({**req.payload, "truncation": "auto"})
-    return Plan(body, None, actions=["stateful", "truncation-auto"], counted="none")
+    return Plan(body=body, budget=None, actions=["stateful", "truncation-auto"], counted="none")
 
 
 def _soft_limit(planner: PlannerState, req: WireRequest, budget: Budget) -> int:

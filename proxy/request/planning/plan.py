@@ -21,7 +21,7 @@ from strategies.budget import Budget
 from strategies.engine import Fit
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Plan:
     """A body to send and what the headers say about it."""
 
@@ -75,15 +75,38 @@ def plan_of_fit(
         payload = output[0]
         actions.append(output[1])
     if not actions:
-        return Plan(req.body, budget, before, result.tokens_after, [], counted, result)
+        return Plan(
+            body=req.body,
+            budget=budget,
+            tokens_before=before,
+            tokens_after=result.tokens_after,
+            actions=[],
+            counted=counted,
+            fit=result,
+        )
     if len(actions) == 1 and output is not None:  # only the output limit changed
         return Plan(
-            orjson.dumps(payload), budget, before, result.tokens_after, actions, counted, result
+            body=orjson.dumps(payload),
+            budget=budget,
+            tokens_before=before,
+            tokens_after=result.tokens_after,
+            actions=actions,
+            counted=counted,
+            fit=result,
         )
     written = req.fmt.write(payload, req.view, result.messages)
     offered = _recalling(req, result.messages, written, recalls, dry_run)
     trimmed = orjson.dumps(offered[0] if offered else written)
-    plan = Plan(trimmed, budget, before, result.tokens_after, actions, counted, result, checkpoint)
+    plan = Plan(
+        body=trimmed,
+        budget=budget,
+        tokens_before=before,
+        tokens_after=result.tokens_after,
+        actions=actions,
+        counted=counted,
+        fit=result,
+        checkpoint=checkpoint,
+    )
     plan.recall = offered[1] if offered else None
     return plan
 

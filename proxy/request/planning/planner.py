@@ -86,7 +86,13 @@ class Planner(PlannerState):
         log.warning("plan fallback (%s): %s for model %s", reason, plan.actions, req.spec.name)
         safe = await self._safe(req, plan, dry_run)
         if safe is None or broken(req, safe) is not None:
-            safe = Plan(req.body, plan.budget, plan.tokens_before, plan.tokens_before, [])
+            safe = Plan(
+                body=req.body,
+                budget=plan.budget,
+                tokens_before=plan.tokens_before,
+                tokens_after=plan.tokens_before,
+                actions=[],
+            )
             safe.counted = plan.counted
             reason = f"{reason}-unsafe"
         safe.actions.append(f"plan-fallback {reason}")

@@ -22,7 +22,7 @@ from proxy.wire import WireRequest
 from strategies.tokens import MemoCounter, count_prompt
 
 
-@dataclass(eq=False)
+@dataclass(kw_only=True, eq=False)
 class PlannerState:
     settings: Settings
     compactor: Compactor | None

@@ -28,15 +28,15 @@ def summary_context(
         calls = team.shadow_summarizer_calls_per_hour if team is not None else 0
         quota, makes = shadow_quota(req.team), bool(calls)
     return Context(
-        quota,
-        counter,
-        req.policy.config,
-        target_for(settings, req),
-        budget.reserve,
-        window,
-        calls,
-        req.scope or req.team,
-        req.pinned
+        team=quota,
+        counter=counter,
+        policy=req.policy.config,
+        target=target_for(settings, req),
+        reserve=budget.reserve,
+        window=window,
+        calls_per_hour=calls,
+        scope=req.scope or req.team,
+        pinned=req.pinned
         | pinned_ids(req.view.messages, req.policy.engine.pins)
         | standing_ids(
             req.view.messages,
@@ -45,8 +45,8 @@ def summary_context(
             req.policy.engine.standing_share,
             req.view.continuing,
         ),
-        req.view.atomic_current,
-        req.view.continuing,
+        running=req.view.atomic_current,
+        continuing=req.view.continuing,
         owner=req.owner,
         makes=makes,
     )

@@ -175,7 +175,7 @@ def chat(words: int, turns: int = 1, model: str = "small", last: int = 1) -> byt
 
 
 def ok() -> Reply:
-    return Reply(200, JSON, orjson.dumps(ANSWER))
+    return Reply(status=200, headers=JSON, body=orjson.dumps(ANSWER))
 
 
 async def test_intake_reads_then_makes_the_request_or_leaves_a_shadow_one_unmade(
@@ -230,7 +230,7 @@ async def test_send_with_retry_shrinks_after_an_overflow_and_learns_the_window(
     req = await stack.made(body)
     planned = await stack.plan(req, body)
     assert planned.plan.actions == []
-    stack.upstream.replies = [Reply(400, JSON, orjson.dumps(OVERFLOW)), ok()]
+    stack.upstream.replies = [Reply(status=400, headers=JSON, body=orjson.dumps(OVERFLOW)), ok()]
     clock = UpstreamClock()
     sent = await send_with_retry(
         stack.sending(stack.request(body), clock), stack.continuing, planned

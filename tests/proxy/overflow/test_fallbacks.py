@@ -62,7 +62,13 @@ class Proxy:
             raise ContextTooLarge(f"{req.spec.name} is too small")
         after = round(10_000 * (1 - loss))
         actions = ["truncate_oldest"] if loss else []
-        return Plan(b"{}", Budget(100_000, 1000, 0, 100), 10_000, after, actions)
+        return Plan(
+            body=b"{}",
+            budget=Budget(window=100_000, reserve=1000, tools=0, margin=100),
+            tokens_before=10_000,
+            tokens_after=after,
+            actions=actions,
+        )
 
     async def choose(self) -> tuple[WireRequest, Plan]:
         body = orjson.dumps({"model": "small", "messages": [{"role": "user", "content": "hi"}]})
@@ -117,10 +123,35 @@ async def test_a_fallback_that_loses_as_much_is_passed_over() -> None:
 
 
 def test_loses_is_the_share_of_tokens_dropped() -> None:
-    budget = Budget(1000, 10, 0, 0)
-    assert loses(Plan(b"", budget, 1000, 250, ["truncate_oldest"])) == 0.75
-    assert loses(Plan(b"", budget, 1000, 1000, [])) == 0.0  # sent whole
-    assert loses(Plan(b"", None, None, None, ["unknown-window"])) == 0.0
+    budget = Budget(window=1000, reserve=10, tools=0, margin=0)
+    assert (
+        loses(
+            Plan(
+                body=b"",
+                budget=budget,
+                tokens_before=1000,
+                tokens_after=250,
+                actions=["truncate_oldest"],
+            )
+        )
+        == 0.75
+    )
+    assert (
+        loses(Plan(body=b"", budget=budget, tokens_before=1000, tokens_after=1000, actions=[]))
+        == 0.0
+    )  # sent whole
+    assert (
+        loses(
+            Plan(
+                body=b"",
+                budget=None,
+                tokens_before=None,
+                tokens_after=None,
+                actions=["unknown-window"],
+            )
+        )
+        == 0.0
+    )
 
 
 async def test_a_callers_credential_reaches_no_other_upstream_without_its_own_key() -> None:

@@ -28,7 +28,7 @@ class Proxy:
         self.settings = _with(trimming)
         self.models = build_models(self.settings)
         self.models.learned.learn("default", "bigger", LESSON, "the upstream stated it")
-        planner = Planner(self.settings, None)
+        planner = Planner(settings=self.settings, compactor=None)
         self.with_ = Planning(planner=planner, models=self.models, trimming=self.settings.trimming)
 
     async def build(self, body: bytes) -> WireRequest:

@@ -20,7 +20,7 @@ from strategies.budget import Budget
 
 JSON = [("content-type", "application/json")]
 SSE = [("content-type", "text/event-stream")]
-OK = Reply(200, JSON, b'{"ok": true}')
+OK = Reply(status=200, headers=JSON, body=b'{"ok": true}')
 
 
 def overflow(limit: int, prompt: int) -> Reply:
@@ -30,17 +30,23 @@ def overflow(limit: int, prompt: int) -> Reply:
         f"resulted in {prompt} tokens. Please reduce the length of the messages."
     )
     error = {"message": message, "type": "invalid_request_error", "code": "context_length_exceeded"}
-    return Reply(400, JSON, orjson.dumps({"error": error}))
+    return Reply(status=400, headers=JSON, body=orjson.dumps({"error": error}))
 
 
 def figureless() -> Reply:
     error = {"message": "Your input exceeds the context window of this model.", "type": "x",
              "code": "context_length_exceeded"}  # fmt: skip
-    return Reply(400, JSON, orjson.dumps({"error": error}))
+    return Reply(status=400, headers=JSON, body=orjson.dumps({"error": error}))
 
 
 def first(tokens: int = 9000, window: int = 10_000) -> Plan:
-    return Plan(b'{"first": 1}', Budget(window, 500, 0, 100), tokens, tokens, ["truncate_oldest"])
+    return Plan(
+        body=b'{"first": 1}',
+        budget=Budget(window=window, reserve=500, tools=0, margin=100),
+        tokens_before=tokens,
+        tokens_after=tokens,
+        actions=["truncate_oldest"],
+    )
 
 
 class Fake:
@@ -66,10 +72,16 @@ class Fake:
     async def refit(self, budget: Budget) -> Plan:
         self.budgets.append(budget)
         fits = budget.messages - 10
-        return Plan(f'{{"refit": {fits}}}'.encode(), budget, 9000, fits, ["truncate_oldest"])
+        return Plan(
+            body=f'{{"refit": {fits}}}'.encode(),
+            budget=budget,
+            tokens_before=9000,
+            tokens_after=fits,
+            actions=["truncate_oldest"],
+        )
 
     def budget_for(self, window: int) -> Budget:
-        return Budget(window, 500, 0, 100)
+        return Budget(window=window, reserve=500, tools=0, margin=100)
 
     async def learn(self, lesson: Lesson, plan: Plan) -> int | None:
         self.lessons.append(lesson)
@@ -114,7 +126,7 @@ async def test_the_retries_stop_at_the_limit_and_the_last_refusal_stands() -> No
 
 
 async def test_an_error_that_is_no_overflow_is_not_retried() -> None:
-    busy = Reply(503, JSON, b'{"error": {"message": "overloaded"}}')
+    busy = Reply(status=503, headers=JSON, body=b'{"error": {"message": "overloaded"}}')
     fake = Fake([busy])
     reply, plan, retries = await send_with_overflow_retry(first(), fake.retrying(), Trimming())
     assert (reply, plan, retries) == (busy, fake.sent[0], 0) and not fake.budgets
@@ -136,7 +148,7 @@ async def test_a_stream_whose_first_event_is_an_overflow_is_peeked_and_retried()
     async def events() -> AsyncIterator[bytes]:
         yield error
 
-    fake = Fake([Reply(200, SSE, stream=events()), OK])
+    fake = Fake([Reply(status=200, headers=SSE, stream=events()), OK])
     reply, _, retries = await send_with_overflow_retry(first(), fake.retrying(), Trimming())
     assert reply is OK and retries == 1 and fake.lessons[0].window == 8000
 
@@ -144,7 +156,7 @@ async def test_a_stream_whose_first_event_is_an_overflow_is_peeked_and_retried()
 async def test_a_plan_with_no_budget_is_an_invariant_not_an_assert() -> None:
     with pytest.raises(Invariant):
         budget_after_overflow(
-            Plan(b"", None), Overflow(8000, 9000), Fake([]).budget_for, Trimming()
+            Plan(body=b"", budget=None), Overflow(8000, 9000), Fake([]).budget_for, Trimming()
         )
 
 

@@ -29,7 +29,12 @@ def request(**payload: Any) -> Request:
 
 
 def sent(req: Request, tokens: int) -> Plan:
-    return Plan(b"", budget_for(req, 64000, SETTINGS.trimming), tokens, tokens)
+    return Plan(
+        body=b"",
+        budget=budget_for(req, 64000, SETTINGS.trimming),
+        tokens_before=tokens,
+        tokens_after=tokens,
+    )
 
 
 def after(req: Request, plan: Plan, overflow: Overflow) -> Any:
@@ -86,5 +91,5 @@ def test_should_retry_table(
     overflow: Overflow | None, budget: bool, retries: int, expected: bool
 ) -> None:
     req = request()
-    plan = sent(req, 3000) if budget else Plan(b"", None)
+    plan = sent(req, 3000) if budget else Plan(body=b"", budget=None)
     assert should_retry(overflow, plan, retries, limit=2) is expected

@@ -247,7 +247,9 @@ def test_the_first_free_number_is_taken_past_many_used() -> None:
 
 
 def reply_of(body: dict[str, Any]) -> Reply:
-    return Reply(200, [("content-type", "application/json")], orjson.dumps(body))
+    return Reply(
+        status=200, headers=[("content-type", "application/json")], body=orjson.dumps(body)
+    )
 
 
 def recalling_answer(handle: str) -> dict[str, Any]:
@@ -277,7 +279,15 @@ async def test_the_loop_answers_recalls_itself_and_is_bounded() -> None:
     async def send(_: Any) -> tuple[Reply, Any]:
         return reply_of(answers[len(sent)]), None
 
-    rounds = Round(build, send, memory, "conv", FixedCounter(1), 1000, 2)
+    rounds = Round(
+        build=build,
+        send=send,
+        memory=memory,
+        conversation="conv",
+        counter=FixedCounter(1),
+        budget=1000,
+        max_recalls=2,
+    )
     payload = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
     reply, used = await settle(reply_of(answers[0]), CHAT, payload, rounds)
     assert used == 2 and reply.body is not None
@@ -296,7 +306,15 @@ async def test_a_model_that_never_stops_recalling_gets_a_502_not_the_call() -> N
     async def send(_: Any) -> tuple[Reply, Any]:
         return reply_of(recalling_answer("r000000000001")), None
 
-    rounds = Round(build, send, RecallMemory(), "conv", FixedCounter(1), 1000, 3)
+    rounds = Round(
+        build=build,
+        send=send,
+        memory=RecallMemory(),
+        conversation="conv",
+        counter=FixedCounter(1),
+        budget=1000,
+        max_recalls=3,
+    )
     payload = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
     with pytest.raises(UpstreamUnavailable):
         await settle(reply_of(recalling_answer("r000000000001")), CHAT, payload, rounds)

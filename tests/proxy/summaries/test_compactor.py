@@ -66,7 +66,15 @@ def task(steps: int) -> list[Message]:
 
 
 def context(running: bool) -> Context:
-    return Context("t", FixedCounter(10), POLICY, Target("m"), 0, 10_000, running=running)
+    return Context(
+        team="t",
+        counter=FixedCounter(10),
+        policy=POLICY,
+        target=Target("m"),
+        reserve=0,
+        window=10_000,
+        running=running,
+    )
 
 
 async def test_a_running_task_with_nothing_before_it_costs_no_store_call(

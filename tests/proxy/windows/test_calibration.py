@@ -34,13 +34,13 @@ def upstream(shown: int, hidden: int, a: float = 0.9, b: float = 0.1, c: float =
 
 def sample(ours: int, share: float = 0.0, **truth: float) -> Sample:
     hidden = int(ours * share)
-    return Sample(upstream(ours - hidden, hidden, **truth), ours, hidden)
+    return Sample(theirs=upstream(ours - hidden, hidden, **truth), ours=ours, hidden=hidden)
 
 
 def test_nothing_changes_before_enough_samples() -> None:
     c = Calibration()
     for _ in range(MIN_SEEN - 1):
-        assert c.observe("t", "m", Sample(800, 1000)) is None
+        assert c.observe("t", "m", Sample(theirs=800, ours=1000)) is None
     assert c.window("t", "m", 1000) == 1000
     assert c.hidden_weight("t", "m") == 1.0
 
@@ -49,7 +49,7 @@ def test_plain_ratios_take_the_largest_with_slack() -> None:
     """Prompts of one size (no fixed cost can be told): the old rule, the largest ratio."""
     c = Calibration()
     for theirs in (800, 900, 850):
-        c.observe("t", "m", Sample(theirs, 1000))
+        c.observe("t", "m", Sample(theirs=theirs, ours=1000))
     assert c.ratio("t", "m") == pytest.approx(0.9 * SLACK)
     assert c.window("t", "m", 900) == int(900 / (0.9 * SLACK))
     assert c.window("other-team", "m", 900) == 900
@@ -58,10 +58,10 @@ def test_plain_ratios_take_the_largest_with_slack() -> None:
 def test_wild_answers_are_clamped() -> None:
     c = Calibration()
     for _ in range(3):
-        c.observe("t", "m", Sample(300, 1000))
+        c.observe("t", "m", Sample(theirs=300, ours=1000))
     assert c.ratio("t", "m") == pytest.approx(LOW)
     for _ in range(30):
-        c.observe("t", "m", Sample(5_000, 1000))
+        c.observe("t", "m", Sample(theirs=5_000, ours=1000))
     assert c.ratio("t", "m") == HIGH
 
 
@@ -70,8 +70,8 @@ def test_an_answer_that_counted_something_else_is_no_sample() -> None:
     it): not a count of the prompt, and it divided by zero in the fit."""
     c = Calibration()
     for _ in range(5):
-        c.observe("t", "m", Sample(1, 1000))
-        c.observe("t", "m", Sample(50_000, 1000))
+        c.observe("t", "m", Sample(theirs=1, ours=1000))
+        c.observe("t", "m", Sample(theirs=50_000, ours=1000))
     assert c.ratio("t", "m") is None
 
 
@@ -126,7 +126,7 @@ def test_a_restored_fit_is_in_force_until_fresh_samples_replace_it() -> None:
     assert c.hidden_weight("t", "m") == pytest.approx(0.2)
     assert c.window("t", "m", 1040) == 800
     for _ in range(MIN_SEEN):
-        c.observe("t", "m", Sample(900, 1000))
+        c.observe("t", "m", Sample(theirs=900, ours=1000))
     assert c.ratio("t", "m") == pytest.approx(0.9 * SLACK)
 
 
@@ -166,7 +166,11 @@ def test_any_mix_is_fitted_conservatively_and_within_a_few_percent(
     for ours, share in requests:
         hidden = int(ours * share)
         exact = a * (ours - hidden) + b * hidden + c
-        samples.append(Sample(max(1, round(exact * noise.uniform(0.99, 1.01))), ours, hidden))
+        samples.append(
+            Sample(
+                theirs=max(1, round(exact * noise.uniform(0.99, 1.01))), ours=ours, hidden=hidden
+            )
+        )
     # A ratio past the clamp is refused on purpose (a wild count must not unbound the budget).
     assume(all(LOW <= s.theirs / s.ours <= HIGH / SLACK for s in samples))
     fit = fitted(samples)
@@ -203,10 +207,14 @@ def test_a_clients_frame_of_tools_is_told_from_its_messages_after_two_answers() 
 
     def at(messages: int, hidden: int = 0) -> Sample:
         ours = tools + messages
-        return Sample(theirs(messages, hidden), ours, hidden, 4, tools)
+        return Sample(
+            theirs=theirs(messages, hidden), ours=ours, hidden=hidden, messages=4, tools=tools
+        )
 
     c = Calibration()
-    first = Sample(theirs(3_452), tools + 3_452, 0, 2, tools)  # the frame and the task alone
+    first = Sample(
+        theirs=theirs(3_452), ours=tools + 3_452, hidden=0, messages=2, tools=tools
+    )  # the frame and the task alone
     for s in (first, first, at(7_135, 40)):  # its refusal's figures, its retry, the next answer
         c.observe("t", "m", s)
     fit = c.fit("t", "m")
@@ -221,7 +229,11 @@ def test_without_a_frame_two_prompts_tell_no_fixed_cost() -> None:
     """The exception is the frame's: prompts with no tool definitions (or different ones)
     still need a third prompt to check a fixed cost against."""
     c = Calibration()
-    for s in (Sample(1_000, 1_200), Sample(1_000, 1_200), Sample(3_000, 3_600)):
+    for s in (
+        Sample(theirs=1_000, ours=1_200),
+        Sample(theirs=1_000, ours=1_200),
+        Sample(theirs=3_000, ours=3_600),
+    ):
         c.observe("t", "m", s)
     fit = c.fit("t", "m")
     assert fit is not None and fit.fixed == 0

@@ -48,7 +48,7 @@ def test_a_prompt_that_did_not_grow_is_not_judged_by_growth() -> None:
 
 def test_recent_usage_keeps_the_last_read_of_recent_conversations() -> None:
     recent = RecentUsage(size=2)
-    a, b = Sample(900, 1000), Sample(1900, 2000)
+    a, b = Sample(theirs=900, ours=1000), Sample(theirs=1900, ours=2000)
     assert recent.swap("one", a) is None
     assert recent.swap("one", b) is a
     recent.swap("two", a)

@@ -53,10 +53,16 @@ def test_an_asked_limit_is_lowered_to_what_the_window_leaves_beside_the_prompt()
     req = request(settings, big_task(10), max_tokens=3000)
     req = replace(req, calibrated=True)
     budget = Budget(window=WINDOW, reserve=3000, tools=0, margin=16)
-    plan = Plan(req.body, budget, 2000, 2000, ["truncate_oldest"])
+    plan = Plan(
+        body=req.body,
+        budget=budget,
+        tokens_before=2000,
+        tokens_after=2000,
+        actions=["truncate_oldest"],
+    )
     lowered = within(req, budget, plan)
     room = WINDOW - 16 - 2000
     assert orjson.loads(lowered.body)["max_tokens"] == room
     assert lowered.actions == ["truncate_oldest", f"max-tokens-lowered 3000->{room}"]
-    small = Plan(req.body, budget, 100, 100, [])
+    small = Plan(body=req.body, budget=budget, tokens_before=100, tokens_after=100, actions=[])
     assert within(req, budget, small) is small  # room for the whole limit: as it was

@@ -66,7 +66,9 @@ def test_what_must_be_kept_bounds_the_depth() -> None:
 async def test_the_last_prompt_is_asked_only_under_a_cache_grid() -> None:
     settings = settings_for()
     req = request(settings, chat(3))
-    assert await last_prompt(PlannerState(settings, None), req) is None  # no memory of prompts
+    assert (
+        await last_prompt(PlannerState(settings=settings, compactor=None), req) is None
+    )  # no memory of prompts
     assert await last_prompt(planner_for(settings), req) is None  # none seen yet
     gridless = settings_for(cache_cut_share=0.0)
     assert await last_prompt(planner_for(gridless), request(gridless, chat(3))) is None

@@ -289,7 +289,7 @@ def test_only_what_is_new_is_counted_and_fitted_in_a_worker_thread() -> None:
     assert len(orjson.dumps(history)) > 4 * INLINE_BYTES
 
     def proxy() -> tuple[Any, Any, Any]:
-        return build_models(settings), Planner(settings, None), RecentItems()
+        return build_models(settings), Planner(settings=settings, compactor=None), RecentItems()
 
     over = ["each_message", "reserve", "fit", "add_ledger"]  # the ledger's reading too
     for model, threaded_first in (("fits", ["each_message"]), ("over", over)):
@@ -318,7 +318,7 @@ class Answers:
         from proxy.upstreams.forwarding import Reply
 
         body = orjson.dumps({"id": "c", "object": "chat.completion", "choices": []})
-        return Reply(200, [("content-type", "application/json")], body=body)
+        return Reply(status=200, headers=[("content-type", "application/json")], body=body)
 
     async def aclose(self) -> None:
         pass

@@ -15,12 +15,12 @@ BUDGET = Budget(window=4096, reserve=256, tools=10, margin=16)
 
 
 def test_a_plan_says_its_prompts_with_the_tool_definitions() -> None:
-    plan = Plan(b"{}", BUDGET, tokens_before=900, tokens_after=500)
+    plan = Plan(body=b"{}", budget=BUDGET, tokens_before=900, tokens_after=500)
     assert plan.prompts == (910, 510)
     assert plan.counted_prompt == 510 and plan.near
-    bound = Plan(b"{}", BUDGET, 900, 900, counted="bound")
+    bound = Plan(body=b"{}", budget=BUDGET, tokens_before=900, tokens_after=900, counted="bound")
     assert bound.counted_prompt is None and not bound.near
-    assert Plan(b"{}", None).prompts is None
+    assert Plan(body=b"{}", budget=None).prompts is None
 
 
 def test_a_fit_that_changed_nothing_forwards_the_original_bytes() -> None:

@@ -42,7 +42,13 @@ async def test_a_plan_that_drops_the_current_message_breaks_the_post_condition()
         budget=plan.fit.budget,
         actions=plan.actions,
     )
-    bad = Plan(plan.body, plan.budget, plan.tokens_before, plan.tokens_after, plan.actions)
+    bad = Plan(
+        body=plan.body,
+        budget=plan.budget,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        actions=plan.actions,
+    )
     bad.fit = dropped
     assert broken(req, bad) == "protected"
 

@@ -46,7 +46,13 @@ def request(settings: Settings, messages: Sequence[Message], **payload: Any) -> 
 
 def planner_for(settings: Settings, compactor: Compactor | None = None) -> Planner:
     """A planner with memories of its own (no store)."""
-    return Planner(settings, compactor, PrefixTracker(), CutMemory(), RecallMemory())
+    return Planner(
+        settings=settings,
+        compactor=compactor,
+        prefixes=PrefixTracker(),
+        cuts=CutMemory(),
+        recalls=RecallMemory(),
+    )
 
 
 def words(n: int, word: str = "alpha") -> str:
