@@ -1,7 +1,8 @@
 """No function in the engine (``strategies/``) or on the request's path (``proxy/request/``)
 takes more than ``MOST`` parameters (``self`` and ``cls`` not counted; ``*args`` and
 ``**kwargs`` count): what belongs together travels as one object (a ``FitRequest``, an
-``Attempt``), so that a new mode is a field with a default, not one more positional flag."""
+``Attempt``), so that a new mode is a field with a default, not one more positional flag; and
+no record of more than three fields is built positionally (``@dataclass(kw_only=True)``)."""
 
 from __future__ import annotations
 
@@ -55,3 +56,51 @@ def test_the_count_leaves_out_self_and_counts_star_parameters() -> None:
         "def h(a, b, c, d, e, *rest): ...\n"
     )
     assert sorted(too_long(source)) == [(3, "n", 6), (5, "h", 6)]
+
+
+def positional_records(source: str) -> list[tuple[int, str, int]]:
+    """(line, class, fields) of each dataclass of ``source`` holding more than three fields
+    that may be built positionally."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for deco in node.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            name = ast.unparse(call.func if call else deco)
+            if name.rsplit(".", 1)[-1] != "dataclass":
+                continue
+            kw_only = call is not None and any(
+                k.arg == "kw_only" and isinstance(k.value, ast.Constant) and k.value.value
+                for k in call.keywords
+            )
+            fields = [
+                s
+                for s in node.body
+                if isinstance(s, ast.AnnAssign) and "ClassVar" not in ast.unparse(s.annotation)
+            ]
+            if len(fields) > 3 and not kw_only:
+                out.append((node.lineno, node.name, len(fields)))
+    return out
+
+
+def test_a_record_of_more_than_three_fields_is_built_by_keyword() -> None:
+    """Two token counts or two floats swapped in a positional construction still type-check."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {name} ({count} fields)"
+        for package in ("strategies", "proxy")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line, name, count in positional_records(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "make it @dataclass(kw_only=True):\n" + "\n".join(found)
+
+
+def test_the_record_check_reads_every_spelling_of_dataclass() -> None:
+    source = (
+        "@dataclass\nclass A:\n    a: int\n    b: int\n    c: int\n    d: int\n"
+        "@dataclasses.dataclass(frozen=True)\nclass B:\n    a: int\n    b: int\n    c: int\n"
+        "    d: int\n    e: ClassVar[int] = 0\n"
+        "@dataclass(kw_only=True)\nclass C:\n    a: int\n    b: int\n    c: int\n    d: int\n"
+        "@dataclass\nclass D:\n    a: int\n    b: int\n    c: int\n"
+    )
+    assert positional_records(source) == [(2, "A", 4), (8, "B", 4)]
