@@ -175,13 +175,14 @@ class FitRequest:
     tokens: int | None = None  # ``count_prompt(counter, messages)``, when the caller has it
 
     # What must be kept.
-    # Ids of messages kept verbatim (as the policy's ``pins`` and standing rules are): no pass
+    # ``id()`` of the message objects kept verbatim (not their positions: a position names no
+    # message and pins nothing), as the policy's ``pins`` and standing rules are: no pass
     # rewrites them, and their units form a strict block.
     pinned: frozenset[int] = frozenset()
     # The current turn is a running agent task: its task message and newest step go byte for
     # byte, passes rewrite only its completed steps' results, and whole steps go oldest first.
     atomic_current: bool = False
-    # Ids of the running turn's user messages that continue its tool loop instead of stating a
+    # ``id()`` of the running turn's user messages that continue its tool loop instead of stating a
     # task (strategies/rules.py: running_task).
     continuing: frozenset[int] = frozenset()
 
