@@ -21,7 +21,7 @@ step's and the task's last-resort cuts, each pass, the recall clearing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from strategies import registry
@@ -471,15 +471,7 @@ def _clear_deeper(f: _Fitting, keep: frozenset[int]) -> None:
     gone. ``keep``: the newest step and task (never cleared)."""
     start = f.tokens
     # The clearing passes' own steps and actions are not the fit's: one step says it all.
-    inner = _Fitting(
-        request=f.request,
-        counter=f.counter,
-        pinned=f.pinned,
-        run=f.run,
-        before=f.before,
-        messages=f.messages,
-        tokens=f.tokens,
-    )
+    inner = replace(f, steps=[], actions=[])
     for recent in range(DEEPER_KEEP, 0, -1):
         clearing = ToolResultMicrocompact(keep_recent=recent, handles=True)
         _run_passes(inner, (clearing,), keep)

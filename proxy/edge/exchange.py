@@ -53,7 +53,7 @@ from proxy.providers.registry import provider_of
 from proxy.request.compaction import Compactions, compaction, wants_compaction
 from proxy.request.context_compaction import Summaries, carry, compaction_summary, made, paused
 from proxy.request.fitting import Fitting, fitting_for
-from proxy.request.kept_prefix import costs_of, see_prefix
+from proxy.request.kept_prefix import outcome_of, see_prefix
 from proxy.request.lessons import Lessons, Teachers
 from proxy.request.planning.plan import Plan
 from proxy.request.recall import Round, recall_key, settle
@@ -389,25 +389,9 @@ async def record(
         plan = replace(plan, actions=[*(e["type"] for e in req.context_edits), *plan.actions])
     said = [*cw_headers(plan, sent.retries), *prefix, *answered, *more, *learned]
     response = respond(reply, said)
-    outcome = Outcome(
-        team=req.team,
-        model=req.spec.name,
-        status=reply.status,
-        tokens_before=plan.tokens_before,
-        tokens_after=plan.tokens_after,
-        actions=plan.actions,
-        retries=sent.retries,
-        checkpoint=plan.checkpoint,
-        overhead=clock.overhead(),
-        upstream=clock.seconds,
-        stream=bool(req.payload.get("stream")),
-        policy=req.policy.name,
-        path=req.fmt.path,
-        format=req.fmt.name,
-        prefix=seen.state if seen else None,
-        cached_tokens=seen.cached_tokens if seen else 0,
-        costs=costs_of(req, plan, seen),
-    )
+    outcome = outcome_of(req, plan, seen, reply.status)
+    outcome.retries, outcome.upstream = sent.retries, clock.seconds
+    outcome.overhead = clock.overhead()
     metrics.record(outcome, req.view.messages if recording.log_content else None)
     return response
 

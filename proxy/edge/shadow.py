@@ -49,7 +49,7 @@ from proxy.observe.shadow import REFUSE
 from proxy.overflow.retry import overflow_of
 from proxy.request.compaction import compaction_trigger
 from proxy.request.fitting import fitting_for
-from proxy.request.kept_prefix import costs_of, see_prefix
+from proxy.request.kept_prefix import outcome_of, see_prefix
 from proxy.request.planning.plan import Plan
 from proxy.upstreams.forwarding import Reply, respond
 from proxy.wire import WireRequest
@@ -195,25 +195,7 @@ async def plan_after(
             )
         seen = await see_prefix(shadowing.prefixes, req, plan) if conversation else None
         await shadowing.settle()
-        outcome = Outcome(
-            team=req.team,
-            model=req.spec.name,
-            status=status,
-            tokens_before=plan.tokens_before,
-            tokens_after=plan.tokens_after,
-            actions=plan.actions,
-            retries=0,
-            checkpoint=plan.checkpoint,
-            overhead=0.0,
-            upstream=0.0,
-            stream=bool(req.payload.get("stream")),
-            policy=req.policy.name,
-            path=req.fmt.path,
-            format=req.fmt.name,
-            prefix=seen.state if seen else None,
-            cached_tokens=seen.cached_tokens if seen else 0,
-            costs=costs_of(req, plan, seen),
-        )
+        outcome = outcome_of(req, plan, seen, status)
         shadowing.metrics.record_shadow(outcome, overflowed)
     except Exception:  # fault boundary: after the answer, a shadow's failure is only counted
         log.exception("team %s: a shadow plan failed (the request was answered)", req.team)
